@@ -1,0 +1,34 @@
+# Two commands: `make run` installs and starts ragmux on its embedded default;
+# `make test` installs what the tests need and runs the whole suite.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test install install-test browser
+
+run: install
+	$(BIN)/ragmux serve
+
+test: install-test browser
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+# The dashboard tests drive Debian's Chromium through Playwright (never `playwright install`).
+browser:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; \
+	fi

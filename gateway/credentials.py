@@ -1,0 +1,28 @@
+"""Sealing, opening and masking of connection API keys."""
+
+from __future__ import annotations
+
+from ragmux.crypto import seal, unseal
+
+
+def connection_key_aad(connection_id: int) -> bytes:
+    return f"model_connections:{connection_id}:api_key".encode()
+
+
+def seal_api_key(connection_id: int, api_key: str) -> bytes:
+    return seal(api_key.encode(), aad=connection_key_aad(connection_id))
+
+
+def open_api_key(connection) -> str:
+    if not connection.api_key_sealed:
+        return ""
+    return unseal(connection.api_key_sealed, aad=connection_key_aad(connection.id)).decode()
+
+
+def mask_api_key(api_key: str) -> str:
+    """A short, irreversible hint: the first three and last four characters of long keys."""
+    if not api_key:
+        return ""
+    if len(api_key) < 16:
+        return "****"
+    return f"{api_key[:3]}…{api_key[-4:]}"

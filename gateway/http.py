@@ -1,0 +1,226 @@
+"""The one outbound HTTP path for every provider call.
+
+It resolves the upstream host itself, refuses private, loopback, link-local and metadata
+addresses (unless allow-listed), and then connects to the very address it checked, so a DNS
+answer that changes between check and connect cannot redirect the call. Redirects are
+followed by hand (at most three, same host, never from https to http) and every hop is
+checked again. Responses are read with a size cap.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+
+from ragmux.errors import ServiceError
+
+MAX_REDIRECTS = 3
+_EXTRA_BLOCKED = [ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("100.64.0.0/10")]
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class UpstreamBlocked(ServiceError):
+    """The upstream resolves to an address the SSRF guard refuses."""
+
+    status = 400
+    code = "private_upstream"
+
+
+class UpstreamError(Exception):
+    """The call did not produce a usable HTTP response (transport, timeout, size)."""
+
+    def __init__(self, message: str, *, retryable: bool):
+        super().__init__(message)
+        self.retryable = retryable
+
+
+def blocked_message(host: str) -> str:
+    return (
+        f'upstream host "{host}" resolves to a private or local address; set '
+        "ALLOW_PRIVATE_UPSTREAMS=true or add it to PRIVATE_UPSTREAM_ALLOWLIST"
+    )
+
+
+def is_private_address(address: Address) -> bool:
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return (
+        not address.is_global
+        or address.is_multicast
+        or any(address in network for network in _EXTRA_BLOCKED if network.version == address.version)
+    )
+
+
+def _allowlisted(host: str, address: Address) -> bool:
+    for entry in settings.PRIVATE_UPSTREAM_ALLOWLIST:
+        if entry == host.lower():
+            return True
+        try:
+            if address in ipaddress.ip_network(entry, strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def resolve(host: str, port: int) -> list[Address]:
+    try:
+        return [ipaddress.ip_address(host.strip("[]"))]
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise UpstreamError(f"cannot resolve upstream host {host!r}: {exc.strerror}", retryable=True) from None
+    seen: list[Address] = []
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0].split("%")[0])
+        if address not in seen:
+            seen.append(address)
+    return seen
+
+
+def checked_addresses(host: str, port: int) -> list[Address]:
+    """The addresses a call to ``host`` may use; raises UpstreamBlocked if none is allowed."""
+    addresses = resolve(host, port)
+    if settings.ALLOW_PRIVATE_UPSTREAMS:
+        return addresses
+    allowed = [a for a in addresses if not is_private_address(a) or _allowlisted(host, a)]
+    if not allowed:
+        raise UpstreamBlocked(blocked_message(host))
+    return allowed
+
+
+def url_is_private(url: str) -> bool:
+    """True when the URL's host resolves only to private addresses (recorded on connections)."""
+    parts = urlsplit(url)
+    try:
+        addresses = resolve(parts.hostname or "", parts.port or 443)
+    except UpstreamError:
+        return False
+    return bool(addresses) and all(is_private_address(a) for a in addresses)
+
+
+def _pin_to_address(request: httpx.Request) -> None:
+    host = request.url.host
+    port = request.url.port or (443 if request.url.scheme == "https" else 80)
+    address = checked_addresses(host, port)[0]
+    if request.url.scheme == "https":
+        request.extensions = {**request.extensions, "sni_hostname": host}
+    # The Host header was set from the original URL when the request was built.
+    literal = f"[{address}]" if address.version == 6 else str(address)
+    request.url = request.url.copy_with(host=literal)
+
+
+class GuardedTransport(httpx.HTTPTransport):
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        _pin_to_address(request)
+        return super().handle_request(request)
+
+
+class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        _pin_to_address(request)
+        return await super().handle_async_request(request)
+
+
+@dataclass
+class UpstreamResponse:
+    status: int
+    headers: httpx.Headers
+    content: bytes
+    url: str
+    elapsed_ms: int = 0
+    _json: object = field(default=None, repr=False)
+
+    def json(self):
+        if self._json is None:
+            self._json = json.loads(self.content)
+        return self._json
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+
+_client: httpx.Client | None = None
+
+
+def _shared_client() -> httpx.Client:
+    global _client
+    if _client is None:
+        _client = httpx.Client(
+            transport=GuardedTransport(retries=0),
+            follow_redirects=False,
+            trust_env=False,
+            limits=httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=90),
+        )
+    return _client
+
+
+def _next_hop(current: httpx.URL, response: httpx.Response) -> httpx.URL:
+    location = response.headers.get("location")
+    if not location:
+        raise UpstreamError(f"upstream answered {response.status_code} without a Location", retryable=False)
+    target = current.join(location)
+    if target.scheme not in ("http", "https"):
+        raise UpstreamError(f"refused redirect to a {target.scheme} URL", retryable=False)
+    checked_addresses(target.host, target.port or (443 if target.scheme == "https" else 80))
+    if current.scheme == "https" and target.scheme == "http":
+        raise UpstreamError("refused redirect from https to http", retryable=False)
+    if target.host != current.host:
+        raise UpstreamError(f"refused redirect to another host ({target.host})", retryable=False)
+    return target
+
+
+def request(
+    method: str,
+    url: str,
+    *,
+    headers: dict[str, str] | None = None,
+    json_body: object = None,
+    timeout: float | None = None,
+    max_bytes: int | None = None,
+) -> UpstreamResponse:
+    """Sends one request through the guard and returns the whole (size-capped) response."""
+    limit = max_bytes or settings.UPSTREAM_MAX_RESPONSE_MB * 1024 * 1024
+    total = timeout or settings.UPSTREAM_TIMEOUT
+    timeouts = httpx.Timeout(total, connect=min(total, settings.UPSTREAM_CONNECT_TIMEOUT))
+    client = _shared_client()
+    target = httpx.URL(url)
+    started = time.monotonic()
+    for _ in range(MAX_REDIRECTS + 1):
+        try:
+            with client.stream(method, target, headers=headers, json=json_body, timeout=timeouts) as response:
+                if response.is_redirect:
+                    target = _next_hop(target, response)
+                    if response.status_code == 303:
+                        method, json_body = "GET", None
+                    continue
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body.extend(chunk)
+                    if len(body) > limit:
+                        raise UpstreamError(
+                            f"upstream response is larger than {limit // (1024 * 1024)} MiB", retryable=False
+                        )
+                return UpstreamResponse(
+                    status=response.status_code,
+                    headers=response.headers,
+                    content=bytes(body),
+                    url=str(target),
+                    elapsed_ms=int((time.monotonic() - started) * 1000),
+                )
+        except httpx.TimeoutException:
+            raise UpstreamError(f"upstream timed out after {total:g}s", retryable=True) from None
+        except httpx.TransportError as exc:
+            raise UpstreamError(f"upstream connection failed: {exc}", retryable=True) from None
+    raise UpstreamError(f"more than {MAX_REDIRECTS} redirects", retryable=False)

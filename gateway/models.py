@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+from django.db import models
+
+
+class ProviderType(models.TextChoices):
+    OPENAI = "openai"
+    CUSTOM_OPENAI = "custom_openai"
+    OLLAMA = "ollama"
+    GEMINI = "gemini"
+    ANTHROPIC = "anthropic"
+    LOCAL = "local"
+    COHERE_RERANK = "cohere_rerank"
+    VOYAGE_RERANK = "voyage_rerank"
+
+
+EMBEDDING_PROVIDERS = frozenset(
+    {ProviderType.OPENAI, ProviderType.CUSTOM_OPENAI, ProviderType.OLLAMA, ProviderType.GEMINI, ProviderType.LOCAL}
+)
+
+
+class ModelConnection(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    provider_type = models.CharField(max_length=32, choices=ProviderType.choices)
+    base_url = models.CharField(max_length=2048, blank=True, default="")
+    model_name = models.CharField(max_length=128)
+    dimensions = models.PositiveIntegerField(null=True, blank=True)
+    # AES-256-GCM sealed, bound to this row's id; never leaves the server.
+    api_key_sealed = models.BinaryField(null=True, blank=True)
+    api_key_masked = models.CharField(max_length=32, blank=True, default="")
+    private_upstream = models.BooleanField(default=False)
+    last_test_at = models.DateTimeField(null=True, blank=True)
+    last_test_ok = models.BooleanField(null=True, blank=True)
+    last_test_latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    last_test_dimensions = models.PositiveIntegerField(null=True, blank=True)
+    last_test_error = models.CharField(max_length=512, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "model_connections"
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def supports_embeddings(self) -> bool:
+        return self.provider_type in EMBEDDING_PROVIDERS
+
+
+class PriceSource(models.TextChoices):
+    BUILTIN = "builtin"
+    USER = "user"
+
+
+class ModelPrice(models.Model):
+    """USD per million tokens (and per rerank search unit) for one provider's model.
+
+    ``model`` is an exact model name or a pattern ending in ``*``; the longest match wins.
+    """
+
+    provider_type = models.CharField(max_length=32, choices=ProviderType.choices)
+    model = models.CharField(max_length=128)
+    input_per_mtok = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    output_per_mtok = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    cached_input_per_mtok = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    per_search_unit = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    source = models.CharField(max_length=16, choices=PriceSource.choices, default=PriceSource.USER)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "model_prices"
+        ordering = ["provider_type", "model"]
+        constraints = [models.UniqueConstraint(fields=["provider_type", "model"], name="model_prices_key")]

@@ -1,0 +1,244 @@
+"""Embedding providers behind one interface.
+
+``provider.embed(texts)`` makes one upstream call for at most ``provider.max_batch`` texts and
+returns the vectors in input order with the tokens spent: the upstream's own count when it
+reports one, otherwise an estimate of characters / 4.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from gateway import http
+from gateway.credentials import open_api_key
+from gateway.models import ModelConnection, ProviderType
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    vectors: list[list[float]]
+    tokens: int
+    tokens_reported: bool
+
+    @property
+    def dimensions(self) -> int:
+        return len(self.vectors[0]) if self.vectors else 0
+
+
+class ProviderError(Exception):
+    """An upstream failed to embed; ``retryable`` says whether trying again may help."""
+
+    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None):
+        super().__init__(message)
+        self.retryable = retryable
+        self.status = status
+
+
+def estimate_tokens(texts: Sequence[str]) -> int:
+    return math.ceil(sum(len(t) for t in texts) / 4)
+
+
+class EmbeddingProvider(ABC):
+    label: str = "embedding provider"
+    max_batch: int = 64
+
+    def __init__(self, *, model: str, dimensions: int | None):
+        self.model = model
+        self.dimensions = dimensions
+
+    @abstractmethod
+    def embed(self, texts: Sequence[str]) -> Embeddings:
+        """Embeds at most ``max_batch`` texts in one call."""
+
+    def _check_vectors(self, vectors: object, count: int) -> list[list[float]]:
+        if not isinstance(vectors, list) or len(vectors) != count:
+            got = len(vectors) if isinstance(vectors, list) else "no"
+            raise ProviderError(f"{self.label} returned {got} embeddings for {count} inputs")
+        width = None
+        for vector in vectors:
+            if not isinstance(vector, list) or not vector:
+                raise ProviderError(f"{self.label} returned an embedding that is not a list of numbers")
+            if width is None:
+                width = len(vector)
+            elif len(vector) != width:
+                raise ProviderError(f"{self.label} returned embeddings of different widths ({width} and {len(vector)})")
+            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in vector):
+                raise ProviderError(f"{self.label} returned an embedding with non-numeric or non-finite values")
+        if self.dimensions and width != self.dimensions:
+            raise ProviderError(
+                f"{self.label} returned {width}-dimensional embeddings but the connection expects {self.dimensions}"
+            )
+        return vectors
+
+
+class _HttpEmbeddingProvider(EmbeddingProvider):
+    def __init__(self, *, base_url: str, api_key: str, model: str, dimensions: int | None, timeout: float | None):
+        super().__init__(model=model, dimensions=dimensions)
+        self.base_url = base_url
+        self.api_key = api_key
+        self.timeout = timeout
+
+    def _post(self, url: str, body: dict, headers: dict[str, str]) -> object:
+        try:
+            response = http.request("POST", url, headers=headers, json_body=body, timeout=self.timeout)
+        except http.UpstreamError as exc:
+            raise ProviderError(f"{self.label}: {exc}", retryable=exc.retryable) from None
+        except http.UpstreamBlocked as exc:
+            raise ProviderError(f"{self.label}: {exc.message}") from None
+        if response.status >= 400:
+            raise ProviderError(
+                f"{self.label} answered HTTP {response.status}: {_error_detail(response)}",
+                retryable=response.status in (408, 409, 425, 429) or response.status >= 500,
+                status=response.status,
+            )
+        try:
+            return response.json()
+        except ValueError:
+            raise ProviderError(f"{self.label} returned a malformed body (not JSON)") from None
+
+
+def _error_detail(response: http.UpstreamResponse) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:200].strip() or "no details"
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:300]
+        if isinstance(error, str):
+            return error[:300]
+    return "no details"
+
+
+def _require(condition: bool, label: str, what: str) -> None:
+    if not condition:
+        raise ProviderError(f"{label} returned a malformed body ({what})")
+
+
+class OpenAIEmbeddings(_HttpEmbeddingProvider):
+    label = "openai"
+    max_batch = 256
+
+    def embed(self, texts: Sequence[str]) -> Embeddings:
+        body: dict = {"model": self.model, "input": list(texts)}
+        if self.dimensions:
+            body["dimensions"] = self.dimensions
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        reply = self._post(f"{self.base_url}/embeddings", body, headers)
+        _require(isinstance(reply, dict) and isinstance(reply.get("data"), list), self.label, "no data list")
+        items = reply["data"]
+        _require(all(isinstance(i, dict) and "embedding" in i for i in items), self.label, "item without embedding")
+        if all(isinstance(i.get("index"), int) for i in items):
+            items = sorted(items, key=lambda i: i["index"])
+        vectors = self._check_vectors([i["embedding"] for i in items], len(texts))
+        usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+        tokens = usage.get("prompt_tokens", usage.get("total_tokens"))
+        if isinstance(tokens, int) and tokens >= 0:
+            return Embeddings(vectors, tokens, True)
+        return Embeddings(vectors, estimate_tokens(texts), False)
+
+
+class CustomOpenAIEmbeddings(OpenAIEmbeddings):
+    label = "custom_openai"
+
+
+class OllamaEmbeddings(_HttpEmbeddingProvider):
+    label = "ollama"
+    max_batch = 64
+
+    def embed(self, texts: Sequence[str]) -> Embeddings:
+        body: dict = {"model": self.model, "input": list(texts)}
+        if self.dimensions:
+            body["dimensions"] = self.dimensions
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        reply = self._post(f"{self.base_url}/api/embed", body, headers)
+        _require(isinstance(reply, dict) and "embeddings" in reply, self.label, "no embeddings")
+        vectors = self._check_vectors(reply["embeddings"], len(texts))
+        tokens = reply.get("prompt_eval_count")
+        if isinstance(tokens, int) and tokens >= 0:
+            return Embeddings(vectors, tokens, True)
+        return Embeddings(vectors, estimate_tokens(texts), False)
+
+
+class GeminiEmbeddings(_HttpEmbeddingProvider):
+    label = "gemini"
+    max_batch = 100
+
+    def _content(self, text: str) -> dict:
+        item: dict = {"model": f"models/{self.model}", "content": {"parts": [{"text": text}]}}
+        if self.dimensions:
+            item["outputDimensionality"] = self.dimensions
+        return item
+
+    def embed(self, texts: Sequence[str]) -> Embeddings:
+        model_path = f"{self.base_url}/models/{quote(self.model, safe='')}"
+        headers = {"x-goog-api-key": self.api_key} if self.api_key else {}
+        if len(texts) == 1:
+            reply = self._post(f"{model_path}:embedContent", self._content(texts[0]), headers)
+            _require(isinstance(reply, dict) and isinstance(reply.get("embedding"), dict), self.label, "no embedding")
+            raw = [reply["embedding"].get("values")]
+        else:
+            body = {"requests": [self._content(t) for t in texts]}
+            reply = self._post(f"{model_path}:batchEmbedContents", body, headers)
+            _require(isinstance(reply, dict) and isinstance(reply.get("embeddings"), list), self.label, "no embeddings")
+            raw = [e.get("values") if isinstance(e, dict) else None for e in reply["embeddings"]]
+        # Gemini reports no token usage for embeddings.
+        return Embeddings(self._check_vectors(raw, len(texts)), estimate_tokens(texts), False)
+
+
+class LocalEmbeddings(EmbeddingProvider):
+    label = "local"
+    max_batch = 32
+
+    def embed(self, texts: Sequence[str]) -> Embeddings:
+        from gateway.providers.local_model import local_model
+
+        vectors, tokens = local_model().embed(list(texts))
+        return Embeddings(self._check_vectors(vectors, len(texts)), tokens, True)
+
+
+DEFAULT_BASE_URLS = {
+    ProviderType.OPENAI: "https://api.openai.com/v1",
+    ProviderType.OLLAMA: "http://localhost:11434",
+    ProviderType.GEMINI: "https://generativelanguage.googleapis.com/v1beta",
+}
+
+_HTTP_PROVIDERS: dict[str, type[_HttpEmbeddingProvider]] = {
+    ProviderType.OPENAI: OpenAIEmbeddings,
+    ProviderType.CUSTOM_OPENAI: CustomOpenAIEmbeddings,
+    ProviderType.OLLAMA: OllamaEmbeddings,
+    ProviderType.GEMINI: GeminiEmbeddings,
+}
+
+
+def effective_base_url(provider_type: str, base_url: str) -> str:
+    url = (base_url or DEFAULT_BASE_URLS.get(provider_type, "")).rstrip("/")
+    if provider_type == ProviderType.OPENAI and not url.endswith("/v1"):
+        url += "/v1"
+    if provider_type == ProviderType.OLLAMA and url.endswith("/v1"):
+        url = url[: -len("/v1")]
+    return url
+
+
+class NoEmbeddings(Exception):
+    """The connection's provider type cannot embed."""
+
+
+def embedding_provider(connection: ModelConnection, *, timeout: float | None = None) -> EmbeddingProvider:
+    if connection.provider_type == ProviderType.LOCAL:
+        return LocalEmbeddings(model=connection.model_name, dimensions=connection.dimensions)
+    provider_class = _HTTP_PROVIDERS.get(connection.provider_type)
+    if provider_class is None:
+        raise NoEmbeddings(f'provider "{connection.provider_type}" cannot be used for embeddings')
+    return provider_class(
+        base_url=effective_base_url(connection.provider_type, connection.base_url),
+        api_key=open_api_key(connection),
+        model=connection.model_name,
+        dimensions=connection.dimensions,
+        timeout=timeout,
+    )

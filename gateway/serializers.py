@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from gateway.models import ModelConnection, ModelPrice, ProviderType
+
+MAX_PRICE = 100000
+
+
+class ConnectionInput(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    provider_type = serializers.ChoiceField(choices=ProviderType.choices)
+    base_url = serializers.CharField(max_length=2048, required=False, allow_blank=True, default="")
+    model_name = serializers.CharField(max_length=128)
+    dimensions = serializers.IntegerField(required=False, allow_null=True, default=None)
+    api_key = serializers.CharField(
+        max_length=4096, required=False, allow_blank=True, default="", trim_whitespace=True, write_only=True
+    )
+
+
+class ConnectionOutput(serializers.ModelSerializer):
+    supports_embeddings = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = ModelConnection
+        fields = [
+            "id", "name", "provider_type", "base_url", "model_name", "dimensions", "api_key_masked",
+            "private_upstream", "supports_embeddings", "last_test_at", "last_test_ok", "last_test_latency_ms",
+            "last_test_dimensions", "last_test_error", "created_at", "updated_at",
+        ]
+
+
+class ConnectionTestOutput(serializers.Serializer):
+    ok = serializers.BooleanField()
+    dimensions = serializers.IntegerField(allow_null=True)
+    latency_ms = serializers.IntegerField()
+    error = serializers.CharField(allow_blank=True)
+
+
+def _money(**kwargs) -> serializers.DecimalField:
+    return serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0, max_value=MAX_PRICE, **kwargs)
+
+
+class PriceValuesInput(serializers.Serializer):
+    input_per_mtok = _money(default=0)
+    output_per_mtok = _money(default=0)
+    cached_input_per_mtok = _money(required=False, allow_null=True, default=None)
+    per_search_unit = _money(required=False, allow_null=True, default=None)
+
+
+class PriceCreateInput(PriceValuesInput):
+    provider_type = serializers.ChoiceField(choices=ProviderType.choices)
+    model = serializers.CharField(max_length=128)
+
+
+class PriceOutput(serializers.ModelSerializer):
+    input_per_mtok = serializers.FloatField()
+    output_per_mtok = serializers.FloatField()
+    cached_input_per_mtok = serializers.FloatField(allow_null=True)
+    per_search_unit = serializers.FloatField(allow_null=True)
+
+    class Meta:
+        model = ModelPrice
+        fields = [
+            "id", "provider_type", "model", "input_per_mtok", "output_per_mtok", "cached_input_per_mtok",
+            "per_search_unit", "source", "created_at", "updated_at",
+        ]

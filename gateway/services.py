@@ -1,0 +1,255 @@
+"""Services that write model connections and prices."""
+
+from __future__ import annotations
+
+import re
+import time
+from decimal import Decimal
+from urllib.parse import urlsplit
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from gateway import http
+from gateway.credentials import mask_api_key, seal_api_key
+from gateway.models import ModelConnection, ModelPrice, PriceSource, ProviderType
+from gateway.prices import builtin_values
+from gateway.providers.embeddings import NoEmbeddings, ProviderError, embedding_provider
+from ragmux.errors import Conflict, InvalidInput
+
+MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$")
+LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
+LOCAL_DIMENSIONS = 384
+MAX_DIMENSIONS = 16000
+PROBE_TIMEOUT = 60.0
+# Fields that decide what a stored vector means; they cannot change under stored vectors.
+VECTOR_DEFINING_FIELDS = ("provider_type", "model_name", "dimensions")
+
+
+def _validate_base_url(provider_type: str, base_url: str) -> str:
+    base_url = base_url.strip()
+    if provider_type == ProviderType.LOCAL:
+        if base_url:
+            raise InvalidInput("a local connection has no base_url", field="base_url")
+        return ""
+    if not base_url:
+        if provider_type == ProviderType.CUSTOM_OPENAI:
+            raise InvalidInput("base_url is required for custom_openai", field="base_url")
+        return ""
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidInput("base_url must be an http(s) URL with a host", field="base_url")
+    if parts.username or parts.password:
+        raise InvalidInput("base_url must not carry credentials; use api_key", field="base_url")
+    if parts.query or parts.fragment or "?" in base_url or "#" in base_url:
+        raise InvalidInput("base_url must not have a query or fragment", field="base_url")
+    try:
+        parts.port
+    except ValueError:
+        raise InvalidInput("base_url has an invalid port", field="base_url") from None
+    # Refuse now rather than at the first call: a private address is only allowed when the
+    # operator said so (the same check runs again on every request and redirect).
+    http.checked_addresses(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+    return base_url.rstrip("/")
+
+
+def _validate_fields(*, name: str, provider_type: str, base_url: str, model_name: str, dimensions: int | None):
+    name = name.strip()
+    if not name:
+        raise InvalidInput("name is required", field="name")
+    if provider_type not in ProviderType.values:
+        raise InvalidInput(
+            f"provider_type must be one of {', '.join(ProviderType.values)}", field="provider_type"
+        )
+    model_name = model_name.strip()
+    if not MODEL_NAME.match(model_name) or ".." in model_name:
+        raise InvalidInput(
+            "model_name must be 1-128 letters, digits or . _ : / @ - and must not contain ..", field="model_name"
+        )
+    if dimensions is not None and not 1 <= dimensions <= MAX_DIMENSIONS:
+        raise InvalidInput(f"dimensions must be between 1 and {MAX_DIMENSIONS}", field="dimensions")
+    if provider_type == ProviderType.LOCAL:
+        if model_name != LOCAL_MODEL_NAME:
+            raise InvalidInput(f"the local provider runs {LOCAL_MODEL_NAME} only", field="model_name")
+        if dimensions not in (None, LOCAL_DIMENSIONS):
+            raise InvalidInput(f"{LOCAL_MODEL_NAME} has {LOCAL_DIMENSIONS} dimensions", field="dimensions")
+        dimensions = LOCAL_DIMENSIONS
+    base_url = _validate_base_url(provider_type, base_url)
+    return name, model_name, base_url, dimensions
+
+
+def _set_api_key(connection: ModelConnection, api_key: str) -> None:
+    connection.api_key_sealed = seal_api_key(connection.id, api_key) if api_key else None
+    connection.api_key_masked = mask_api_key(api_key)
+
+
+@transaction.atomic
+def connection_create(
+    *, name: str, provider_type: str, base_url: str, model_name: str, dimensions: int | None, api_key: str
+) -> ModelConnection:
+    name, model_name, base_url, dimensions = _validate_fields(
+        name=name, provider_type=provider_type, base_url=base_url, model_name=model_name, dimensions=dimensions
+    )
+    if ModelConnection.objects.filter(name=name).exists():
+        raise Conflict(f"a connection named {name!r} already exists", code="duplicate_name")
+    connection = ModelConnection.objects.create(
+        name=name,
+        provider_type=provider_type,
+        base_url=base_url,
+        model_name=model_name,
+        dimensions=dimensions,
+        private_upstream=bool(base_url) and http.url_is_private(base_url),
+    )
+    # The ciphertext is bound to the row id, so it can only be sealed once the row exists.
+    _set_api_key(connection, api_key.strip())
+    connection.save(update_fields=["api_key_sealed", "api_key_masked"])
+    return connection
+
+
+@transaction.atomic
+def connection_update(
+    *,
+    connection: ModelConnection,
+    name: str,
+    provider_type: str,
+    base_url: str,
+    model_name: str,
+    dimensions: int | None,
+    api_key: str,
+) -> ModelConnection:
+    from stores.models import Chunk
+
+    name, model_name, base_url, dimensions = _validate_fields(
+        name=name, provider_type=provider_type, base_url=base_url, model_name=model_name, dimensions=dimensions
+    )
+    if ModelConnection.objects.filter(name=name).exclude(pk=connection.pk).exists():
+        raise Conflict(f"a connection named {name!r} already exists", code="duplicate_name")
+    changed = [
+        f
+        for f, new in zip(VECTOR_DEFINING_FIELDS, (provider_type, model_name, dimensions))
+        if getattr(connection, f) != new
+    ]
+    if changed and Chunk.objects.filter(store__embedding_connection=connection).exists():
+        raise Conflict(
+            f"cannot change {', '.join(changed)}: stores hold vectors made by this model; "
+            "create a new connection instead",
+            code="connection_in_use",
+        )
+    connection.name = name
+    connection.provider_type = provider_type
+    connection.base_url = base_url
+    connection.model_name = model_name
+    connection.dimensions = dimensions
+    connection.private_upstream = bool(base_url) and http.url_is_private(base_url)
+    if api_key.strip():
+        _set_api_key(connection, api_key.strip())
+    connection.save()
+    return connection
+
+
+@transaction.atomic
+def connection_delete(*, connection: ModelConnection) -> None:
+    stores = list(connection.embedding_stores.values_list("name", flat=True))
+    if stores:
+        raise Conflict(
+            f"connection {connection.name!r} is the embedding model of {', '.join(repr(s) for s in stores)}",
+            code="connection_in_use",
+            stores=stores,
+        )
+    connection.delete()
+
+
+def connection_test(*, connection: ModelConnection) -> dict:
+    """Embeds one word through the connection and records the outcome on it."""
+    try:
+        provider = embedding_provider(connection, timeout=PROBE_TIMEOUT)
+    except NoEmbeddings as exc:
+        raise InvalidInput(f"{exc}; only embedding connections can be probed here") from None
+    started = time.monotonic()
+    try:
+        result = provider.embed(["ping"])
+        outcome = {"ok": True, "dimensions": result.dimensions, "error": ""}
+    except ProviderError as exc:
+        outcome = {"ok": False, "dimensions": None, "error": str(exc)[:512]}
+    outcome["latency_ms"] = int((time.monotonic() - started) * 1000)
+    ModelConnection.objects.filter(pk=connection.pk).update(
+        last_test_at=timezone.now(),
+        last_test_ok=outcome["ok"],
+        last_test_latency_ms=outcome["latency_ms"],
+        last_test_dimensions=outcome["dimensions"],
+        last_test_error=outcome["error"],
+    )
+    return outcome
+
+
+def _validate_price_model(model: str) -> str:
+    model = model.strip()
+    if not model or len(model) > 128:
+        raise InvalidInput("model must be 1-128 characters", field="model")
+    if "*" in model[:-1]:
+        raise InvalidInput("model may only end in * (a prefix pattern)", field="model")
+    return model
+
+
+@transaction.atomic
+def price_create(
+    *,
+    provider_type: str,
+    model: str,
+    input_per_mtok: Decimal,
+    output_per_mtok: Decimal,
+    cached_input_per_mtok: Decimal | None,
+    per_search_unit: Decimal | None,
+) -> ModelPrice:
+    model = _validate_price_model(model)
+    try:
+        with transaction.atomic():
+            return ModelPrice.objects.create(
+                provider_type=provider_type,
+                model=model,
+                input_per_mtok=input_per_mtok,
+                output_per_mtok=output_per_mtok,
+                cached_input_per_mtok=cached_input_per_mtok,
+                per_search_unit=per_search_unit,
+                source=PriceSource.USER,
+            )
+    except IntegrityError:
+        raise Conflict(
+            f"a price for {provider_type} {model!r} already exists; update it instead", code="duplicate_price"
+        ) from None
+
+
+@transaction.atomic
+def price_update(
+    *,
+    price: ModelPrice,
+    input_per_mtok: Decimal,
+    output_per_mtok: Decimal,
+    cached_input_per_mtok: Decimal | None,
+    per_search_unit: Decimal | None,
+) -> ModelPrice:
+    """Edits a price; an edited built-in row becomes the user's and upgrades leave it alone."""
+    price.input_per_mtok = input_per_mtok
+    price.output_per_mtok = output_per_mtok
+    price.cached_input_per_mtok = cached_input_per_mtok
+    price.per_search_unit = per_search_unit
+    price.source = PriceSource.USER
+    price.save()
+    return price
+
+
+@transaction.atomic
+def price_delete(*, price: ModelPrice) -> ModelPrice | None:
+    """Deletes a user price; one that overrode a built-in row reverts to the built-in values,
+    which are returned. Built-in rows themselves cannot be deleted."""
+    if price.source == PriceSource.BUILTIN:
+        raise Conflict("built-in prices cannot be deleted; edit the price instead", code="builtin_price")
+    shipped = builtin_values(price.provider_type, price.model)
+    if shipped is None:
+        price.delete()
+        return None
+    for name, value in shipped.items():
+        setattr(price, name, value)
+    price.source = PriceSource.BUILTIN
+    price.save()
+    return price

@@ -1,0 +1,96 @@
+"""Admin API for model connections and prices: reads for every role, writes for admins."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from gateway import selectors, services
+from gateway.models import ModelConnection, ModelPrice
+from gateway.serializers import (
+    ConnectionInput,
+    ConnectionOutput,
+    ConnectionTestOutput,
+    PriceCreateInput,
+    PriceOutput,
+    PriceValuesInput,
+)
+from ragmux.roles import AdminWrites
+
+
+def _get_connection(connection_id: int) -> ModelConnection:
+    return get_object_or_404(ModelConnection, pk=connection_id)
+
+
+def _get_price(price_id: int) -> ModelPrice:
+    return get_object_or_404(ModelPrice, pk=price_id)
+
+
+class ConnectionsApi(APIView):
+    permission_classes = [AdminWrites]
+
+    def get(self, request):
+        return Response(ConnectionOutput(selectors.connection_list(), many=True).data)
+
+    def post(self, request):
+        data = ConnectionInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        connection = services.connection_create(**data.validated_data)
+        return Response(ConnectionOutput(connection).data, status=201)
+
+
+class ConnectionApi(APIView):
+    permission_classes = [AdminWrites]
+
+    def get(self, request, connection_id: int):
+        return Response(ConnectionOutput(_get_connection(connection_id)).data)
+
+    def put(self, request, connection_id: int):
+        connection = _get_connection(connection_id)
+        data = ConnectionInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        connection = services.connection_update(connection=connection, **data.validated_data)
+        return Response(ConnectionOutput(connection).data)
+
+    def delete(self, request, connection_id: int):
+        services.connection_delete(connection=_get_connection(connection_id))
+        return Response({"ok": True})
+
+
+class ConnectionTestApi(APIView):
+    permission_classes = [AdminWrites]
+
+    def post(self, request, connection_id: int):
+        outcome = services.connection_test(connection=_get_connection(connection_id))
+        return Response(ConnectionTestOutput(outcome).data)
+
+
+class PricesApi(APIView):
+    permission_classes = [AdminWrites]
+
+    def get(self, request):
+        prices = selectors.price_list(provider_type=request.query_params.get("provider_type"))
+        return Response(PriceOutput(prices, many=True).data)
+
+    def post(self, request):
+        data = PriceCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(PriceOutput(services.price_create(**data.validated_data)).data, status=201)
+
+
+class PriceApi(APIView):
+    permission_classes = [AdminWrites]
+
+    def get(self, request, price_id: int):
+        return Response(PriceOutput(_get_price(price_id)).data)
+
+    def put(self, request, price_id: int):
+        price = _get_price(price_id)
+        data = PriceValuesInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(PriceOutput(services.price_update(price=price, **data.validated_data)).data)
+
+    def delete(self, request, price_id: int):
+        restored = services.price_delete(price=_get_price(price_id))
+        return Response({"ok": True, "restored": PriceOutput(restored).data if restored else None})

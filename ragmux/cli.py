@@ -1,0 +1,301 @@
+"""The `ragmux` command.
+
+Every subcommand first describes its environment: with ``DATABASE_URL`` / ``REDIS_URL`` unset
+it plans the embedded services (and their secrets) under the data folder, validates the
+settings before anything is started, then starts what is missing and stops it again on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _data_dir() -> Path:
+    return Path(os.environ.get("RAGMUX_DATA_DIR") or (BASE_DIR / "var")).resolve()
+
+
+@contextmanager
+def environment(*, start_services: bool = True):
+    """Plans and starts the embedded services, sets up Django, and stops what it started."""
+    from ragmux.embedded import EmbeddedError, EmbeddedServices
+
+    data_dir = _data_dir()
+    os.environ.setdefault("RAGMUX_DATA_DIR", str(data_dir))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ragmux.settings")
+    services = EmbeddedServices.plan(os.environ, data_dir)
+
+    import django
+
+    django.setup()  # validates every setting; a malformed one exits with "config: ..."
+    try:
+        if start_services:
+            services.start(os.environ)
+    except EmbeddedError as exc:
+        services.stop()
+        sys.stderr.write(f"ragmux: {exc}\n")
+        raise SystemExit(1) from None
+    try:
+        yield services
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        services.stop()
+
+
+def _migrate(verbosity: int = 0) -> None:
+    from django.core.management import call_command
+
+    call_command("migrate", interactive=False, verbosity=verbosity)
+
+
+def _check_key() -> None:
+    from ragmux.startup import check_encryption_key
+
+    check_encryption_key()
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    with environment():
+        _migrate(verbosity=1)
+        _check_key()
+    return 0
+
+
+def cmd_createadmin(args: argparse.Namespace) -> int:
+    with environment():
+        from ragmux.accounts import UserExists, user_create
+
+        _migrate()
+        password = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
+        try:
+            user, generated = user_create(username=args.username, password=password, role=args.role)
+        except UserExists as exc:
+            sys.stderr.write(f"ragmux: {exc}\n")
+            return 1
+        print(f"created {args.role} {user.username!r}")
+        if generated:
+            print(f"password (shown once): {generated}")
+    return 0
+
+
+def cmd_rotate_key(args: argparse.Namespace) -> int:
+    from ragmux.crypto import generate_key
+    from ragmux.embedded import load_or_create_secrets, write_secrets
+
+    new_key_text = args.new or generate_key()
+    with environment() as services:
+        from ragmux.keys import KeyRotationFailed, rotate_encryption_key
+        from ragmux.settings import decode_encryption_key
+
+        _migrate()
+        _check_key()
+        try:
+            count = rotate_encryption_key(new_key=decode_encryption_key(new_key_text))
+        except KeyRotationFailed as exc:
+            sys.stderr.write(f"ragmux: key rotation failed, nothing was changed: {exc}\n")
+            return 1
+        print(f"re-encrypted {count} credential(s) with the new key")
+        if services.secrets_from_file:
+            values = load_or_create_secrets(services.data_dir)
+            values["RAGMUX_ENCRYPTION_KEY"] = new_key_text
+            write_secrets(services.data_dir, values)
+            print(f"the new key is saved in {services.data_dir / 'secrets.env'}; restart ragmux to use it")
+        else:
+            print("install this key as RAGMUX_ENCRYPTION_KEY and restart every ragmux process:")
+            print(new_key_text)
+    return 0
+
+
+def _run_children(commands: dict[str, list[str]], *, on_ready=None, ready_url: str | None = None) -> int:
+    """Runs the child processes until Ctrl-C (or one of them exits), then stops them all."""
+    children: dict[str, subprocess.Popen] = {}
+    stopping = False
+
+    def request_stop(signum, frame):
+        nonlocal stopping
+        stopping = True
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    exit_code = 0
+    try:
+        for name, command in commands.items():
+            # Each child gets its own process group so Ctrl-C reaches it only through us.
+            children[name] = subprocess.Popen(command, start_new_session=True)
+        if ready_url and on_ready:
+            _wait_until_ready(ready_url, children)
+            on_ready()
+        while not stopping:
+            for name, child in children.items():
+                if child.poll() is not None:
+                    sys.stderr.write(f"ragmux: {name} exited with status {child.returncode}; stopping\n")
+                    exit_code = 1
+                    stopping = True
+                    break
+            time.sleep(0.2)
+    except _NotReady as exc:
+        sys.stderr.write(f"ragmux: {exc}\n")
+        exit_code = 1
+    finally:
+        for child in children.values():
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for child in children.values():
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return exit_code
+
+
+class _NotReady(Exception):
+    pass
+
+
+def _wait_until_ready(url: str, children: dict[str, subprocess.Popen]) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        for name, child in children.items():
+            if child.poll() is not None:
+                raise _NotReady(f"{name} exited with status {child.returncode} during start-up")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise _NotReady(f"the web server did not answer {url} within 120 s")
+
+
+def _celery(*args: str) -> list[str]:
+    return [sys.executable, "-m", "celery", "-A", "ragmux", *args]
+
+
+def worker_command() -> list[str]:
+    from django.conf import settings
+
+    return _celery(
+        "worker", "--loglevel", settings.LOG_LEVEL, "--concurrency", str(settings.INGEST_WORKERS),
+        "--hostname", f"ragmux@{os.uname().nodename}-{os.getpid()}",
+    )
+
+
+def scheduler_command() -> list[str]:
+    from django.conf import settings
+
+    schedule = Path(settings.RAGMUX_DATA_DIR) / "celerybeat-schedule"
+    schedule.parent.mkdir(parents=True, exist_ok=True)
+    return _celery("beat", "--loglevel", settings.LOG_LEVEL, "--schedule", str(schedule))
+
+
+def web_command() -> list[str]:
+    from django.conf import settings
+
+    return [
+        sys.executable, "-m", "uvicorn", "ragmux.asgi:application",
+        "--host", settings.HOST, "--port", str(settings.PORT),
+        "--workers", str(settings.WEB_WORKERS), "--no-access-log", "--lifespan", "off", "--timeout-graceful-shutdown", "15",
+    ]
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from ragmux.embedded import port_is_free
+
+    with environment():
+        from django.conf import settings
+
+        from ragmux.first_run import ensure_first_admin, ensure_local_connection
+
+        if not port_is_free(settings.PORT, settings.HOST):
+            sys.stderr.write(f"ragmux: {settings.HOST}:{settings.PORT} is already in use (set PORT)\n")
+            return 1
+        _migrate()
+        _check_key()
+        admin_notice = ensure_first_admin()
+        ensure_local_connection()
+        shown_host = "127.0.0.1" if settings.HOST in ("0.0.0.0", "::") else settings.HOST
+        base = f"http://{shown_host}:{settings.PORT}"
+
+        def announce() -> None:
+            print(f"ragmux is running. Dashboard: {base}/admin/", flush=True)
+            if admin_notice:
+                print(admin_notice, flush=True)
+            print("Press Ctrl-C to stop.", flush=True)
+
+        commands = {"web": web_command()}
+        if not args.no_worker:
+            commands["worker"] = worker_command()
+            commands["scheduler"] = scheduler_command()
+        return _run_children(commands, on_ready=announce, ready_url=f"{base}/healthz")
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    with environment():
+        _check_key()
+        return _run_children({"worker": worker_command()})
+
+
+def cmd_scheduler(args: argparse.Namespace) -> int:
+    with environment():
+        _check_key()
+        return _run_children({"scheduler": scheduler_command()})
+
+
+def cmd_manage(args: argparse.Namespace) -> int:
+    from django.core.management import execute_from_command_line
+
+    with environment():
+        execute_from_command_line(["ragmux manage", *args.rest])
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ragmux", description="Self-hosted AI gateway with retrieval built in.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="start the web server, a worker and the scheduler")
+    serve.add_argument("--no-worker", action="store_true", help="start only the web server")
+    serve.set_defaults(func=cmd_serve)
+
+    sub.add_parser("worker", help="start a Celery ingestion worker").set_defaults(func=cmd_worker)
+    sub.add_parser("scheduler", help="start the periodic scheduler (lease recovery)").set_defaults(func=cmd_scheduler)
+    sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
+
+    create = sub.add_parser("createadmin", help="create a user (an admin unless --role says otherwise)")
+    create.add_argument("--username", required=True)
+    create.add_argument("--role", choices=("admin", "editor", "viewer"), default="admin")
+    create.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    create.set_defaults(func=cmd_createadmin)
+
+    rotate = sub.add_parser("rotate-key", help="re-encrypt every stored credential with a new key")
+    rotate.add_argument("--new", help="the new key (32 bytes, base64url); generated when omitted")
+    rotate.set_defaults(func=cmd_rotate_key)
+
+    manage = sub.add_parser("manage", help="run a Django management command")
+    manage.add_argument("rest", nargs=argparse.REMAINDER)
+    manage.set_defaults(func=cmd_manage)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args) or 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

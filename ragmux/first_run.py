@@ -1,0 +1,36 @@
+"""What `ragmux serve` sets up once on a fresh installation."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from ragmux.accounts import user_create
+from ragmux.models import InstanceSetting
+
+LOCAL_CONNECTION_SEEDED = "local_connection_seeded"
+
+
+def ensure_first_admin() -> str | None:
+    """Creates the first admin if there is none; returns what to tell the operator."""
+    if User.objects.filter(groups__name="admin").exists() or User.objects.filter(is_superuser=True).exists():
+        return None
+    username = settings.RAGMUX_ADMIN_USER
+    user, generated = user_create(username=username, password=settings.RAGMUX_ADMIN_PASSWORD, role="admin")
+    if generated:
+        return f"Sign in as {user.username!r} with password {generated} (shown once; change it after signing in)."
+    return f"Sign in as {user.username!r} with the password from RAGMUX_ADMIN_PASSWORD."
+
+
+@transaction.atomic
+def ensure_local_connection() -> None:
+    """Creates the `local` embedding connection on the first run only, so deleting it sticks."""
+    from gateway.services import connection_create
+
+    _, created = InstanceSetting.objects.get_or_create(key=LOCAL_CONNECTION_SEEDED, defaults={"value": b"1"})
+    if created:
+        connection_create(
+            name="local", provider_type="local", base_url="", model_name="all-MiniLM-L6-v2",
+            dimensions=384, api_key="",
+        )

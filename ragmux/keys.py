@@ -1,0 +1,38 @@
+"""Rotation of the key that seals stored credentials."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from gateway.models import ModelConnection
+from gateway.credentials import connection_key_aad
+from ragmux.crypto import DecryptionFailed, seal, unseal
+from ragmux.models import InstanceSetting
+from ragmux.startup import KEY_CHECK_NAME, seal_key_check
+
+
+class KeyRotationFailed(Exception):
+    pass
+
+
+def rotate_encryption_key(*, new_key: bytes) -> int:
+    """Re-seals every credential and the key check value with ``new_key`` in one transaction.
+
+    Each new ciphertext is verified to open with the new key before anything commits; any
+    failure rolls the whole rotation back. Returns the number of credentials re-sealed.
+    """
+    count = 0
+    with transaction.atomic():
+        for connection in ModelConnection.objects.select_for_update().exclude(api_key_sealed=None):
+            aad = connection_key_aad(connection.id)
+            try:
+                plaintext = unseal(connection.api_key_sealed, aad=aad)
+            except DecryptionFailed as exc:
+                raise KeyRotationFailed(f"connection {connection.name!r}: {exc}") from None
+            sealed = seal(plaintext, aad=aad, key=new_key)
+            if unseal(sealed, aad=aad, key=new_key) != plaintext:
+                raise KeyRotationFailed(f"connection {connection.name!r}: verification failed")
+            ModelConnection.objects.filter(pk=connection.pk).update(api_key_sealed=sealed)
+            count += 1
+        InstanceSetting.objects.update_or_create(key=KEY_CHECK_NAME, defaults={"value": seal_key_check(new_key)})
+    return count

@@ -1,0 +1,237 @@
+"""Django settings, read from the environment.
+
+`ragmux serve` (and every other `ragmux` command) fills in ``DATABASE_URL``, ``REDIS_URL`` and
+the secrets for the embedded default before Django starts, so this module only ever sees a
+fully described environment. A malformed value stops the process with ``config: <reason>``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import sys
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from ragmux.env import (
+    ConfigError,
+    env_bool,
+    env_choice,
+    env_duration,
+    env_host_allowlist,
+    env_int,
+    env_list,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def parse_database_url(url: str) -> dict:
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgres", "postgresql") or not parts.path.strip("/"):
+        raise ConfigError(f"DATABASE_URL: {url!r} is not a postgres://user:password@host:port/name URL")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ConfigError("DATABASE_URL: the port is not a number") from None
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": unquote(parts.path.lstrip("/")),
+        "USER": unquote(parts.username or ""),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": parts.hostname or "",
+        "PORT": str(port or ""),
+        "OPTIONS": dict(parse_qsl(parts.query)),
+        "CONN_MAX_AGE": 0,
+        "CONN_HEALTH_CHECKS": True,
+    }
+
+
+def decode_encryption_key(value: str) -> bytes:
+    padded = value + "=" * (-len(value) % 4)
+    try:
+        key = base64.urlsafe_b64decode(padded.encode("ascii"))
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        raise ConfigError("RAGMUX_ENCRYPTION_KEY: not base64url (expected 32 random bytes)") from None
+    if len(key) != 32:
+        raise ConfigError(f"RAGMUX_ENCRYPTION_KEY: decodes to {len(key)} bytes, expected 32")
+    return key
+
+
+try:
+    _database_url = env_str("DATABASE_URL")
+    if _database_url is None:
+        raise ConfigError(
+            "DATABASE_URL: not set (start ragmux with `ragmux serve` for the embedded default, "
+            "or set DATABASE_URL and REDIS_URL)"
+        )
+    DATABASES = {"default": parse_database_url(_database_url)}
+    REDIS_URL = env_str("REDIS_URL")
+    if REDIS_URL is None:
+        raise ConfigError("REDIS_URL: not set")
+    if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(f"REDIS_URL: {REDIS_URL!r} is not a redis:// URL")
+
+    SECRET_KEY = env_str("DJANGO_SECRET_KEY")
+    if SECRET_KEY is None:
+        raise ConfigError("DJANGO_SECRET_KEY: required when DATABASE_URL is set")
+    _encryption_key = env_str("RAGMUX_ENCRYPTION_KEY")
+    if _encryption_key is None:
+        raise ConfigError("RAGMUX_ENCRYPTION_KEY: required when DATABASE_URL is set")
+    RAGMUX_ENCRYPTION_KEY = decode_encryption_key(_encryption_key)
+
+    DEBUG = env_bool("DJANGO_DEBUG", False)
+    ALLOWED_HOSTS = env_list("ALLOWED_HOSTS") or ["localhost", "127.0.0.1", "[::1]"]
+    CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+    SECURE_COOKIES = env_bool("SECURE_COOKIES", False)
+    LOG_LEVEL = env_choice("LOG_LEVEL", "info", ("debug", "info", "warning", "error"))
+
+    RAGMUX_DATA_DIR = Path(env_str("RAGMUX_DATA_DIR", str(BASE_DIR / "var")))
+    HOST = env_str("HOST", "127.0.0.1")
+    PORT = env_int("PORT", 8765, minimum=1, maximum=65535)
+    WEB_WORKERS = env_int("WEB_WORKERS", 1, minimum=1, maximum=64)
+    SESSION_TTL = env_duration("SESSION_TTL", 24 * 3600, minimum=60)
+
+    # Ingestion
+    INGEST_WORKERS = env_int("INGEST_WORKERS", 2, minimum=1, maximum=64)
+    INGEST_LEASE = env_duration("INGEST_LEASE", 120, minimum=3)
+    INGEST_MAX_ATTEMPTS = env_int("INGEST_MAX_ATTEMPTS", 5, minimum=1)
+    INGEST_JOB_TIMEOUT = env_duration("INGEST_JOB_TIMEOUT", 15 * 60, minimum=1)
+    MAX_PENDING_DOCUMENTS = env_int("MAX_PENDING_DOCUMENTS", 1024, minimum=1)
+    MAX_CHUNKS_PER_DOCUMENT = env_int("MAX_CHUNKS_PER_DOCUMENT", 20000, minimum=1)
+    MAX_DOCUMENTS_PER_STORE = env_int("MAX_DOCUMENTS_PER_STORE", 0, minimum=0)
+    MAX_BYTES_PER_STORE_MB = env_int("MAX_BYTES_PER_STORE_MB", 0, minimum=0)
+    MAX_UPLOAD_MB = env_int("MAX_UPLOAD_MB", 100, minimum=1)
+    TEXT_INGEST_MAX_MB = env_int("TEXT_INGEST_MAX_MB", 10, minimum=1)
+    PDF_PARSE_TIMEOUT = env_duration("PDF_PARSE_TIMEOUT", 60, minimum=1)
+
+    # Retrieval
+    RERANK_TIMEOUT = env_duration("RERANK_TIMEOUT", None, minimum=0.001)
+    RERANK_MAX_TOKENS = env_int("RERANK_MAX_TOKENS", 200, minimum=1)
+    HNSW_EF_SEARCH_MIN = env_int("HNSW_EF_SEARCH_MIN", 40, minimum=1, maximum=1000)
+
+    # Outbound calls to providers
+    UPSTREAM_TIMEOUT = env_duration("UPSTREAM_TIMEOUT", 300, minimum=1)
+    UPSTREAM_CONNECT_TIMEOUT = env_duration("UPSTREAM_CONNECT_TIMEOUT", 15, minimum=0.1)
+    UPSTREAM_MAX_RESPONSE_MB = env_int("UPSTREAM_MAX_RESPONSE_MB", 64, minimum=1)
+    ALLOW_PRIVATE_UPSTREAMS = env_bool("ALLOW_PRIVATE_UPSTREAMS", False)
+    PRIVATE_UPSTREAM_ALLOWLIST = env_host_allowlist("PRIVATE_UPSTREAM_ALLOWLIST")
+
+    # First admin of a fresh installation
+    RAGMUX_ADMIN_USER = env_str("RAGMUX_ADMIN_USER", "admin")
+    RAGMUX_ADMIN_PASSWORD = env_str("RAGMUX_ADMIN_PASSWORD")
+    # Threads of the local embedding model; 0 shares the cores among INGEST_WORKERS jobs.
+    LOCAL_EMBED_THREADS = env_int("LOCAL_EMBED_THREADS", 0, minimum=0, maximum=256)
+except ConfigError as error:
+    sys.stderr.write(f"config: {error}\n")
+    raise SystemExit(2) from None
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "rest_framework",
+    "django_prometheus",
+    "ragmux",
+    "gateway",
+    "stores",
+    "ingestion",
+    "retrieval",
+]
+
+MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "ragmux.middleware.ApiResponseHeadersMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
+]
+
+ROOT_URLCONF = "ragmux.urls"
+ASGI_APPLICATION = "ragmux.asgi.application"
+WSGI_APPLICATION = "ragmux.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "ragmux.roles.role_context",
+            ],
+        },
+    },
+]
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+]
+LOGIN_URL = "/admin/login/"
+LOGIN_REDIRECT_URL = "/admin/"
+
+SESSION_COOKIE_AGE = int(SESSION_TTL)
+SESSION_COOKIE_NAME = "ragmux_session"
+SESSION_COOKIE_SAMESITE = "Lax"
+SESSION_COOKIE_SECURE = SECURE_COOKIES
+CSRF_COOKIE_SECURE = SECURE_COOKIES
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "no-referrer"
+X_FRAME_OPTIONS = "DENY"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+WHITENOISE_USE_FINDERS = True
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+# Uploads are checked per file against MAX_UPLOAD_MB by the upload service; this caps the
+# whole multipart request so a single request cannot exhaust memory or disk.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "ragmux.authentication.BearerTokenAuthentication",
+        "ragmux.authentication.CookieSessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["ragmux.roles.IsViewer"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "ragmux.errors.api_exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE: dict = {}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"line": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "line"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL.upper()},
+    "loggers": {"django.server": {"level": "WARNING"}},
+}

@@ -1,0 +1,22 @@
+from django.urls import include, path
+from django.views.generic import RedirectView
+
+from ragmux import views
+
+urlpatterns = [
+    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("healthz", views.healthz),
+    path("readyz", views.readyz),
+    path("", include("django_prometheus.urls")),
+    path("admin/login/", views.DashboardLoginView.as_view(), name="login"),
+    path("admin/logout/", views.DashboardLogoutView.as_view(), name="logout"),
+    path("admin/", views.dashboard_home, name="dashboard"),
+    path("admin/api/login", views.LoginApi.as_view()),
+    path("admin/api/logout", views.LogoutApi.as_view()),
+    path("admin/api/me", views.MeApi.as_view()),
+    path("admin/api/", include("gateway.urls")),
+    path("admin/api/", include("stores.urls")),
+]
+
+handler404 = "ragmux.views.not_found"
+handler500 = "ragmux.views.server_error"

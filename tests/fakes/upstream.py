@@ -1,0 +1,249 @@
+"""A fake provider upstream: a real HTTP server on 127.0.0.1, in a thread, that speaks the
+wire formats of the providers ragmux calls.
+
+Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``,
+``gemini.batch_embed``, ...) and knobs set with :meth:`FakeUpstream.configure`:
+
+- ``latency``: seconds to sleep before answering;
+- ``status`` / ``times``: answer that HTTP status (``times`` calls, or always when ``None``);
+- ``width``: width of the vectors returned; ``wrong_width``: the last vector of a batch is
+  one wider than the others;
+- ``omit_usage``: leave the token usage out of the reply;
+- ``malformed``: ``"not_json"`` or ``"wrong_shape"``;
+- ``redirect_to``: answer 307 to that URL.
+
+Every request is recorded (:attr:`requests`) and counted per route (:meth:`calls`). Later
+issues add chat and rerank routes with :meth:`route`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+Reply = tuple[int, dict[str, str], bytes]
+
+
+@dataclass
+class Knobs:
+    latency: float = 0.0
+    status: int | None = None
+    times: int | None = None
+    width: int = 8
+    wrong_width: bool = False
+    omit_usage: bool = False
+    malformed: str | None = None
+    redirect_to: str | None = None
+
+
+@dataclass
+class RecordedRequest:
+    route: str
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self):
+        return json.loads(self.body)
+
+
+@dataclass
+class _Route:
+    name: str
+    method: str
+    pattern: re.Pattern
+    handler: Callable[[FakeUpstream, object, re.Match, Knobs], Reply]
+
+
+def fake_vector(text: str, width: int) -> list[float]:
+    """A deterministic unit vector for ``text``: equal texts give equal vectors."""
+    seed = hashlib.sha256(text.encode()).digest()
+    values = []
+    counter = 0
+    while len(values) < width:
+        block = hashlib.sha256(seed + counter.to_bytes(4, "big")).digest()
+        values.extend((b - 127.5) / 127.5 for b in block)
+        counter += 1
+    values = values[:width]
+    norm = math.sqrt(sum(v * v for v in values)) or 1.0
+    return [v / norm for v in values]
+
+
+def json_reply(body: object, status: int = 200) -> Reply:
+    return status, {"Content-Type": "application/json"}, json.dumps(body).encode()
+
+
+class FakeUpstream:
+    def __init__(self) -> None:
+        self._routes: list[_Route] = []
+        self._knobs: dict[str, Knobs] = {}
+        self._failures_left: dict[str, int | None] = {}
+        self._lock = threading.Lock()
+        self.requests: list[RecordedRequest] = []
+        self._counts: Counter[str] = Counter()
+        self.embedder: Callable[[str, int], list[float]] = fake_vector
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        _register_embedding_routes(self)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> FakeUpstream:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    # -- knobs and counters ----------------------------------------------------------------
+    def configure(self, route: str, **knobs) -> None:
+        with self._lock:
+            current = self._knobs.get(route, Knobs())
+            for name, value in knobs.items():
+                if not hasattr(current, name):
+                    raise TypeError(f"unknown knob {name!r}")
+                setattr(current, name, value)
+            self._knobs[route] = current
+            self._failures_left[route] = current.times
+
+    def knobs(self, route: str) -> Knobs:
+        with self._lock:
+            return self._knobs.get(route, Knobs())
+
+    def calls(self, route: str | None = None) -> int:
+        with self._lock:
+            return sum(self._counts.values()) if route is None else self._counts[route]
+
+    def requests_to(self, route: str) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.route == route]
+
+    def route(self, name: str, method: str, pattern: str):
+        def register(handler):
+            self._routes.append(_Route(name, method, re.compile(pattern), handler))
+            return handler
+
+        return register
+
+    # -- dispatch --------------------------------------------------------------------------
+    def _dispatch(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+        for route in self._routes:
+            match = route.pattern.fullmatch(path.split("?", 1)[0])
+            if route.method != method or not match:
+                continue
+            request = RecordedRequest(route.name, method, path, headers, body)
+            with self._lock:
+                self.requests.append(request)
+                self._counts[route.name] += 1
+                knobs = self._knobs.get(route.name, Knobs())
+                fail = knobs.status is not None and self._failures_left.get(route.name) != 0
+                if fail and self._failures_left.get(route.name) is not None:
+                    self._failures_left[route.name] -= 1
+            if knobs.latency:
+                time.sleep(knobs.latency)
+            if knobs.redirect_to:
+                return 307, {"Location": knobs.redirect_to}, b""
+            if fail:
+                return json_reply({"error": {"message": f"fake upstream failure {knobs.status}"}}, knobs.status)
+            if knobs.malformed == "not_json":
+                return 200, {"Content-Type": "application/json"}, b"{this is not json"
+            try:
+                payload = json.loads(body) if body else {}
+            except ValueError:
+                return json_reply({"error": {"message": "request body is not JSON"}}, 400)
+            return route.handler(self, payload, match, knobs)
+        return json_reply({"error": {"message": f"no fake route for {method} {path}"}}, 404)
+
+    def _handler_class(self):
+        upstream = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                status, reply_headers, reply = upstream._dispatch(self.command, self.path, headers, body)
+                self.send_response(status)
+                for name, value in reply_headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            do_GET = do_POST = _serve
+
+            def log_message(self, *args) -> None:
+                pass
+
+        return Handler
+
+
+def _vectors(upstream: FakeUpstream, texts: list[str], knobs: Knobs) -> list[list[float]]:
+    vectors = [upstream.embedder(text, knobs.width) for text in texts]
+    if knobs.wrong_width and vectors:
+        vectors[-1] = vectors[-1] + [0.0]
+    return vectors
+
+
+def _tokens(texts: list[str]) -> int:
+    return sum(len(t.split()) for t in texts)
+
+
+def _register_embedding_routes(upstream: FakeUpstream) -> None:
+    @upstream.route("openai.embeddings", "POST", r"/v1/embeddings")
+    def openai_embeddings(up, payload, match, knobs):
+        texts = payload.get("input")
+        texts = [texts] if isinstance(texts, str) else list(texts or [])
+        if knobs.malformed == "wrong_shape":
+            return json_reply({"object": "list", "results": []})
+        vectors = _vectors(up, texts, knobs)
+        reply = {
+            "object": "list",
+            "model": payload.get("model"),
+            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in reversed(list(enumerate(vectors)))],
+        }
+        if not knobs.omit_usage:
+            reply["usage"] = {"prompt_tokens": _tokens(texts), "total_tokens": _tokens(texts)}
+        return json_reply(reply)
+
+    @upstream.route("ollama.embed", "POST", r"/api/embed")
+    def ollama_embed(up, payload, match, knobs):
+        texts = payload.get("input")
+        texts = [texts] if isinstance(texts, str) else list(texts or [])
+        if knobs.malformed == "wrong_shape":
+            return json_reply({"model": payload.get("model"), "embedding": []})
+        reply = {"model": payload.get("model"), "embeddings": _vectors(up, texts, knobs)}
+        if not knobs.omit_usage:
+            reply["prompt_eval_count"] = _tokens(texts)
+        return json_reply(reply)
+
+    @upstream.route("gemini.embed", "POST", r"/v1beta/models/(?P<model>[^/:]+):embedContent")
+    def gemini_embed(up, payload, match, knobs):
+        text = payload["content"]["parts"][0]["text"]
+        if knobs.malformed == "wrong_shape":
+            return json_reply({"embeddings": []})
+        return json_reply({"embedding": {"values": _vectors(up, [text], knobs)[0]}})
+
+    @upstream.route("gemini.batch_embed", "POST", r"/v1beta/models/(?P<model>[^/:]+):batchEmbedContents")
+    def gemini_batch(up, payload, match, knobs):
+        texts = [r["content"]["parts"][0]["text"] for r in payload.get("requests", [])]
+        if knobs.malformed == "wrong_shape":
+            return json_reply({"embedding": {"values": []}})
+        return json_reply({"embeddings": [{"values": v} for v in _vectors(up, texts, knobs)]})

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import os
+
+import httpx
+import pytest
+
+from tests.fakes.upstream import FakeUpstream
+
+# Models are imported inside the fixtures: this module is loaded before Django is set up.
+
+PERSONAS = ("admin", "editor", "viewer", "outsider")
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def personas(db) -> dict:
+    """One user per role, plus an outsider: signed in, but in no role."""
+    from tests.factories import UserFactory
+
+    return {name: UserFactory(username=name, role=None if name == "outsider" else name) for name in PERSONAS}
+
+
+@pytest.fixture
+def api(live_server, personas):
+    """``api("editor")`` is an HTTP client signed in as that persona; ``api()`` has no credentials."""
+    from ragmux.authentication import issue_admin_token
+
+    clients: list[httpx.Client] = []
+
+    def client(persona: str | None = None) -> httpx.Client:
+        headers = {}
+        if persona is not None:
+            headers["Authorization"] = f"Bearer {issue_admin_token(user=personas[persona])}"
+        http = httpx.Client(base_url=live_server.url, headers=headers, timeout=60)
+        clients.append(http)
+        return http
+
+    yield client
+    for http in clients:
+        http.close()
+
+
+@pytest.fixture
+def fake_upstream():
+    upstream = FakeUpstream().start()
+    yield upstream
+    upstream.stop()
+
+
+@pytest.fixture
+def subprocess_env(db) -> dict[str, str]:
+    """The environment for a child process that must use the test database."""
+    from django.db import connection
+
+    env = dict(os.environ)
+    env["DATABASE_URL"] = env["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
+    return env
+
+
+@pytest.fixture(autouse=True)
+def _drop_embedding_tables(request):
+    """Django's flush after a transactional test cannot truncate `chunks` while the
+    per-width embedding tables (created outside the ORM) reference it, so they go first."""
+    if not {"transactional_db", "live_server"} & set(request.fixturenames):
+        yield
+        return
+    request.getfixturevalue("transactional_db")
+    yield
+    from django.db import connection
+
+    from stores.vector_tables import existing_widths, table_name
+
+    with connection.cursor() as cursor:
+        for width in existing_widths():
+            cursor.execute(f"DROP TABLE IF EXISTS {table_name(width)} CASCADE")

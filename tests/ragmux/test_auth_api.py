@@ -1,0 +1,83 @@
+import httpx
+import pytest
+
+from tests.factories import PASSWORD
+
+
+def test_login_with_bearer_returns_a_token_that_authenticates(api):
+    anonymous = api()
+    response = anonymous.post("/admin/api/login", json={"username": "editor", "password": PASSWORD, "bearer": True})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["user"]["username"] == "editor"
+    assert body["user"]["role"] == "editor"
+    me = anonymous.get("/admin/api/me", headers={"Authorization": f"Bearer {body['token']}"})
+    assert me.status_code == 200
+    assert me.json()["role"] == "editor"
+
+
+def test_wrong_password_is_401_in_the_error_envelope(api):
+    response = api().post("/admin/api/login", json={"username": "admin", "password": "nope", "bearer": True})
+    assert response.status_code == 401
+    assert response.json() == {
+        "error": {"message": "invalid username or password", "type": "Unauthorized", "code": "invalid_credentials"}
+    }
+
+
+def test_login_without_bearer_sets_the_session_cookie(live_server, personas):
+    with httpx.Client(base_url=live_server.url) as browser:
+        response = browser.post("/admin/api/login", json={"username": "viewer", "password": PASSWORD})
+        assert response.status_code == 200
+        assert "token" not in response.json()
+        assert "ragmux_session" in browser.cookies
+        assert browser.get("/admin/api/me").json()["username"] == "viewer"
+
+
+def test_logout_revokes_the_bearer_token(api):
+    anonymous = api()
+    token = anonymous.post(
+        "/admin/api/login", json={"username": "viewer", "password": PASSWORD, "bearer": True}
+    ).json()["token"]
+    headers = {"Authorization": f"Bearer {token}"}
+    assert anonymous.post("/admin/api/logout", headers=headers).json() == {"ok": True}
+    assert anonymous.get("/admin/api/me", headers=headers).status_code == 401
+
+
+@pytest.mark.parametrize("path", ["/admin/api/me", "/admin/api/models", "/admin/api/model-prices"])
+def test_no_credentials_is_401(api, path):
+    response = api().get(path)
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "unauthenticated"
+    assert response.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_an_unknown_token_is_401(api):
+    response = api().get("/admin/api/me", headers={"Authorization": "Bearer not-a-token"})
+    assert response.status_code == 401
+    assert response.json()["error"]["message"] == "invalid or expired token"
+
+
+def test_an_outsider_without_a_role_may_read_nothing(api):
+    response = api("outsider").get("/admin/api/models")
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "forbidden"
+
+
+def test_api_responses_are_not_cached_and_carry_a_request_id(api):
+    response = api("viewer").get("/admin/api/me")
+    assert response.headers["Cache-Control"] == "no-store"
+    assert len(response.headers["X-Request-Id"]) == 32
+
+
+def test_unknown_api_path_is_a_json_404(api):
+    response = api("viewer").get("/admin/api/no-such-thing")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+
+
+def test_health_and_readiness(api):
+    client = api()
+    assert client.get("/healthz").status_code == 200
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json() == {"ready": True}
