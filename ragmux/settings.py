@@ -233,5 +233,5 @@ LOGGING = {
     "formatters": {"line": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "line"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL.upper()},
-    "loggers": {"django.server": {"level": "WARNING"}},
+    "loggers": {"django.server": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }

@@ -66,7 +66,9 @@ def subprocess_env(db) -> dict[str, str]:
 def _drop_embedding_tables(request):
     """Django's flush after a transactional test cannot truncate `chunks` while the
     per-width embedding tables (created outside the ORM) reference it, so they go first."""
-    if not {"transactional_db", "live_server"} & set(request.fixturenames):
+    marker = request.node.get_closest_marker("django_db")
+    transactional = bool(marker and (marker.kwargs.get("transaction") or (marker.args and marker.args[0])))
+    if not (transactional or {"transactional_db", "live_server"} & set(request.fixturenames)):
         yield
         return
     request.getfixturevalue("transactional_db")

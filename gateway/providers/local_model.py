@@ -53,6 +53,8 @@ class LocalModel:
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
         self.tokenizer.enable_truncation(MAX_TOKENS)
+        # The shipped tokenizer.json pads to a fixed length; batches are padded here instead.
+        self.tokenizer.no_padding()
         self.threads = threads
 
     def embed(self, texts: list[str]) -> tuple[list[list[float]], int]:

@@ -64,6 +64,12 @@ class _Route:
     handler: Callable[[FakeUpstream, object, re.Match, Knobs], Reply]
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:
+        # A client that hangs up early (a size cap, a timeout) is part of what is tested.
+        pass
+
+
 def fake_vector(text: str, width: int) -> list[float]:
     """A deterministic unit vector for ``text``: equal texts give equal vectors."""
     seed = hashlib.sha256(text.encode()).digest()
@@ -91,9 +97,9 @@ class FakeUpstream:
         self.requests: list[RecordedRequest] = []
         self._counts: Counter[str] = Counter()
         self.embedder: Callable[[str, int], list[float]] = fake_vector
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         _register_embedding_routes(self)
 
     # -- lifecycle -------------------------------------------------------------------------

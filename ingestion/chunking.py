@@ -1,0 +1,279 @@
+"""Turns parsed blocks into chunks, the text to embed for each, and a plan to embed duplicates once.
+
+Pure functions: no Django, no database. ``chunk_size`` and ``chunk_overlap`` count characters.
+
+A chunk never spans two sections or two pages: blocks are first grouped into runs of consecutive
+blocks sharing (section, page), and each run is chunked on its own, so overlap never crosses a run.
+
+Overlap rule (section and word strategies): when a chunk is full, the next one opens with the
+longest suffix of the previous chunk's content that is at most ``chunk_overlap`` characters, starts
+at a word boundary and is trimmed, followed by the separator that stood before the next piece in the
+source and that piece. The suffix shrinks further when needed so the new chunk stays within
+``chunk_size``, and it is dropped when no word boundary leaves anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import groupby
+from typing import Protocol, TypeVar
+
+STRATEGIES = ("section", "word", "semantic", "character")
+
+_ALIASES = {
+    "words": "word",
+    "sentence": "semantic",
+    "paragraph": "semantic",
+    "char": "character",
+    "chars": "character",
+}
+
+PARAGRAPH_SEPARATOR = "\n\n"
+CONTEXT_SEPARATOR = " · "
+
+# A sentence ends at ., ! or ? followed by whitespace; a blank line ends a paragraph even without
+# punctuation. The whole whitespace run is the separator, so pieces never start or end with it.
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\s*\n\s*\n\s*")
+_WHITESPACE = re.compile(r"\s+")
+_LINE_BREAKING = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")
+
+T = TypeVar("T")
+
+# A piece of a run's text and the separator that precedes it in the source.
+_Unit = tuple[str, str]
+
+
+class Block(Protocol):
+    """What the parsers hand over: one paragraph, list item or table-row line."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def section(self) -> str: ...
+
+    @property
+    def page(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class ChunkDraft:
+    index: int
+    content: str
+    section: str
+    page: int | None
+
+
+class UnknownStrategy(ValueError):
+    def __init__(self, name: str):
+        super().__init__(f'unknown chunking strategy "{name}"; valid: {_strategy_names()}')
+        self.name = name
+
+
+def _strategy_names() -> str:
+    described = []
+    for strategy in STRATEGIES:
+        aliases = [alias for alias, target in _ALIASES.items() if target == strategy]
+        described.append(f"{strategy} ({', '.join(aliases)})" if aliases else strategy)
+    return ", ".join(described)
+
+
+def parse_strategy(name: str) -> str:
+    """The canonical strategy for ``name``, ignoring case and surrounding spaces, aliases included."""
+    key = name.strip().lower()
+    if key in STRATEGIES:
+        return key
+    if key in _ALIASES:
+        return _ALIASES[key]
+    raise UnknownStrategy(name.strip())
+
+
+def chunk_blocks(
+    blocks: Sequence[Block], *, strategy: str, chunk_size: int, chunk_overlap: int
+) -> list[ChunkDraft]:
+    """Chunks ``blocks`` in document order; every content is non-blank and at most ``chunk_size`` long."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+    if not 0 <= chunk_overlap < chunk_size:
+        raise ValueError(f"chunk_overlap must be between 0 and chunk_size - 1, got {chunk_overlap}")
+    chunk_run = _CHUNKERS[parse_strategy(strategy)]
+    drafts: list[ChunkDraft] = []
+    for run in _runs(blocks):
+        for content in chunk_run(run.texts, chunk_size, chunk_overlap):
+            drafts.append(ChunkDraft(index=len(drafts), content=content, section=run.section, page=run.page))
+    return drafts
+
+
+@dataclass(frozen=True)
+class _Run:
+    section: str
+    page: int | None
+    texts: list[str]
+
+
+def _runs(blocks: Iterable[Block]) -> Iterator[_Run]:
+    """Consecutive non-blank blocks sharing (section, page), with their texts trimmed."""
+    kept = ((block, text) for block in blocks if (text := block.text.strip()))
+    for (section, page), group in groupby(kept, key=lambda pair: (pair[0].section, pair[0].page)):
+        yield _Run(section=section, page=page, texts=[text for _, text in group])
+
+
+def _split(text: str, boundary: re.Pattern[str], leading_separator: str) -> Iterator[_Unit]:
+    """Cuts ``text`` at every ``boundary`` match, keeping each match as the next piece's separator."""
+    separator, start = leading_separator, 0
+    for match in boundary.finditer(text):
+        yield separator, text[start : match.start()]
+        separator, start = match.group(), match.end()
+    yield separator, text[start:]
+
+
+def _fit(separator: str, text: str, limit: int, boundaries: Sequence[re.Pattern[str]]) -> Iterator[_Unit]:
+    """``text`` as one unit if it fits in ``limit``, else cut at the coarsest boundary first and
+    each piece refined the same way; a piece no boundary can shorten is cut every ``limit`` chars."""
+    if len(text) <= limit:
+        yield separator, text
+    elif boundaries:
+        for piece_separator, piece in _split(text, boundaries[0], separator):
+            yield from _fit(piece_separator, piece, limit, boundaries[1:])
+    else:
+        yield separator, text[:limit]
+        for start in range(limit, len(text), limit):
+            # Nothing separated these characters in the source.
+            yield "", text[start : start + limit]
+
+
+def _section_units(texts: Sequence[str], limit: int) -> Iterator[_Unit]:
+    for text in texts:
+        yield from _fit(PARAGRAPH_SEPARATOR, text, limit, (_SENTENCE_BREAK, _WHITESPACE))
+
+
+def _semantic_units(texts: Sequence[str], limit: int) -> Iterator[_Unit]:
+    for text in texts:
+        for separator, sentence in _split(text, _SENTENCE_BREAK, PARAGRAPH_SEPARATOR):
+            yield from _fit(separator, sentence, limit, (_WHITESPACE,))
+
+
+def _word_units(texts: Sequence[str], limit: int) -> Iterator[_Unit]:
+    for text in texts:
+        for word in text.split():
+            yield from _fit(" ", word, limit, ())
+
+
+def _pack(units: Iterable[_Unit], size: int, overlap: int) -> Iterator[str]:
+    """Greedily joins units into contents of at most ``size`` characters, with the module's overlap rule."""
+    parts: list[str] = []
+    length = 0
+    for separator, text in units:
+        if parts and length + len(separator) + len(text) > size:
+            content = "".join(parts)
+            yield content
+            tail = _overlap_tail(content, min(overlap, size - len(separator) - len(text)))
+            parts, length = ([tail], len(tail)) if tail else ([], 0)
+        if parts:
+            parts += (separator, text)
+            length += len(separator) + len(text)
+        else:
+            parts, length = [text], len(text)
+    if parts:
+        yield "".join(parts)
+
+
+def _overlap_tail(content: str, limit: int) -> str:
+    """The longest trimmed suffix of ``content`` within ``limit`` characters that splits no word."""
+    if limit <= 0:
+        return ""
+    start = len(content) - limit
+    if start <= 0:
+        return content
+    if not content[start - 1].isspace():
+        boundary = _WHITESPACE.search(content, start)
+        if boundary is None:
+            return ""
+        start = boundary.end()
+    return content[start:].strip()
+
+
+def _character_windows(texts: Sequence[str], size: int, overlap: int) -> Iterator[str]:
+    text = PARAGRAPH_SEPARATOR.join(texts)
+    step = size - overlap
+    for start in range(0, len(text), step):
+        window = text[start : start + size]
+        if window.strip():
+            yield window
+        if start + size >= len(text):
+            # Any later window would lie entirely inside this one.
+            break
+
+
+def _section_chunks(texts: Sequence[str], size: int, overlap: int) -> Iterator[str]:
+    return _pack(_section_units(texts, size), size, overlap)
+
+
+def _word_chunks(texts: Sequence[str], size: int, overlap: int) -> Iterator[str]:
+    return _pack(_word_units(texts, size), size, overlap)
+
+
+def _semantic_chunks(texts: Sequence[str], size: int, overlap: int) -> Iterator[str]:
+    # Sentences are whole thoughts already; repeating part of one adds noise, not context.
+    return _pack(_semantic_units(texts, size), size, 0)
+
+
+_CHUNKERS: dict[str, Callable[[Sequence[str], int, int], Iterator[str]]] = {
+    "section": _section_chunks,
+    "word": _word_chunks,
+    "semantic": _semantic_chunks,
+    "character": _character_windows,
+}
+
+
+def embedded_text(*, filename: str, section: str, content: str, contextual: bool) -> str:
+    """The text sent to the embedding model: with ``contextual``, a one-line header saying where the
+    chunk sits, so the vector reflects it; the stored content stays unchanged either way."""
+    if not contextual:
+        return content
+    place = [part for part in (_one_line(filename), _one_line(section)) if part]
+    if not place:
+        return content
+    return f"{CONTEXT_SEPARATOR.join(place)}\n{content}"
+
+
+def _one_line(value: str) -> str:
+    return _LINE_BREAKING.sub(" ", value).strip()
+
+
+def normalise_for_hash(text: str) -> str:
+    """Spacing differences must not make two texts look different to the hash."""
+    return " ".join(text.split())
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(normalise_for_hash(text).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class DedupPlan:
+    """Embed ``unique_texts`` once each, then ``fan_out`` gives every input position its vector."""
+
+    unique_texts: list[str]
+    sources: list[int]
+
+    def fan_out(self, vectors: Sequence[T]) -> list[T]:
+        if len(vectors) != len(self.unique_texts):
+            raise ValueError(f"expected {len(self.unique_texts)} vectors, got {len(vectors)}")
+        return [vectors[source] for source in self.sources]
+
+
+def plan_dedup(texts: Sequence[str]) -> DedupPlan:
+    slots: dict[str, int] = {}
+    unique_texts: list[str] = []
+    sources: list[int] = []
+    for text in texts:
+        digest = text_hash(text)
+        if digest not in slots:
+            slots[digest] = len(unique_texts)
+            unique_texts.append(text)
+        sources.append(slots[digest])
+    return DedupPlan(unique_texts=unique_texts, sources=sources)

@@ -1,0 +1,42 @@
+"""What every parser returns, the errors it raises, and the bounds shared by all formats."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIB = 1024 * 1024
+MAX_EXTRACTED_TEXT = 20 * MIB
+
+
+@dataclass(frozen=True)
+class Block:
+    """One paragraph, list item, table row, code block… with where it sits in the document."""
+
+    text: str
+    section: str
+    page: int | None = None
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    blocks: list[Block]
+    title: str
+    page_count: int | None = None
+
+
+class ParseError(Exception):
+    """The document cannot be read; the message is shown to the user as the document's error."""
+
+
+class UnsupportedFormat(Exception):
+    """The upload is refused before it is stored; the message says why."""
+
+
+def text_size(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def check_extracted_text_size(size: int) -> None:
+    """Raises once the extracted text (counted in UTF-8 bytes) passes MAX_EXTRACTED_TEXT."""
+    if size > MAX_EXTRACTED_TEXT:
+        raise ParseError(f"the extracted text is larger than {MAX_EXTRACTED_TEXT // MIB} MiB (the limit per document)")

@@ -1,0 +1,184 @@
+import subprocess
+
+import pytest
+
+from gateway.models import ModelConnection
+from ragmux.embedded import pg_tool
+from tests.factories import StoreFactory
+
+SECRET = "sk-test-PLAINTEXT-0123456789abcdef"
+
+
+def openai_body(fake_upstream, **overrides):
+    body = {
+        "name": "embedder",
+        "provider_type": "openai",
+        "base_url": f"{fake_upstream.url}/v1",
+        "model_name": "text-embedding-3-small",
+        "api_key": SECRET,
+    }
+    body.update(overrides)
+    return body
+
+
+def test_admin_creates_a_connection_and_the_key_is_only_ever_masked(api, fake_upstream):
+    admin = api("admin")
+    created = admin.post("/admin/api/models", json=openai_body(fake_upstream))
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert body["api_key_masked"] == "sk-…cdef"
+    assert SECRET not in created.text
+    assert body["private_upstream"] is True
+    listed = admin.get("/admin/api/models")
+    assert SECRET not in listed.text
+    assert [c["name"] for c in listed.json()] == ["embedder"]
+    fetched = admin.get(f"/admin/api/models/{body['id']}")
+    assert SECRET not in fetched.text
+    assert fetched.json()["api_key_masked"] == "sk-…cdef"
+
+
+def test_pg_dump_holds_no_plaintext_key(api, fake_upstream, subprocess_env):
+    api("admin").post("/admin/api/models", json=openai_body(fake_upstream))
+    dump = subprocess.run(
+        [pg_tool("pg_dump"), "--data-only", subprocess_env["DATABASE_URL"].replace("postgres://", "postgresql://")],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    assert b"embedder" in dump  # the row is in the dump...
+    assert SECRET.encode() not in dump  # ...but its key is not
+    assert SECRET[-12:].encode() not in dump
+
+
+def test_updating_with_an_empty_key_keeps_the_stored_key(api, fake_upstream):
+    admin = api("admin")
+    created = admin.post("/admin/api/models", json=openai_body(fake_upstream)).json()
+    updated = admin.put(
+        f"/admin/api/models/{created['id']}", json=openai_body(fake_upstream, name="renamed", api_key="")
+    )
+    assert updated.status_code == 200
+    assert updated.json()["name"] == "renamed"
+    assert updated.json()["api_key_masked"] == "sk-…cdef"
+    admin.post(f"/admin/api/models/{created['id']}/test")
+    sent = fake_upstream.requests_to("openai.embeddings")[-1]
+    assert sent.headers["authorization"] == f"Bearer {SECRET}"
+
+
+def test_updating_with_a_new_key_replaces_it(api, fake_upstream):
+    admin = api("admin")
+    created = admin.post("/admin/api/models", json=openai_body(fake_upstream)).json()
+    admin.put(f"/admin/api/models/{created['id']}", json=openai_body(fake_upstream, api_key="sk-other-key-000011112222"))
+    admin.post(f"/admin/api/models/{created['id']}/test")
+    assert fake_upstream.requests_to("openai.embeddings")[-1].headers["authorization"] == "Bearer sk-other-key-000011112222"
+
+
+def test_probe_reports_width_and_latency_and_records_them(api, fake_upstream):
+    admin = api("admin")
+    fake_upstream.configure("openai.embeddings", width=12)
+    created = admin.post("/admin/api/models", json=openai_body(fake_upstream)).json()
+    outcome = admin.post(f"/admin/api/models/{created['id']}/test").json()
+    assert outcome["ok"] is True
+    assert outcome["dimensions"] == 12
+    assert outcome["latency_ms"] >= 0
+    stored = admin.get(f"/admin/api/models/{created['id']}").json()
+    assert stored["last_test_ok"] is True
+    assert stored["last_test_dimensions"] == 12
+    assert stored["last_test_at"] is not None
+
+
+def test_a_failing_probe_is_reported_and_recorded_not_raised(api, fake_upstream):
+    admin = api("admin")
+    fake_upstream.configure("openai.embeddings", status=401)
+    created = admin.post("/admin/api/models", json=openai_body(fake_upstream)).json()
+    response = admin.post(f"/admin/api/models/{created['id']}/test")
+    assert response.status_code == 200
+    outcome = response.json()
+    assert outcome["ok"] is False
+    assert "HTTP 401" in outcome["error"]
+    assert SECRET not in response.text
+    assert admin.get(f"/admin/api/models/{created['id']}").json()["last_test_ok"] is False
+
+
+def test_probing_a_chat_only_connection_is_a_400(api):
+    admin = api("admin")
+    created = admin.post(
+        "/admin/api/models",
+        json={"name": "claude", "provider_type": "anthropic", "model_name": "claude-sonnet-4-5", "api_key": "k"},
+    ).json()
+    response = admin.post(f"/admin/api/models/{created['id']}/test")
+    assert response.status_code == 400
+    assert "cannot be used for embeddings" in response.json()["error"]["message"]
+
+
+def test_duplicate_names_conflict(api, fake_upstream):
+    admin = api("admin")
+    admin.post("/admin/api/models", json=openai_body(fake_upstream))
+    response = admin.post("/admin/api/models", json=openai_body(fake_upstream))
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "duplicate_name"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "message"),
+    [
+        ({"provider_type": "mystery"}, "provider_type", "provider_type"),
+        ({"model_name": "../etc"}, "model_name", "model_name must be"),
+        ({"provider_type": "custom_openai", "base_url": ""}, "base_url", "base_url is required for custom_openai"),
+        ({"base_url": "ftp://example.com"}, "base_url", "base_url must be an http(s) URL"),
+        ({"base_url": "https://user:pw@example.com/v1"}, "base_url", "must not carry credentials"),
+        ({"base_url": "https://example.com/v1?x=1"}, "base_url", "must not have a query"),
+        ({"dimensions": 0}, "dimensions", "dimensions must be between 1 and 16000"),
+    ],
+)
+def test_invalid_connections_are_400_with_the_field_named(api, fake_upstream, overrides, field, message):
+    response = api("admin").post("/admin/api/models", json=openai_body(fake_upstream, **overrides))
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "validation_error"
+    assert field in error["fields"]
+    assert message in error["message"]
+
+
+def test_deleting_a_connection_a_store_uses_is_a_409(api, fake_upstream):
+    admin = api("admin")
+    created = admin.post("/admin/api/models", json=openai_body(fake_upstream)).json()
+    StoreFactory(name="handbook", embedding_connection=ModelConnection.objects.get(pk=created["id"]))
+    response = admin.delete(f"/admin/api/models/{created['id']}")
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "connection_in_use"
+    assert "'handbook'" in response.json()["error"]["message"]
+
+
+def test_deleting_an_unused_connection(api, fake_upstream):
+    admin = api("admin")
+    created = admin.post("/admin/api/models", json=openai_body(fake_upstream)).json()
+    assert admin.delete(f"/admin/api/models/{created['id']}").json() == {"ok": True}
+    assert admin.get(f"/admin/api/models/{created['id']}").status_code == 404
+
+
+@pytest.mark.parametrize("persona", ["editor", "viewer", "outsider"])
+def test_only_admins_write_connections(api, fake_upstream, persona):
+    existing = api("admin").post("/admin/api/models", json=openai_body(fake_upstream)).json()
+    client = api(persona)
+    attempts = [
+        client.post("/admin/api/models", json=openai_body(fake_upstream, name="other")),
+        client.put(f"/admin/api/models/{existing['id']}", json=openai_body(fake_upstream)),
+        client.delete(f"/admin/api/models/{existing['id']}"),
+        client.post(f"/admin/api/models/{existing['id']}/test"),
+    ]
+    assert [r.status_code for r in attempts] == [403, 403, 403, 403]
+    assert all(r.json()["error"]["code"] == "forbidden" for r in attempts)
+    assert fake_upstream.calls() == 0
+
+
+@pytest.mark.parametrize("persona", ["editor", "viewer"])
+def test_every_role_reads_connections(api, fake_upstream, persona):
+    api("admin").post("/admin/api/models", json=openai_body(fake_upstream))
+    response = api(persona).get("/admin/api/models")
+    assert response.status_code == 200
+    assert len(response.json()) == 1
+
+
+def test_no_credentials_writes_are_401(api, fake_upstream):
+    response = api().post("/admin/api/models", json=openai_body(fake_upstream))
+    assert response.status_code == 401

@@ -1,0 +1,166 @@
+"""The SSRF guard of the one outbound HTTP path, against a real server on 127.0.0.1.
+
+Name resolution is the one thing faked: the system resolver (socket.getaddrinfo) answers for
+made-up public-looking names the way a hostile DNS server would.
+"""
+
+import ipaddress
+import socket
+
+import pytest
+
+from gateway import http
+
+PUBLIC_LOOKING = "api.models-example.com"
+
+
+@pytest.fixture
+def hostile_dns(monkeypatch):
+    """Makes chosen hostnames resolve to chosen addresses, as a DNS server could."""
+    answers: dict[str, str] = {}
+    real_getaddrinfo = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host in answers:
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answers[host], port or 0))]
+        return real_getaddrinfo(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return answers
+
+
+@pytest.mark.parametrize(
+    ("address", "private"),
+    [
+        ("127.0.0.1", True),
+        ("10.1.2.3", True),
+        ("172.16.0.9", True),
+        ("192.168.1.1", True),
+        ("169.254.169.254", True),
+        ("100.64.0.1", True),
+        ("0.0.0.0", True),
+        ("224.0.0.1", True),
+        ("::1", True),
+        ("fc00::1", True),
+        ("fe80::1", True),
+        ("::ffff:127.0.0.1", True),
+        ("64:ff9b::a00:1", True),
+        ("8.8.8.8", False),
+        ("2606:4700:4700::1111", False),
+    ],
+)
+def test_private_loopback_link_local_and_metadata_addresses_are_blocked(address, private):
+    assert http.is_private_address(ipaddress.ip_address(address)) is private
+
+
+def test_loopback_is_refused_unless_allow_listed(settings, fake_upstream):
+    settings.PRIVATE_UPSTREAM_ALLOWLIST = []
+    with pytest.raises(http.UpstreamBlocked) as refused:
+        http.request("POST", f"{fake_upstream.url}/v1/embeddings", json_body={"input": ["x"]})
+    assert 'upstream host "127.0.0.1" resolves to a private or local address' in refused.value.message
+    assert fake_upstream.calls() == 0
+
+
+@pytest.mark.parametrize("entry", ["127.0.0.1", "127.0.0.0/8"])
+def test_an_allow_listed_address_or_network_may_be_called(settings, fake_upstream, entry):
+    settings.PRIVATE_UPSTREAM_ALLOWLIST = [entry]
+    response = http.request("POST", f"{fake_upstream.url}/v1/embeddings", json_body={"input": ["x"]})
+    assert response.status == 200
+    assert fake_upstream.calls("openai.embeddings") == 1
+
+
+def test_allow_private_upstreams_lets_everything_through(settings, fake_upstream):
+    settings.PRIVATE_UPSTREAM_ALLOWLIST = []
+    settings.ALLOW_PRIVATE_UPSTREAMS = True
+    assert http.request("POST", f"{fake_upstream.url}/v1/embeddings", json_body={"input": ["x"]}).status == 200
+
+
+def test_a_public_looking_name_that_resolves_to_loopback_is_refused(settings, fake_upstream, hostile_dns):
+    settings.PRIVATE_UPSTREAM_ALLOWLIST = []
+    hostile_dns[PUBLIC_LOOKING] = "127.0.0.1"
+    port = fake_upstream.url.rsplit(":", 1)[1]
+    with pytest.raises(http.UpstreamBlocked, match=PUBLIC_LOOKING):
+        http.request("POST", f"http://{PUBLIC_LOOKING}:{port}/v1/embeddings", json_body={"input": ["x"]})
+    assert fake_upstream.calls() == 0
+
+
+def test_an_allow_listed_hostname_is_called_at_the_address_that_was_checked(settings, fake_upstream, hostile_dns):
+    settings.PRIVATE_UPSTREAM_ALLOWLIST = ["ollama.internal"]
+    hostile_dns["ollama.internal"] = "127.0.0.1"
+    port = fake_upstream.url.rsplit(":", 1)[1]
+    response = http.request("POST", f"http://ollama.internal:{port}/api/embed", json_body={"input": ["x"]})
+    assert response.status == 200
+    # The Host header still names the host, although the connection went to the checked address.
+    assert fake_upstream.requests[-1].headers["host"] == f"ollama.internal:{port}"
+
+
+def test_a_redirect_to_a_private_address_is_refused(settings, fake_upstream, hostile_dns):
+    settings.PRIVATE_UPSTREAM_ALLOWLIST = ["upstream.internal"]
+    hostile_dns["upstream.internal"] = "127.0.0.1"
+    port = fake_upstream.url.rsplit(":", 1)[1]
+    fake_upstream.configure("openai.embeddings", redirect_to=f"http://127.0.0.1:{port}/api/embed")
+    with pytest.raises(http.UpstreamBlocked, match='upstream host "127.0.0.1"'):
+        http.request("POST", f"http://upstream.internal:{port}/v1/embeddings", json_body={"input": ["x"]})
+    assert fake_upstream.calls("ollama.embed") == 0
+
+
+def test_a_same_host_redirect_is_followed(fake_upstream):
+    fake_upstream.configure("openai.embeddings", redirect_to=f"{fake_upstream.url}/api/embed")
+    response = http.request("POST", f"{fake_upstream.url}/v1/embeddings", json_body={"input": ["x"]})
+    assert response.status == 200
+    assert fake_upstream.calls("ollama.embed") == 1
+
+
+def test_a_redirect_to_another_host_is_refused(settings, fake_upstream, hostile_dns):
+    settings.PRIVATE_UPSTREAM_ALLOWLIST = ["127.0.0.1", "other.internal"]
+    hostile_dns["other.internal"] = "127.0.0.1"
+    port = fake_upstream.url.rsplit(":", 1)[1]
+    fake_upstream.configure("openai.embeddings", redirect_to=f"http://other.internal:{port}/api/embed")
+    with pytest.raises(http.UpstreamError, match="another host"):
+        http.request("POST", f"{fake_upstream.url}/v1/embeddings", json_body={"input": ["x"]})
+
+
+def test_responses_over_the_size_cap_are_cut_off(fake_upstream):
+    fake_upstream.configure("openai.embeddings", width=4096)
+    with pytest.raises(http.UpstreamError, match="larger than") as failure:
+        http.request(
+            "POST", f"{fake_upstream.url}/v1/embeddings", json_body={"input": ["a"] * 50}, max_bytes=1024 * 1024
+        )
+    assert failure.value.retryable is False
+
+
+def test_a_slow_upstream_times_out_as_a_retryable_failure(fake_upstream):
+    fake_upstream.configure("openai.embeddings", latency=1.0)
+    with pytest.raises(http.UpstreamError, match="timed out") as failure:
+        http.request("POST", f"{fake_upstream.url}/v1/embeddings", json_body={"input": ["x"]}, timeout=0.2)
+    assert failure.value.retryable is True
+
+
+def test_a_refused_connection_is_a_retryable_failure(settings):
+    from ragmux.embedded import free_port
+
+    with pytest.raises(http.UpstreamError, match="connection failed") as failure:
+        http.request("GET", f"http://127.0.0.1:{free_port()}/", timeout=2)
+    assert failure.value.retryable is True
+
+
+def test_saving_a_connection_to_loopback_is_a_clear_400(api, settings, fake_upstream, hostile_dns):
+    settings.PRIVATE_UPSTREAM_ALLOWLIST = []
+    hostile_dns[PUBLIC_LOOKING] = "127.0.0.1"
+    port = fake_upstream.url.rsplit(":", 1)[1]
+    admin = api("admin")
+    for base_url in (f"{fake_upstream.url}/v1", f"http://{PUBLIC_LOOKING}:{port}/v1"):
+        response = admin.post(
+            "/admin/api/models",
+            json={"name": "sneaky", "provider_type": "openai", "base_url": base_url, "model_name": "m"},
+        )
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert error["code"] == "private_upstream"
+        assert "ALLOW_PRIVATE_UPSTREAMS=true or add it to PRIVATE_UPSTREAM_ALLOWLIST" in error["message"]
+    settings.PRIVATE_UPSTREAM_ALLOWLIST = ["127.0.0.1"]
+    allowed = admin.post(
+        "/admin/api/models",
+        json={"name": "local-proxy", "provider_type": "openai", "base_url": f"{fake_upstream.url}/v1", "model_name": "m"},
+    )
+    assert allowed.status_code == 201

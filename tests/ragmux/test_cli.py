@@ -1,0 +1,147 @@
+"""The `ragmux` command as an operator runs it: in a subprocess."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import psutil
+import pytest
+
+from gateway.credentials import connection_key_aad
+from gateway.models import ModelConnection
+from gateway.services import connection_create
+from ragmux.crypto import generate_key, unseal
+from ragmux.embedded import free_port
+from ragmux.settings import decode_encryption_key
+from tests.ragmux.test_startup import run_ragmux
+
+EMBEDDED_ONLY = ("DATABASE_URL", "REDIS_URL", "DJANGO_SECRET_KEY", "RAGMUX_ENCRYPTION_KEY", "PRIVATE_UPSTREAM_ALLOWLIST")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rotate_key_re_encrypts_every_credential(subprocess_env):
+    connection = connection_create(
+        name="openai", provider_type="openai", base_url="", model_name="text-embedding-3-small",
+        dimensions=None, api_key="sk-rotate-me-0123456789",
+    )
+    new_key = generate_key()
+    result = run_ragmux(subprocess_env, "rotate-key", "--new", new_key)
+    assert result.returncode == 0, result.stderr
+    assert "re-encrypted 1 credential(s) with the new key" in result.stdout
+    assert new_key in result.stdout
+    sealed = ModelConnection.objects.get(pk=connection.pk).api_key_sealed
+    opened = unseal(sealed, aad=connection_key_aad(connection.pk), key=decode_encryption_key(new_key))
+    assert opened == b"sk-rotate-me-0123456789"
+    old_key_start = run_ragmux(subprocess_env, "migrate")
+    assert "startup refused" in old_key_start.stderr
+    new_key_start = run_ragmux({**subprocess_env, "RAGMUX_ENCRYPTION_KEY": new_key}, "migrate")
+    assert new_key_start.returncode == 0, new_key_start.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_createadmin_makes_a_user_in_the_chosen_role(subprocess_env, settings):
+    from django.conf import global_settings
+    from django.contrib.auth.models import User
+
+    from ragmux.roles import user_role
+
+    result = run_ragmux(subprocess_env, "createadmin", "--username", "erin", "--role", "editor", "--password-stdin",
+                        stdin="a long enough password\n")
+    assert result.returncode == 0, result.stderr
+    user = User.objects.get(username="erin")
+    assert user_role(user) == "editor"
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS  # the subprocess used the real hasher
+    assert user.check_password("a long enough password")
+    again = run_ragmux(subprocess_env, "createadmin", "--username", "ERIN")
+    assert again.returncode == 1
+    assert "already exists" in again.stderr
+
+
+class Served:
+    """`ragmux serve` in a subprocess, on the embedded default, reading what it prints."""
+
+    def __init__(self, data_dir, port):
+        env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_ONLY}
+        env.update({"RAGMUX_DATA_DIR": str(data_dir), "PORT": str(port), "INGEST_WORKERS": "1"})
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "ragmux.cli", "serve"], env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True,
+        )
+        self.lines: list[str] = []
+
+    def wait_for(self, pattern: str, timeout: float = 180) -> re.Match:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                raise AssertionError(f"ragmux serve exited: {self.lines}")
+            self.lines.append(line)
+            match = re.search(pattern, line)
+            if match:
+                return match
+        raise AssertionError(f"{pattern!r} not printed: {self.lines}")
+
+    def descendants(self) -> list[psutil.Process]:
+        return psutil.Process(self.process.pid).children(recursive=True)
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGINT)
+        return self.process.wait(timeout=60)
+
+
+def alive(processes: list[psutil.Process]) -> list[psutil.Process]:
+    return [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def data_dir_processes(data_dir) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            if str(data_dir) in " ".join(process.info["cmdline"] or []):
+                found.append(process)
+        except psutil.Error:
+            continue
+    return alive(found)
+
+
+@pytest.mark.slow
+def test_serve_starts_the_embedded_default_and_stops_everything(tmp_path):
+    data_dir = tmp_path / "var"
+    port = free_port()
+    served = Served(data_dir, port)
+    try:
+        url = served.wait_for(r"Dashboard: (http://\S+/admin/)").group(1)
+        password = served.wait_for(r"with password (\S+) \(shown once").group(1)
+        assert url == f"http://127.0.0.1:{port}/admin/"
+        assert httpx.get(f"{url}login/").status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{port}/readyz").json() == {"ready": True}
+        login = httpx.post(f"{url}api/login", json={"username": "admin", "password": password, "bearer": True})
+        assert login.status_code == 200
+        token = login.json()["token"]
+        connections = httpx.get(f"{url}api/models", headers={"Authorization": f"Bearer {token}"}).json()
+        assert [(c["name"], c["provider_type"], c["dimensions"]) for c in connections] == [("local", "local", 384)]
+        children = served.descendants()
+        assert len(children) >= 3  # web, worker, scheduler (and their own children)
+    finally:
+        exit_code = served.stop()
+    assert exit_code == 0
+    time.sleep(1)
+    assert alive(children) == []
+    assert data_dir_processes(data_dir) == []
+    assert (data_dir / "secrets.env").stat().st_mode & 0o777 == 0o600
+
+    again = Served(data_dir, port)
+    try:
+        again.wait_for(r"Dashboard: ")
+        assert not any("with password" in line for line in again.lines)
+        login = httpx.post(f"{url}api/login", json={"username": "admin", "password": password, "bearer": True})
+        assert login.status_code == 200  # the data, and the admin, survived the restart
+    finally:
+        assert again.stop() == 0
+    time.sleep(1)
+    assert data_dir_processes(data_dir) == []

@@ -1,0 +1,49 @@
+"""Start-up refusals, exercised as an operator meets them: the `ragmux` command in a subprocess."""
+
+import subprocess
+import sys
+
+import pytest
+
+from ragmux.crypto import generate_key
+
+
+def run_ragmux(env: dict, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ragmux.cli", *args], env=env, input=stdin, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "reason"),
+    [
+        ("MAX_PENDING_DOCUMENTS", "abc", "config: MAX_PENDING_DOCUMENTS: 'abc' is not a whole number"),
+        ("INGEST_LEASE", "soon", "config: INGEST_LEASE: 'soon' is not a duration"),
+        ("ALLOW_PRIVATE_UPSTREAMS", "perhaps", "config: ALLOW_PRIVATE_UPSTREAMS: 'perhaps' is not a boolean"),
+        ("RAGMUX_ENCRYPTION_KEY", "c2hvcnQ", "config: RAGMUX_ENCRYPTION_KEY: decodes to 5 bytes, expected 32"),
+    ],
+)
+def test_a_malformed_setting_stops_start_up_naming_the_variable(subprocess_env, variable, value, reason):
+    env = {**subprocess_env, variable: value}
+    result = run_ragmux(env, "migrate")
+    assert result.returncode == 2
+    assert reason in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_secrets_are_required_when_database_url_is_set(subprocess_env):
+    env = {k: v for k, v in subprocess_env.items() if k != "RAGMUX_ENCRYPTION_KEY"}
+    result = run_ragmux(env, "migrate")
+    assert result.returncode == 2
+    assert "config: RAGMUX_ENCRYPTION_KEY: required when DATABASE_URL is set" in result.stderr
+
+
+def test_the_wrong_encryption_key_is_refused_with_a_clear_message(subprocess_env):
+    result = run_ragmux({**subprocess_env, "RAGMUX_ENCRYPTION_KEY": generate_key()}, "migrate")
+    assert result.returncode != 0
+    assert "startup refused: RAGMUX_ENCRYPTION_KEY is not the key" in result.stderr
+
+
+def test_the_right_key_starts(subprocess_env):
+    result = run_ragmux(subprocess_env, "migrate")
+    assert result.returncode == 0, result.stderr
