@@ -14,7 +14,7 @@ from gateway import http
 from gateway.credentials import mask_api_key, seal_api_key
 from gateway.models import ModelConnection, ModelPrice, PriceSource, ProviderType
 from gateway.prices import builtin_values
-from gateway.providers.embeddings import NoEmbeddings, ProviderError, embedding_provider
+from gateway.providers.embeddings import ProviderError, embedding_provider
 from ragmux.errors import Conflict, InvalidInput
 
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$")
@@ -159,16 +159,21 @@ def connection_delete(*, connection: ModelConnection) -> None:
     connection.delete()
 
 
+def embedding_width(connection: ModelConnection, *, timeout: float = PROBE_TIMEOUT) -> int:
+    """The width of the vectors the connection's model returns (one tiny embedding call)."""
+    return embedding_provider(connection, timeout=timeout).embed(["ping"]).dimensions
+
+
 def connection_test(*, connection: ModelConnection) -> dict:
     """Embeds one word through the connection and records the outcome on it."""
-    try:
-        provider = embedding_provider(connection, timeout=PROBE_TIMEOUT)
-    except NoEmbeddings as exc:
-        raise InvalidInput(f"{exc}; only embedding connections can be probed here") from None
+    if not connection.supports_embeddings:
+        raise InvalidInput(
+            f'provider "{connection.provider_type}" cannot be used for embeddings; '
+            "only embedding connections can be probed here"
+        )
     started = time.monotonic()
     try:
-        result = provider.embed(["ping"])
-        outcome = {"ok": True, "dimensions": result.dimensions, "error": ""}
+        outcome = {"ok": True, "dimensions": embedding_width(connection), "error": ""}
     except ProviderError as exc:
         outcome = {"ok": False, "dimensions": None, "error": str(exc)[:512]}
     outcome["latency_ms"] = int((time.monotonic() - started) * 1000)

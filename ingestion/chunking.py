@@ -46,7 +46,7 @@ T = TypeVar("T")
 _Unit = tuple[str, str]
 
 
-class Block(Protocol):
+class SourceBlock(Protocol):
     """What the parsers hand over: one paragraph, list item or table-row line."""
 
     @property
@@ -92,7 +92,7 @@ def parse_strategy(name: str) -> str:
 
 
 def chunk_blocks(
-    blocks: Sequence[Block], *, strategy: str, chunk_size: int, chunk_overlap: int
+    blocks: Sequence[SourceBlock], *, strategy: str, chunk_size: int, chunk_overlap: int
 ) -> list[ChunkDraft]:
     """Chunks ``blocks`` in document order; every content is non-blank and at most ``chunk_size`` long."""
     if chunk_size < 1:
@@ -114,7 +114,7 @@ class _Run:
     texts: list[str]
 
 
-def _runs(blocks: Iterable[Block]) -> Iterator[_Run]:
+def _runs(blocks: Iterable[SourceBlock]) -> Iterator[_Run]:
     """Consecutive non-blank blocks sharing (section, page), with their texts trimmed."""
     kept = ((block, text) for block in blocks if (text := block.text.strip()))
     for (section, page), group in groupby(kept, key=lambda pair: (pair[0].section, pair[0].page)):

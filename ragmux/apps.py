@@ -13,3 +13,7 @@ class RagmuxConfig(AppConfig):
 
         post_migrate.connect(ensure_role_groups, sender=self)
         post_migrate.connect(ensure_key_check, sender=self)
+
+        from ragmux.metrics import register_collector
+
+        register_collector()

@@ -104,7 +104,9 @@ try:
     MAX_BYTES_PER_STORE_MB = env_int("MAX_BYTES_PER_STORE_MB", 0, minimum=0)
     MAX_UPLOAD_MB = env_int("MAX_UPLOAD_MB", 100, minimum=1)
     TEXT_INGEST_MAX_MB = env_int("TEXT_INGEST_MAX_MB", 10, minimum=1)
-    PDF_PARSE_TIMEOUT = env_duration("PDF_PARSE_TIMEOUT", 60, minimum=1)
+    PDF_PARSE_TIMEOUT = env_duration("PDF_PARSE_TIMEOUT", 60, minimum=0.1)
+    # How often the scheduler returns expired claims to the queue (and wakes the workers).
+    INGEST_REQUEUE_INTERVAL = env_duration("INGEST_REQUEUE_INTERVAL", 15, minimum=0.5)
 
     # Retrieval
     RERANK_TIMEOUT = env_duration("RERANK_TIMEOUT", None, minimum=0.001)
@@ -202,10 +204,11 @@ STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 WHITENOISE_USE_FINDERS = True
 
-DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
-# Uploads are checked per file against MAX_UPLOAD_MB by the upload service; this caps the
-# whole multipart request so a single request cannot exhaust memory or disk.
+# JSON bodies: the text-ingest endpoint takes up to TEXT_INGEST_MAX_MB of content.
+DATA_UPLOAD_MAX_MEMORY_SIZE = (TEXT_INGEST_MAX_MB + 1) * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
+# Each uploaded file is cut off at MAX_UPLOAD_MB while it streams in (stores.uploads).
+FILE_UPLOAD_HANDLERS = ["stores.uploads.CappedUploadHandler", "django.core.files.uploadhandler.TemporaryFileUploadHandler"]
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -225,7 +228,10 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_TASK_TIME_LIMIT = int(INGEST_JOB_TIMEOUT) + 120
+CELERY_BEAT_SCHEDULE = {
+    "requeue-expired-leases": {"task": "ingestion.requeue_expired", "schedule": INGEST_REQUEUE_INTERVAL},
+}
 
 LOGGING = {
     "version": 1,

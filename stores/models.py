@@ -81,8 +81,14 @@ class DocumentStatus(models.TextChoices):
     FAILED = "failed"
 
 
+# Rows below a store are removed by the database (ON DELETE CASCADE constraints added in the
+# migrations), not by Django's collector, which would load every chunk of a large store into
+# memory just to delete it.
+DB_CASCADE = {"on_delete": models.DO_NOTHING, "db_constraint": False}
+
+
 class Document(models.Model):
-    store = models.ForeignKey(RagStore, on_delete=models.CASCADE, related_name="documents")
+    store = models.ForeignKey(RagStore, related_name="documents", **DB_CASCADE)
     filename = models.CharField(max_length=255)
     title = models.CharField(max_length=512, blank=True, default="")
     mime = models.CharField(max_length=127, blank=True, default="")
@@ -120,8 +126,8 @@ class Document(models.Model):
 
 
 class Chunk(models.Model):
-    store = models.ForeignKey(RagStore, on_delete=models.CASCADE, related_name="+")
-    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    store = models.ForeignKey(RagStore, related_name="+", **DB_CASCADE)
+    document = models.ForeignKey(Document, related_name="chunks", **DB_CASCADE)
     index = models.PositiveIntegerField()
     content = models.TextField()
     section = models.CharField(max_length=1024, blank=True, default="")
@@ -141,3 +147,44 @@ class Chunk(models.Model):
         ordering = ["document_id", "index"]
         constraints = [models.UniqueConstraint(fields=["document", "index"], name="chunks_document_index")]
         indexes = [GinIndex(fields=["tsv"], name="chunks_tsv_gin")]
+
+
+class ChunkTerm(models.Model):
+    """One lexeme of a chunk's `simple` tsvector: a BM25 posting.
+
+    The chunk's length is copied in so scoring reads nothing but this table's index.
+    """
+
+    pk = models.CompositePrimaryKey("chunk_id", "term")
+    # Both are covered by the primary key and the postings index (see the migration).
+    chunk = models.ForeignKey(Chunk, related_name="+", db_index=False, **DB_CASCADE)
+    store = models.ForeignKey(RagStore, related_name="+", db_index=False, **DB_CASCADE)
+    term = models.TextField()
+    tf = models.PositiveIntegerField()
+    chunk_length = models.PositiveIntegerField()
+
+    class Meta:
+        db_table = "chunk_terms"
+
+
+class StoreTerm(models.Model):
+    """A store's vocabulary with document frequencies (BM25 idf, typo correction)."""
+
+    pk = models.CompositePrimaryKey("store_id", "term")
+    store = models.ForeignKey(RagStore, related_name="+", db_index=False, **DB_CASCADE)
+    term = models.TextField()
+    df = models.PositiveIntegerField()
+
+    class Meta:
+        db_table = "store_terms"
+
+
+class StoreTextStats(models.Model):
+    """Chunk count and summed lengths of a store, for BM25's average length."""
+
+    store = models.OneToOneField(RagStore, primary_key=True, related_name="+", **DB_CASCADE)
+    chunk_count = models.BigIntegerField(default=0)
+    token_total = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "store_text_stats"

@@ -80,3 +80,36 @@ def _drop_embedding_tables(request):
     with connection.cursor() as cursor:
         for width in existing_widths():
             cursor.execute(f"DROP TABLE IF EXISTS {table_name(width)} CASCADE")
+
+
+@pytest.fixture
+def local_connection(db):
+    """The embedded default's `local` embedding connection."""
+    from gateway.services import connection_create
+
+    return connection_create(
+        name="local", provider_type="local", base_url="", model_name="all-MiniLM-L6-v2", dimensions=None, api_key=""
+    )
+
+
+@pytest.fixture
+def fake_connection(db, fake_upstream):
+    """An OpenAI-compatible embedding connection answered by the fake upstream."""
+    from gateway.services import connection_create
+
+    return connection_create(
+        name="fake-openai", provider_type="openai", base_url=f"{fake_upstream.url}/v1",
+        model_name="text-embedding-3-small", dimensions=None, api_key="sk-fake-key-000000000000",
+    )
+
+
+@pytest.fixture
+def ingest_now():
+    """Runs ingestion in this process until the queue is empty: the worker's own code,
+    without a worker. Tests of the worker processes themselves start real ones."""
+    from ingestion.tasks import drain_queue
+
+    def drain() -> None:
+        drain_queue()
+
+    return drain

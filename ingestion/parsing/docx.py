@@ -5,11 +5,12 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+from collections.abc import Iterator
 
 from lxml import etree
 
 from .sections import Headings, section_path, with_heading
-from .types import MIB, Block, ParsedDocument, ParseError
+from .types import MIB, Block, ParsedDocument, ParseError, describe_size
 
 MAX_DOCUMENT_XML = 32 * MIB
 MAX_EXPANSION_RATIO = 100
@@ -27,10 +28,13 @@ _CELL_SEPARATOR = " | "
 
 
 def parse_docx(data: bytes) -> ParsedDocument:
-    """Headings (Title, Heading 1–9) form the section path and are not blocks themselves; table rows are "a | b" lines."""
+    """Title and Heading 1–9 paragraphs form the section path and are not blocks themselves.
+
+    Table rows become "cell | cell" lines.
+    """
     with _open_archive(data) as archive:
-        body = _read_xml(archive, DOCUMENT_PART, required=True).find(f"{_W}body")
-        styles = _read_xml(archive, STYLES_PART, required=False)
+        body = _read_part(archive, DOCUMENT_PART).find(f"{_W}body")
+        styles = _read_part(archive, STYLES_PART) if STYLES_PART in archive.namelist() else None
     if body is None:
         return ParsedDocument(blocks=[], title="")
     return _document_from_body(body, _style_names(styles))
@@ -43,13 +47,11 @@ def _open_archive(data: bytes) -> zipfile.ZipFile:
         raise ParseError("the file is not a valid docx (not a zip archive)") from None
 
 
-def _read_xml(archive: zipfile.ZipFile, name: str, *, required: bool) -> etree._Element | None:
+def _read_part(archive: zipfile.ZipFile, name: str) -> etree._Element:
     try:
         member = archive.getinfo(name)
     except KeyError:
-        if required:
-            raise ParseError(f"the docx has no {name} (not a Word document)") from None
-        return None
+        raise ParseError(f"the docx has no {name} (not a Word document)") from None
     return _parse_xml(name, _read_bounded(archive, member))
 
 
@@ -69,7 +71,7 @@ def _read_bounded(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> bytes:
 
 def _check_declared_size(member: zipfile.ZipInfo) -> None:
     if member.file_size > MAX_DOCUMENT_XML:
-        raise ParseError(f"{member.filename} is larger than {MAX_DOCUMENT_XML // MIB} MiB uncompressed (the limit)")
+        raise ParseError(f"{member.filename} is larger than {describe_size(MAX_DOCUMENT_XML)} uncompressed (the limit)")
     if member.file_size > MAX_EXPANSION_RATIO * max(member.compress_size, 1):
         raise ParseError(
             f"{member.filename} expands more than {MAX_EXPANSION_RATIO}× when uncompressed (a suspected zip bomb)"
@@ -123,7 +125,7 @@ def _document_from_body(body: etree._Element, style_names: dict[str, str]) -> Pa
     return ParsedDocument(blocks=blocks, title=title or first_heading)
 
 
-def _content_elements(container: etree._Element):
+def _content_elements(container: etree._Element) -> Iterator[etree._Element]:
     """Paragraphs and tables in reading order, looking through wrappers such as content controls (w:sdt)."""
     for child in container:
         if child.tag in (_PARAGRAPH, _TABLE):
@@ -141,8 +143,13 @@ def _paragraph_text(paragraph: etree._Element) -> str:
     pieces = []
     for element in paragraph.iter(*_RUN_TEXT):
         fixed_text = _RUN_TEXT[element.tag]
-        pieces.append((element.text or "") if fixed_text is None else fixed_text)
+        pieces.append(_literal_text(element) if fixed_text is None else fixed_text)
     return "".join(pieces).strip()
+
+
+def _literal_text(element: etree._Element) -> str:
+    """The element's text around any unresolved entity reference (which the parser keeps as a child node)."""
+    return "".join([element.text or "", *(child.tail or "" for child in element)])
 
 
 def _table_rows(table: etree._Element) -> list[str]:

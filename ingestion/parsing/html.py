@@ -33,25 +33,21 @@ _ELEMENT, _TEXT, _BOUNDARY = "element", "text", "boundary"
 
 
 def parse_html(data: bytes) -> ParsedDocument:
-    return document_from_html(decode_html(data), section_depth=HTML_SECTION_DEPTH)
-
-
-def decode_html(data: bytes) -> str:
-    """What a browser would show: BOM, then <meta charset>, then UTF-8, then Windows-1252."""
-    encoding = _sniff_encoding(data)
-    return normalise_newlines(data.decode(encoding, errors="replace")).lstrip("\ufeff")
-
-
-def document_from_html(markup: str, *, section_depth: int) -> ParsedDocument:
-    """Headings h1…h<section_depth> form the section path; deeper ones are ordinary blocks."""
+    """h4–h6 are ordinary blocks; without a <title>, the first heading is the title."""
+    markup = decode_html(data)
     if not markup.strip():
         return ParsedDocument(blocks=[], title="")
     root = _parse_tree(markup)
     title = collapse_whitespace(root.findtext(".//title") or "")
     _drop_invisible(root)
-    walker = _BlockWalker(section_depth)
+    walker = _BlockWalker(section_depth=HTML_SECTION_DEPTH)
     blocks = walker.walk(root)
     return ParsedDocument(blocks=blocks, title=title or walker.first_heading)
+
+
+def decode_html(data: bytes) -> str:
+    """As a browser reads it: BOM, then <meta charset>, then UTF-8, then Windows-1252."""
+    return normalise_newlines(data.decode(_sniff_encoding(data), errors="replace"))
 
 
 def collapse_whitespace(text: str) -> str:
@@ -60,12 +56,12 @@ def collapse_whitespace(text: str) -> str:
 
 def _sniff_encoding(data: bytes) -> str:
     if data.startswith(codecs.BOM_UTF8):
-        return "utf-8"
+        return "utf-8-sig"
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return "utf-16"
-    declared = _META_CHARSET.search(data[:_SNIFF_WINDOW])
-    if declared and _is_known_encoding(declared.group(1).decode("ascii")):
-        return declared.group(1).decode("ascii")
+    declared = _declared_encoding(data[:_SNIFF_WINDOW])
+    if declared is not None:
+        return declared
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -73,21 +69,31 @@ def _sniff_encoding(data: bytes) -> str:
     return "utf-8"
 
 
-def _is_known_encoding(name: str) -> bool:
+def _declared_encoding(head: bytes) -> str | None:
+    """The <meta> charset if Python knows it; a declared UTF-16 or UTF-32 without a BOM is a lie (the meta is ASCII)."""
+    declared = _META_CHARSET.search(head)
+    if declared is None:
+        return None
     try:
-        codecs.lookup(name)
+        name = codecs.lookup(declared.group(1).decode("ascii")).name
     except LookupError:
-        return False
-    return True
+        return None
+    return None if name.startswith(("utf-16", "utf-32")) else name
 
 
 def _parse_tree(markup: str) -> lxml.html.HtmlElement:
     # The text is already decoded: forcing UTF-8 makes lxml ignore a (possibly wrong) <meta charset>.
     parser = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True, no_network=True)
     try:
-        return lxml.html.document_fromstring(markup.encode("utf-8"), parser=parser)
+        root = lxml.html.document_fromstring(markup.encode("utf-8"), parser=parser)
     except (etree.ParserError, ValueError) as exc:
         raise ParseError(f"the HTML could not be parsed ({exc})") from exc
+    # The parser recovers from broken markup, but past a resource limit (such as 256 levels of
+    # nesting) it silently drops the rest of the page.
+    for error in parser.error_log:
+        if error.type == etree.ErrorTypes.ERR_RESOURCE_LIMIT:
+            raise ParseError(f"the HTML could not be read completely ({error.message})")
+    return root
 
 
 def _drop_invisible(root: lxml.html.HtmlElement) -> None:

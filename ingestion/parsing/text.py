@@ -36,7 +36,10 @@ def decode_text(data: bytes) -> str:
         text = attempt(data)
         if text is not None:
             break
-    if text is None or "\x00" in text:
+    else:
+        raise ParseError(UNRECOGNISED_ENCODING)
+    # NUL never occurs in text; it is the mark of a binary file that happened to decode.
+    if "\x00" in text:
         raise ParseError(UNRECOGNISED_ENCODING)
     return text
 
@@ -45,7 +48,7 @@ def _decode_marked(data: bytes) -> str | None:
     for mark, encoding in _BYTE_ORDER_MARKS:
         if data.startswith(mark):
             try:
-                return data.decode(encoding).lstrip("\ufeff")
+                return data.decode(encoding)
             except UnicodeDecodeError:
                 raise ParseError(UNRECOGNISED_ENCODING) from None
     return None

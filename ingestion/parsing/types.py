@@ -36,7 +36,12 @@ def text_size(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
+def describe_size(size: int) -> str:
+    return f"{size // MIB} MiB" if size % MIB == 0 else f"{size} bytes"
+
+
 def check_extracted_text_size(size: int) -> None:
     """Raises once the extracted text (counted in UTF-8 bytes) passes MAX_EXTRACTED_TEXT."""
     if size > MAX_EXTRACTED_TEXT:
-        raise ParseError(f"the extracted text is larger than {MAX_EXTRACTED_TEXT // MIB} MiB (the limit per document)")
+        limit = describe_size(MAX_EXTRACTED_TEXT)
+        raise ParseError(f"the extracted text is larger than {limit} (the limit per document)")

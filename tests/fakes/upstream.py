@@ -12,6 +12,9 @@ Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``
 - ``malformed``: ``"not_json"`` or ``"wrong_shape"``;
 - ``redirect_to``: answer 307 to that URL.
 
+:attr:`on_request`, when set, is called with each recorded request before it is answered (a
+test can make a request stall, or kill the process that sent it).
+
 Every request is recorded (:attr:`requests`) and counted per route (:meth:`calls`). Later
 issues add chat and rerank routes with :meth:`route`.
 """
@@ -51,6 +54,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: bytes
+    client_port: int = 0
 
     def json(self):
         return json.loads(self.body)
@@ -97,6 +101,7 @@ class FakeUpstream:
         self.requests: list[RecordedRequest] = []
         self._counts: Counter[str] = Counter()
         self.embedder: Callable[[str, int], list[float]] = fake_vector
+        self.on_request: Callable[[RecordedRequest], None] | None = None
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -127,6 +132,12 @@ class FakeUpstream:
             self._knobs[route] = current
             self._failures_left[route] = current.times
 
+    def forget_requests(self) -> None:
+        """Starts the counters and the request log afresh (knobs stay)."""
+        with self._lock:
+            self.requests.clear()
+            self._counts.clear()
+
     def knobs(self, route: str) -> Knobs:
         with self._lock:
             return self._knobs.get(route, Knobs())
@@ -134,6 +145,10 @@ class FakeUpstream:
     def calls(self, route: str | None = None) -> int:
         with self._lock:
             return sum(self._counts.values()) if route is None else self._counts[route]
+
+    def inputs(self, route: str = "openai.embeddings") -> list[str]:
+        """Every text sent to an OpenAI-style embeddings route, in arrival order."""
+        return [text for request in self.requests_to(route) for text in request.json()["input"]]
 
     def requests_to(self, route: str) -> list[RecordedRequest]:
         with self._lock:
@@ -147,12 +162,12 @@ class FakeUpstream:
         return register
 
     # -- dispatch --------------------------------------------------------------------------
-    def _dispatch(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+    def _dispatch(self, method: str, path: str, headers: dict[str, str], body: bytes, client_port: int) -> Reply:
         for route in self._routes:
             match = route.pattern.fullmatch(path.split("?", 1)[0])
             if route.method != method or not match:
                 continue
-            request = RecordedRequest(route.name, method, path, headers, body)
+            request = RecordedRequest(route.name, method, path, headers, body, client_port)
             with self._lock:
                 self.requests.append(request)
                 self._counts[route.name] += 1
@@ -160,6 +175,8 @@ class FakeUpstream:
                 fail = knobs.status is not None and self._failures_left.get(route.name) != 0
                 if fail and self._failures_left.get(route.name) is not None:
                     self._failures_left[route.name] -= 1
+            if self.on_request is not None:
+                self.on_request(request)
             if knobs.latency:
                 time.sleep(knobs.latency)
             if knobs.redirect_to:
@@ -185,7 +202,9 @@ class FakeUpstream:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                status, reply_headers, reply = upstream._dispatch(self.command, self.path, headers, body)
+                status, reply_headers, reply = upstream._dispatch(
+                    self.command, self.path, headers, body, self.client_address[1]
+                )
                 self.send_response(status)
                 for name, value in reply_headers.items():
                     self.send_header(name, value)

@@ -65,7 +65,10 @@ def test_section_overlap_shrinks_so_the_next_chunk_still_fits():
 
 def test_an_oversize_block_splits_on_sentences_then_on_words():
     long_sentence = "An extraordinarily long sentence with many words in it"
-    blocks = [Block(f"First sentence here. Second one is a bit longer! Third? {long_sentence}"), Block("tiny")]
+    blocks = [
+        Block(f"First sentence here. Second one is a bit longer! Third? {long_sentence}"),
+        Block("tiny"),
+    ]
 
     assert contents(blocks, strategy="section", chunk_size=30, chunk_overlap=0) == [
         "First sentence here.",
@@ -120,13 +123,14 @@ def test_a_chunk_never_spans_two_sections_or_two_pages_and_overlap_stays_inside_
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_blank_blocks_produce_no_chunks(strategy):
     assert chunk_blocks([], strategy=strategy, chunk_size=200, chunk_overlap=0) == []
-    assert chunk_blocks([Block(""), Block(" \n\t ")], strategy=strategy, chunk_size=200, chunk_overlap=0) == []
+    blank = [Block(""), Block(" \n\t ")]
+    assert chunk_blocks(blank, strategy=strategy, chunk_size=200, chunk_overlap=0) == []
 
 
 def test_block_text_is_trimmed():
-    assert contents([Block("  padded  "), Block("\nnext\n")], strategy="section", chunk_size=200, chunk_overlap=0) == [
-        "padded\n\nnext"
-    ]
+    blocks = [Block("  padded  "), Block("\nnext\n")]
+
+    assert contents(blocks, strategy="section", chunk_size=200, chunk_overlap=0) == ["padded\n\nnext"]
 
 
 # --- word strategy ----------------------------------------------------------------------------
@@ -157,7 +161,10 @@ def test_word_windows_without_overlap_join_words_with_single_spaces():
 
 
 def test_semantic_packs_whole_sentences_across_paragraphs_without_overlap():
-    blocks = [Block("Short one. Another short one! A third?"), Block("New paragraph here.\n\nSplit paragraph.")]
+    blocks = [
+        Block("Short one. Another short one! A third?"),
+        Block("New paragraph here.\n\nSplit paragraph."),
+    ]
 
     assert contents(blocks, strategy="semantic", chunk_size=30, chunk_overlap=10) == [
         "Short one. Another short one!",
@@ -199,7 +206,9 @@ def test_character_drops_a_last_window_contained_in_the_previous_one():
 def test_character_windows_restart_at_each_run():
     blocks = [Block("abcdef", page=1), Block("ghijkl", page=2)]
 
-    assert [(draft.content, draft.page) for draft in chunk_blocks(blocks, strategy="char", chunk_size=4, chunk_overlap=1)] == [
+    drafts = chunk_blocks(blocks, strategy="char", chunk_size=4, chunk_overlap=1)
+
+    assert [(draft.content, draft.page) for draft in drafts] == [
         ("abcd", 1),
         ("def", 1),
         ("ghij", 2),
@@ -311,7 +320,8 @@ def test_invariants_hold_on_random_documents(strategy):
             for content in run_chunks:
                 assert content in source, context
             if overlap == 0 or strategy == "semantic":
-                assert "".join(non_whitespace(content) for content in run_chunks) == non_whitespace(run_text), context
+                covered = "".join(non_whitespace(content) for content in run_chunks)
+                assert covered == non_whitespace(run_text), context
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -343,20 +353,23 @@ def test_contextual_text_names_the_file_and_section():
 
 
 def test_contextual_text_without_a_section_names_only_the_file():
-    assert embedded_text(filename="guide.md", section="", content="Run it.", contextual=True) == "guide.md\nRun it."
+    text = embedded_text(filename="guide.md", section="", content="Run it.", contextual=True)
+
+    assert text == "guide.md\nRun it."
 
 
 def test_contextual_header_is_kept_on_one_line():
-    assert (
-        embedded_text(filename="my\r\nguide.md", section="Install\n>\x00 Docker", content="Run\nit.", contextual=True)
-        == "my guide.md · Install > Docker\nRun\nit."
+    text = embedded_text(
+        filename="my\r\nguide.md", section="Install\n>\x00 Docker", content="Run\nit.", contextual=True
     )
+
+    assert text == "my guide.md · Install > Docker\nRun\nit."
 
 
 def test_without_contextual_chunks_the_content_is_embedded_as_is():
-    assert (
-        embedded_text(filename="guide.md", section="Install", content=" Run\nit. ", contextual=False) == " Run\nit. "
-    )
+    text = embedded_text(filename="guide.md", section="Install", content=" Run\nit. ", contextual=False)
+
+    assert text == " Run\nit. "
 
 
 # --- hashing and deduplication ----------------------------------------------------------------

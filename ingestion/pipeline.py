@@ -1,0 +1,334 @@
+"""One ingestion job: parse, chunk, embed and store the documents of one claim.
+
+Documents of a claim belong to one store, so their chunk texts share embedding batches: a
+small document does not pay a round trip of its own. Identical texts are embedded once, and a
+text the store already holds a vector for (same model) reuses that vector. Each document is
+then written in its own fenced transaction: only while its claim still holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from gateway.models import ModelConnection
+from gateway.providers.embeddings import EmbeddingProvider, embedding_provider
+from ingestion import queue
+from ingestion.chunking import ChunkDraft, chunk_blocks, embedded_text, text_hash
+from ingestion.embedding import EmbeddingFailed, embed_with_retries, format_vector
+from ingestion.parsing import ParseError, parse_document
+from ragmux import metrics
+from stores.models import Document, DocumentStatus, RagStore
+from stores.text_stats import TOKEN_COUNT_SQL, add_document_terms, lock_store_stats, remove_document_terms
+from stores.vector_tables import WidthNotSupported, check_width, column_type, ensure_embedding_table, table_name
+
+logger = logging.getLogger("ragmux.ingestion")
+
+PROGRESS_PARSED = 10
+PROGRESS_CHUNKED = 20
+
+
+def model_key(connection_: ModelConnection) -> str:
+    """What a stored vector was made by; a vector is reused only under the same key."""
+    return f"{connection_.provider_type}:{connection_.model_name}:{connection_.dimensions or ''}"
+
+
+class LeaseKeeper:
+    """Renews the job's leases every third of the lease in a thread of its own, and notes the
+    documents whose claim was lost (deleted, reprocessed, or expired) so work on them stops."""
+
+    def __init__(self, claims: list[queue.Claim]):
+        self.claims = claims
+        self.lost: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(settings.INGEST_LEASE / 3):
+                active = [c for c in self.claims if c.document_id not in self.lost]
+                held = queue.renew(active)
+                self.lost.update(c.document_id for c in active if c.document_id not in held)
+        finally:
+            connection.close()
+
+    def holds(self, claim: queue.Claim) -> bool:
+        return claim.document_id not in self.lost
+
+
+@dataclass
+class PreparedDocument:
+    claim: queue.Claim
+    filename: str
+    page_count: int | None
+    drafts: list[ChunkDraft]
+    hashes: list[str]
+    texts: list[str]
+    timings: dict[str, float] = field(default_factory=dict)
+    embed_tokens: int = 0
+    batches_total: int = 0
+    batches_done: int = 0
+    failed: bool = False
+
+
+def _fail(document: PreparedDocument | queue.Claim, reason: str) -> None:
+    claim = document.claim if isinstance(document, PreparedDocument) else document
+    if isinstance(document, PreparedDocument):
+        document.failed = True
+    queue.fail(claim, reason)
+    logger.info("document failed document_id=%s reason=%r", claim.document_id, reason)
+
+
+def _prepare(claim: queue.Claim, store: RagStore) -> PreparedDocument | None:
+    row = Document.objects.filter(pk=claim.document_id).values("filename", "original").first()
+    if row is None:
+        return None
+    started = time.monotonic()
+    try:
+        parsed = parse_document(filename=row["filename"], data=bytes(row["original"]), pdf_timeout=settings.PDF_PARSE_TIMEOUT)
+    except ParseError as exc:
+        _fail(claim, str(exc))
+        return None
+    parsed_at = time.monotonic()
+    queue.record_progress(claim, progress_percent=PROGRESS_PARSED, page_count=parsed.page_count)
+    drafts = chunk_blocks(
+        parsed.blocks, strategy=store.chunking_strategy, chunk_size=store.chunk_size, chunk_overlap=store.chunk_overlap
+    )
+    if not drafts:
+        _fail(claim, "the document contains no text")
+        return None
+    if len(drafts) > settings.MAX_CHUNKS_PER_DOCUMENT:
+        _fail(
+            claim,
+            f"the document splits into {len(drafts)} chunks, more than MAX_CHUNKS_PER_DOCUMENT "
+            f"({settings.MAX_CHUNKS_PER_DOCUMENT}); raise the store's chunk_size or the limit",
+        )
+        return None
+    texts = [
+        embedded_text(filename=row["filename"], section=d.section, content=d.content, contextual=store.contextual_chunks)
+        for d in drafts
+    ]
+    queue.record_progress(claim, progress_percent=PROGRESS_CHUNKED)
+    chunked_at = time.monotonic()
+    return PreparedDocument(
+        claim=claim,
+        filename=row["filename"],
+        page_count=parsed.page_count,
+        drafts=drafts,
+        hashes=[text_hash(t) for t in texts],
+        texts=texts,
+        timings={"parse": parsed_at - started, "chunk": chunked_at - parsed_at},
+    )
+
+
+def _stored_vectors(store: RagStore, key: str, hashes: set[str]) -> dict[str, str]:
+    """Vectors this store already holds for these texts, made by the same model."""
+    if store.dimensions is None or not hashes:
+        return {}
+    name = table_name(store.dimensions)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
+        if not cursor.fetchone()[0]:
+            return {}
+        cursor.execute(
+            f"SELECT DISTINCT ON (embedded_hash) embedded_hash, embedding::text FROM {name} "
+            "WHERE store_id = %s AND model_key = %s AND embedded_hash = ANY(%s)",
+            [store.pk, key, list(hashes)],
+        )
+        return {row[0]: row[1] for row in cursor.fetchall()}
+
+
+class Job:
+    def __init__(self, store: RagStore, documents: list[PreparedDocument], keeper: LeaseKeeper, deadline: float):
+        self.store = store
+        self.documents = documents
+        self.keeper = keeper
+        self.deadline = deadline
+        self.key = model_key(store.embedding_connection)
+        self.vectors: dict[str, str] = {}
+        self.reused = 0
+
+    def alive(self) -> list[PreparedDocument]:
+        return [d for d in self.documents if not d.failed and self.keeper.holds(d.claim)]
+
+    def run(self) -> None:
+        started = time.monotonic()
+        wanted = {h for d in self.documents for h in d.hashes}
+        self.vectors = _stored_vectors(self.store, self.key, wanted)
+        self.reused = len(self.vectors)
+        missing: dict[str, str] = {}
+        owners: dict[str, list[PreparedDocument]] = {}
+        for document in self.documents:
+            for digest, text in zip(document.hashes, document.texts):
+                if digest not in self.vectors:
+                    missing.setdefault(digest, text)
+                    owners.setdefault(digest, []).append(document)
+        try:
+            provider = embedding_provider(self.store.embedding_connection)
+        except Exception as exc:  # noqa: BLE001 - any construction failure fails the documents
+            for document in self.documents:
+                _fail(document, f"cannot embed with connection {self.store.embedding_connection.name!r}: {exc}")
+            return
+        batches = _batches(list(missing), provider.max_batch)
+        for batch in batches:
+            for document in {id(d): d for h in batch for d in owners[h]}.values():
+                document.batches_total += 1
+        for batch in batches:
+            if not self._embed_batch(provider, batch, missing, owners):
+                return
+        embed_seconds = time.monotonic() - started
+        if self.store.dimensions is None:
+            return
+        ensure_embedding_table(self.store.dimensions)
+        for document in self.alive():
+            document.timings["embed"] = embed_seconds
+            _commit(self.store, self.key, document, self.vectors)
+
+    def _embed_batch(self, provider: EmbeddingProvider, batch: list[str], missing, owners) -> bool:
+        documents = {id(d): d for h in batch for d in owners[h]}.values()
+        if not any(not d.failed and self.keeper.holds(d.claim) for d in documents):
+            return bool(self.alive())
+        if time.monotonic() > self.deadline:
+            for document in self.alive():
+                _fail(document, f"ingestion took longer than {settings.INGEST_JOB_TIMEOUT:g}s (INGEST_JOB_TIMEOUT)")
+            return False
+        texts = [missing[h] for h in batch]
+        try:
+            result = embed_with_retries(provider, texts, deadline=self.deadline)
+        except EmbeddingFailed as exc:
+            for document in documents:
+                if not document.failed:
+                    _fail(document, str(exc))
+            return bool(self.alive())
+        if not self._accept_width(result.dimensions):
+            return False
+        metrics.increment(
+            "ragmux_ingest_embed_tokens_total", result.tokens, source="reported" if result.tokens_reported else "estimated"
+        )
+        total_chars = sum(len(t) for t in texts) or 1
+        for digest, text, vector in zip(batch, texts, result.vectors):
+            self.vectors[digest] = format_vector(vector)
+            for document in owners[digest]:
+                document.embed_tokens += round(result.tokens * len(text) / total_chars / len(owners[digest]))
+        for document in documents:
+            document.batches_done += 1
+            if not document.failed:
+                share = document.batches_done / document.batches_total
+                queue.record_progress(
+                    document.claim, progress_percent=PROGRESS_CHUNKED + int((99 - PROGRESS_CHUNKED) * share)
+                )
+        return True
+
+    def _accept_width(self, width: int) -> bool:
+        store = self.store
+        if store.dimensions is None:
+            try:
+                check_width(width)
+            except WidthNotSupported as exc:
+                for document in self.alive():
+                    _fail(document, str(exc))
+                return False
+            RagStore.objects.filter(pk=store.pk, dimensions__isnull=True).update(dimensions=width)
+            store.dimensions = RagStore.objects.values_list("dimensions", flat=True).get(pk=store.pk)
+        if store.dimensions != width:
+            for document in self.alive():
+                _fail(
+                    document,
+                    f"the embedding model returned {width} dimensions but this store holds "
+                    f"{store.dimensions}-dimensional vectors",
+                )
+            return False
+        return True
+
+
+def _batches(items: list[str], size: int) -> list[list[str]]:
+    return [items[start : start + size] for start in range(0, len(items), size)]
+
+
+def _commit(store: RagStore, key: str, document: PreparedDocument, vectors: dict[str, str]) -> None:
+    started = time.monotonic()
+    claim = document.claim
+    drafts = document.drafts
+    with transaction.atomic():
+        lock_store_stats(store.pk)
+        if not queue.hold(claim):
+            return
+        remove_document_terms(store_id=store.pk, document_id=claim.document_id)
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM chunks WHERE document_id = %s", [claim.document_id])
+            cursor.execute(
+                f"""
+                INSERT INTO chunks (store_id, document_id, index, content, section, page, embedded_hash, token_count)
+                SELECT %s, %s, x.idx, x.content, x.section, x.page, x.digest, {TOKEN_COUNT_SQL.format(content="x.content")}
+                FROM unnest(%s::int[], %s::text[], %s::text[], %s::int[], %s::text[])
+                     AS x(idx, content, section, page, digest)
+                RETURNING id, index
+                """,
+                [
+                    store.pk, claim.document_id,
+                    [d.index for d in drafts], [d.content for d in drafts], [d.section for d in drafts],
+                    [d.page for d in drafts], document.hashes,
+                ],
+            )
+            ids = dict((index, chunk_id) for chunk_id, index in cursor.fetchall())
+            width = store.dimensions
+            cursor.execute(
+                f"""
+                INSERT INTO {table_name(width)} (chunk_id, store_id, model_key, embedded_hash, embedding)
+                SELECT x.chunk_id, %s, %s, x.digest, x.embedding::{column_type(width)}({width})
+                FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS x(chunk_id, digest, embedding)
+                """,
+                [
+                    store.pk, key, [ids[d.index] for d in drafts], document.hashes,
+                    [vectors[h] for h in document.hashes],
+                ],
+            )
+        add_document_terms(store_id=store.pk, document_id=claim.document_id)
+        Document.objects.filter(pk=claim.document_id).update(
+            status=DocumentStatus.READY, progress_percent=100, error="", chunk_count=len(drafts),
+            page_count=document.page_count, lease_owner="", lease_expires_at=None,
+        )
+    document.timings["commit"] = time.monotonic() - started
+    for stage, seconds in document.timings.items():
+        metrics.observe("ragmux_ingest_stage_seconds", seconds, stage=stage)
+    logger.info(
+        "document ingested document_id=%s store_id=%s chunks=%s embed_tokens=%s pages=%s %s",
+        claim.document_id, store.pk, len(drafts), document.embed_tokens, document.page_count,
+        " ".join(f"{stage}_ms={seconds * 1000:.0f}" for stage, seconds in document.timings.items()),
+    )
+
+
+def run_job(claims: list[queue.Claim]) -> None:
+    """Processes the documents of one claim (all of one store) to `ready` or `failed`."""
+    if not claims:
+        return
+    deadline = time.monotonic() + settings.INGEST_JOB_TIMEOUT
+    with LeaseKeeper(claims) as keeper:
+        store = RagStore.objects.select_related("embedding_connection").filter(pk=claims[0].store_id).first()
+        if store is None:
+            return
+        prepared = []
+        for claim in claims:
+            if not keeper.holds(claim):
+                continue
+            if time.monotonic() > deadline:
+                _fail(claim, f"ingestion took longer than {settings.INGEST_JOB_TIMEOUT:g}s (INGEST_JOB_TIMEOUT)")
+                continue
+            document = _prepare(claim, store)
+            if document is not None:
+                prepared.append(document)
+        if prepared:
+            Job(store, prepared, keeper, deadline).run()

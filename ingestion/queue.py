@@ -1,0 +1,146 @@
+"""The ingestion queue is the `documents` table itself.
+
+A worker claims pending documents with ``FOR UPDATE SKIP LOCKED`` and receives, for each, a
+lease (``lease_expires_at``) and a fencing token (``lease_token``, bumped on every claim and
+every reprocess). It renews the leases while it works and writes results only while the row
+still carries its token, so a worker that lost its claim (lease expired, document deleted or
+reprocessed) writes nothing. The scheduler puts expired claims back in the queue, and gives
+up on a document after ``INGEST_MAX_ATTEMPTS`` claims.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from stores.models import DocumentStatus
+
+# Small documents are claimed together so they share embedding batches (and round trips).
+SMALL_DOCUMENT_BYTES = 64 * 1024
+MAX_DOCUMENTS_PER_CLAIM = 32
+LEASE_EXPIRED = "the worker processing it stopped before finishing (its lease expired)"
+
+
+@dataclass(frozen=True)
+class Claim:
+    document_id: int
+    store_id: int
+    token: int
+    attempts: int
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=settings.INGEST_LEASE)
+
+
+def claim_documents(*, owner: str, max_documents: int = MAX_DOCUMENTS_PER_CLAIM) -> list[Claim]:
+    """Claims the oldest pending document and, when it is small, more small ones of its store."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, store_id, size_bytes FROM documents WHERE status = %s "
+            "ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED",
+            [DocumentStatus.PENDING],
+        )
+        first = cursor.fetchone()
+        if first is None:
+            return []
+        ids = [first[0]]
+        if first[2] <= SMALL_DOCUMENT_BYTES and max_documents > 1:
+            cursor.execute(
+                "SELECT id FROM documents WHERE status = %s AND store_id = %s AND size_bytes <= %s AND id <> %s "
+                "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED",
+                [DocumentStatus.PENDING, first[1], SMALL_DOCUMENT_BYTES, first[0], max_documents - 1],
+            )
+            ids.extend(row[0] for row in cursor.fetchall())
+        cursor.execute(
+            """
+            UPDATE documents
+            SET status = %s, lease_owner = %s, lease_token = lease_token + 1,
+                lease_expires_at = now() + %s, attempts = attempts + 1, updated_at = now()
+            WHERE id = ANY(%s)
+            RETURNING id, store_id, lease_token, attempts
+            """,
+            [DocumentStatus.PROCESSING, owner, _lease(), ids],
+        )
+        return sorted((Claim(*row) for row in cursor.fetchall()), key=lambda claim: claim.document_id)
+
+
+def renew(claims: list[Claim]) -> set[int]:
+    """Extends the leases still held; returns the ids of the documents still held."""
+    if not claims:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE documents d SET lease_expires_at = now() + %s
+            FROM unnest(%s::bigint[], %s::bigint[]) AS held(id, token)
+            WHERE d.id = held.id AND d.lease_token = held.token AND d.status = %s
+            RETURNING d.id
+            """,
+            [_lease(), [c.document_id for c in claims], [c.token for c in claims], DocumentStatus.PROCESSING],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def hold(claim: Claim) -> bool:
+    """Locks the claimed row for the rest of the transaction if the claim is still ours."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM documents WHERE id = %s AND lease_token = %s AND status = %s FOR UPDATE",
+            [claim.document_id, claim.token, DocumentStatus.PROCESSING],
+        )
+        return cursor.fetchone() is not None
+
+
+def record_progress(claim: Claim, **fields) -> bool:
+    """Updates progress fields of a held claim; False when the claim was lost."""
+    assignments = ", ".join(f"{name} = %s" for name in fields)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE documents SET {assignments}, updated_at = now() "
+            "WHERE id = %s AND lease_token = %s AND status = %s",
+            [*fields.values(), claim.document_id, claim.token, DocumentStatus.PROCESSING],
+        )
+        return cursor.rowcount == 1
+
+
+def fail(claim: Claim, reason: str) -> bool:
+    """Marks a held document failed (its progress stays where it got to)."""
+    return record_progress(claim, status=DocumentStatus.FAILED, error=reason, lease_owner="", lease_expires_at=None)
+
+
+def requeue_expired() -> tuple[int, int]:
+    """Returns claims whose lease ran out to the queue, or fails them after too many attempts.
+
+    Returns (requeued, given_up).
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE documents
+            SET status = CASE WHEN attempts >= %(max)s THEN %(failed)s ELSE %(pending)s END,
+                error = CASE WHEN attempts >= %(max)s
+                        THEN 'gave up after ' || attempts || ' attempts: ' || %(reason)s ELSE error END,
+                lease_owner = '', lease_expires_at = NULL, lease_token = lease_token + 1, updated_at = now()
+            WHERE status = %(processing)s AND lease_expires_at < now()
+            RETURNING status
+            """,
+            {
+                "max": settings.INGEST_MAX_ATTEMPTS,
+                "failed": DocumentStatus.FAILED,
+                "pending": DocumentStatus.PENDING,
+                "processing": DocumentStatus.PROCESSING,
+                "reason": LEASE_EXPIRED,
+            },
+        )
+        statuses = [row[0] for row in cursor.fetchall()]
+    return statuses.count(DocumentStatus.PENDING), statuses.count(DocumentStatus.FAILED)
+
+
+def pending_exists() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT EXISTS (SELECT 1 FROM documents WHERE status = %s)", [DocumentStatus.PENDING])
+        return cursor.fetchone()[0]

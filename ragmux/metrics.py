@@ -1,0 +1,126 @@
+"""Metrics shared by every ragmux process.
+
+Workers and web processes are separate (often on separate machines), so counters and
+histograms live in Redis and the web process reads them when `/metrics` is scraped. Gauges
+that describe the database (queue depth, stores without an index) are computed at scrape time.
+A metrics failure never fails the work being measured.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+
+import redis
+from django.conf import settings
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+logger = logging.getLogger("ragmux.metrics")
+
+PREFIX = "ragmux:metrics"
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+DESCRIPTIONS = {
+    "ragmux_ingest_embed_tokens_total": "Embedding tokens spent by ingestion, reported by the upstream or estimated",
+    "ragmux_ingest_stage_seconds": "Duration of ingestion stages per document (parse, chunk, embed, commit)",
+    "ragmux_search_seconds": "Duration of store searches by mode and backend (query embedding excluded)",
+}
+
+
+@lru_cache(maxsize=1)
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+
+
+def _labels_key(labels: dict[str, str]) -> str:
+    return ",".join(f"{name}={labels[name]}" for name in sorted(labels))
+
+
+def _parse_labels(key: str) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in key.split(",") if part)
+
+
+def increment(name: str, amount: float = 1, **labels: str) -> None:
+    try:
+        _redis().hincrbyfloat(f"{PREFIX}:counter:{name}", _labels_key(labels), amount)
+    except redis.RedisError as exc:
+        logger.debug("metric %s not recorded: %s", name, exc)
+
+
+def observe(name: str, value: float, **labels: str) -> None:
+    key = _labels_key(labels)
+    try:
+        pipe = _redis().pipeline(transaction=False)
+        target = f"{PREFIX}:histogram:{name}"
+        for bound in BUCKETS:
+            if value <= bound:
+                pipe.hincrby(target, f"{key}|{bound}", 1)
+        pipe.hincrby(target, f"{key}|count", 1)
+        pipe.hincrbyfloat(target, f"{key}|sum", value)
+        pipe.execute()
+    except redis.RedisError as exc:
+        logger.debug("metric %s not recorded: %s", name, exc)
+
+
+class SharedMetricsCollector:
+    """Exposes the Redis-held metrics and the database gauges to prometheus_client."""
+
+    def describe(self):
+        # Declaring nothing up front keeps registration from querying Redis and the database.
+        return []
+
+    def collect(self):
+        try:
+            yield from self._from_redis()
+        except redis.RedisError as exc:
+            logger.warning("shared metrics unavailable: %s", exc)
+        yield from self._from_database()
+
+    def _from_redis(self):
+        client = _redis()
+        for raw in client.scan_iter(f"{PREFIX}:counter:*"):
+            name = raw.decode().rsplit(":", 1)[1]
+            values = {k.decode(): float(v) for k, v in client.hgetall(raw).items()}
+            labels = sorted({n for key in values for n in _parse_labels(key)})
+            family = CounterMetricFamily(name.removesuffix("_total"), DESCRIPTIONS.get(name, name), labels=labels)
+            for key, value in values.items():
+                parsed = _parse_labels(key)
+                family.add_metric([parsed.get(n, "") for n in labels], value)
+            yield family
+        for raw in client.scan_iter(f"{PREFIX}:histogram:*"):
+            name = raw.decode().rsplit(":", 1)[1]
+            fields = {k.decode(): float(v) for k, v in client.hgetall(raw).items()}
+            series = sorted({field.split("|", 1)[0] for field in fields})
+            labels = sorted({n for key in series for n in _parse_labels(key)})
+            family = HistogramMetricFamily(name, DESCRIPTIONS.get(name, name), labels=labels)
+            for key in series:
+                parsed = _parse_labels(key)
+                buckets = [(str(b), fields.get(f"{key}|{b}", 0.0)) for b in BUCKETS]
+                buckets.append(("+Inf", fields.get(f"{key}|count", 0.0)))
+                family.add_metric([parsed.get(n, "") for n in labels], buckets, fields.get(f"{key}|sum", 0.0))
+            yield family
+
+    def _from_database(self):
+        from django.db import DatabaseError
+
+        from stores.selectors import documents_by_status
+        from stores.vector_tables import stores_missing_index
+
+        try:
+            by_status = documents_by_status()
+            missing = stores_missing_index()
+        except DatabaseError as exc:
+            logger.warning("database gauges unavailable: %s", exc)
+            return
+        queue = GaugeMetricFamily("ragmux_ingest_documents", "Documents by ingestion status", labels=["status"])
+        for status, count in sorted(by_status.items()):
+            queue.add_metric([status], count)
+        yield queue
+        yield GaugeMetricFamily(
+            "ragmux_rag_index_missing", "Stores whose vectors have no HNSW index (searched by exact scan)", value=missing
+        )
+
+
+def register_collector() -> None:
+    from prometheus_client import REGISTRY
+
+    REGISTRY.register(SharedMetricsCollector())

@@ -1,0 +1,46 @@
+"""Which lexical backends this database can run.
+
+`pgvector` (PostgreSQL full text) and `bm25` (our own BM25 over per-store term statistics)
+need nothing beyond PostgreSQL and pgvector. `pg_search` needs ParadeDB's extension, which is
+detected once per process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from django.db import connection
+
+PG_SEARCH_DOCS = "docs/search-backends.md"
+
+
+@dataclass(frozen=True)
+class BackendStatus:
+    id: str
+    available: bool
+    reason: str
+
+
+@lru_cache(maxsize=1)
+def pg_search_status() -> BackendStatus:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'pg_search'")
+        row = cursor.fetchone()
+    if row is None:
+        return BackendStatus(
+            "pg_search", False, f"the pg_search extension (ParadeDB) is not installed in this database; see {PG_SEARCH_DOCS}"
+        )
+    return BackendStatus("pg_search", True, "")
+
+
+def backend_statuses() -> list[BackendStatus]:
+    return [
+        BackendStatus("pgvector", True, ""),
+        BackendStatus("bm25", True, ""),
+        pg_search_status(),
+    ]
+
+
+def backend_available(backend: str) -> BackendStatus:
+    return next(status for status in backend_statuses() if status.id == backend)

@@ -1,0 +1,25 @@
+"""Stops an uploaded file at MAX_UPLOAD_MB while it streams in, so an oversize upload never
+reaches the disk or memory in full."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.files.uploadhandler import FileUploadHandler, StopUpload
+
+MIB = 1024 * 1024
+
+
+class CappedUploadHandler(FileUploadHandler):
+    def new_file(self, *args, **kwargs) -> None:
+        super().new_file(*args, **kwargs)
+        self.received = 0
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes:
+        self.received += len(raw_data)
+        if self.received > settings.MAX_UPLOAD_MB * MIB:
+            self.request.oversize_upload = self.file_name
+            raise StopUpload(connection_reset=False)
+        return raw_data
+
+    def file_complete(self, file_size: int) -> None:
+        return None

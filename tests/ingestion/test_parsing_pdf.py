@@ -1,0 +1,193 @@
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ingestion.parsing import Block, ParsedDocument, ParseError, parse_document, pdf_reader, types
+from ingestion.parsing.pdf import parse_pdf
+from tests.ingestion.files.make_hostile import (
+    CATALOG,
+    encrypted_pdf,
+    many_pages_pdf,
+    nested_tree_pdf,
+    one_page_pdf,
+    page_tree,
+    pdf_file,
+    text_pdf,
+    wide_tree_pdf,
+)
+
+FILES = Path(__file__).parent / "files"
+
+
+def parse_file(name: str) -> ParsedDocument:
+    return parse_document(filename=name, data=(FILES / name).read_bytes(), pdf_timeout=30)
+
+
+def parse_pdf_bytes(data: bytes, *, pdf_timeout: float = 30) -> ParsedDocument:
+    return parse_document(filename="upload.pdf", data=data, pdf_timeout=pdf_timeout)
+
+
+def pdf_children() -> list[psutil.Process]:
+    return [
+        child
+        for child in psutil.Process().children(recursive=True)
+        if "ingestion.parsing.pdf_child" in " ".join(child.cmdline())
+    ]
+
+
+def test_a_pdf_typeset_by_groff_gives_its_paragraphs_page_by_page():
+    document = parse_file("tide-pools.pdf")
+
+    assert document.title == "A Short Guide to Tide Pools"
+    assert document.page_count == 3
+    assert document.blocks == [
+        Block("A Short Guide to Tide Pools", "", 1),
+        Block("1. Where to look", "", 1),
+        # pdfminer keeps an indented first line in a text box of its own.
+        Block(
+            "Rocky shores hold water between the tides. The best pools sit low on the shore, where the sea leaves",
+            "",
+            1,
+        ),
+        Block("them last and returns to them first.", "", 1),
+        Block("Visit an hour before low water and move slowly over the wet rock.", "", 1),
+        Block("-2-", "", 2),
+        Block("2. What lives there", "", 2),
+        Block("Anemones close when the water drains and open again when it returns.", "", 2),
+        Block("Hermit crabs trade shells as they grow, and a busy pool may hold several of them.", "", 2),
+        Block("-3-", "", 3),
+        Block("3. Leaving it as you found it", "", 3),
+        Block("Turn stones back the way they were and keep your hands out of the water.", "", 3),
+    ]
+
+
+def test_text_boxes_become_paragraphs_and_pages_without_text_still_count():
+    pdf = text_pdf(
+        [
+            [["First paragraph, line one", "and line two (with parentheses)"], ["Second paragraph"]],
+            [],
+            [["Third page"]],
+        ]
+    )
+
+    document = parse_pdf_bytes(pdf)
+
+    assert document.page_count == 3
+    assert document.title == ""
+    assert document.blocks == [
+        Block("First paragraph, line one and line two (with parentheses)", "", 1),
+        Block("Second paragraph", "", 1),
+        Block("Third page", "", 3),
+    ]
+
+
+def test_page_count_is_the_pages_found_not_the_declared_count():
+    assert parse_pdf_bytes(one_page_pdf(page_tree([3], count=40), "Only page")).page_count == 1
+
+
+def test_a_page_tree_that_references_itself_is_refused():
+    with pytest.raises(ParseError, match=r"^the PDF page tree references itself$"):
+        parse_file("self-referencing-page-tree.pdf")
+
+
+def test_a_huge_declared_count_stops_at_the_page_limit_quickly():
+    started = time.monotonic()
+    with pytest.raises(ParseError, match=r"^the PDF has more than 2000 pages \(the limit\)$"):
+        parse_file("huge-page-count.pdf")
+    assert time.monotonic() - started < 10
+
+
+def test_the_page_tree_may_be_64_levels_deep_but_no_deeper():
+    assert parse_pdf_bytes(nested_tree_pdf(63)).blocks == [Block("Deep down", "", 1)]
+    with pytest.raises(ParseError, match=r"^the PDF page tree is nested more than 64 levels deep \(the limit\)$"):
+        parse_pdf_bytes(nested_tree_pdf(64))
+
+
+def test_a_page_tree_of_more_than_10000_nodes_is_refused():
+    assert parse_pdf_bytes(wide_tree_pdf(9998)).page_count == 1
+    with pytest.raises(ParseError, match=r"^the PDF page tree has more than 10000 nodes \(the limit\)$"):
+        parse_pdf_bytes(wide_tree_pdf(9999))
+
+
+def test_an_encrypted_pdf_is_refused():
+    with pytest.raises(ParseError, match=r"^the PDF is encrypted and cannot be read$"):
+        parse_file("encrypted.pdf")
+
+
+def test_a_pdf_encrypted_with_an_empty_user_password_is_read():
+    assert parse_pdf_bytes(encrypted_pdf(empty_user_password=True)).blocks == [Block("Sealed text", "", 1)]
+
+
+def test_a_scanned_pdf_without_a_text_layer_is_refused():
+    with pytest.raises(ParseError, match=r"^the PDF has no text layer \(it looks scanned\) and OCR is not supported$"):
+        parse_file("scanned.pdf")
+
+
+def test_random_bytes_are_not_a_readable_pdf():
+    no_root = r"^the file is not a readable PDF \(No /Root object! - Is this really a PDF\?\)$"
+    with pytest.raises(ParseError, match=no_root):
+        parse_file("random-bytes.pdf")
+
+
+def test_a_pdf_without_pages_is_refused():
+    pdf = pdf_file([CATALOG, page_tree([], count=0)])
+    with pytest.raises(ParseError, match=r"^the PDF has no pages$"):
+        parse_pdf_bytes(pdf)
+
+
+def test_a_page_over_the_per_page_text_limit_is_named(monkeypatch):
+    # The real limit (2 MiB) would take pdfminer minutes to lay out; the reader runs in-process here.
+    monkeypatch.setattr(pdf_reader, "MAX_PAGE_TEXT", 40)
+    pdf = text_pdf([[["short page"]], [["this page holds more than forty bytes of text"]]])
+
+    with pytest.raises(ParseError, match=r"^page 2 of the PDF has more than 40 bytes of text \(the limit per page\)$"):
+        pdf_reader.read_pdf(pdf)
+
+
+def test_the_document_text_limit_applies_while_pages_are_extracted(monkeypatch):
+    monkeypatch.setattr(types, "MAX_EXTRACTED_TEXT", 25)
+    pdf = text_pdf([[["twenty bytes of text"]], [["twenty more bytes..."]]])
+
+    with pytest.raises(ParseError, match=r"^the extracted text is larger than 25 bytes \(the limit per document\)$"):
+        pdf_reader.read_pdf(pdf)
+
+
+def test_parsing_past_the_deadline_kills_the_child():
+    started = time.monotonic()
+    with pytest.raises(ParseError, match=r"^PDF parsing took longer than 0\.5s \(PDF_PARSE_TIMEOUT\)$"):
+        parse_pdf_bytes(many_pages_pdf(600), pdf_timeout=0.5)
+
+    assert time.monotonic() - started < 5
+    assert pdf_children() == []
+
+
+def python_child(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_a_child_killed_by_a_signal_is_reported():
+    command = python_child("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    with pytest.raises(ParseError, match=r"^the PDF parser was killed by signal SIGSEGV$"):
+        parse_pdf(b"%PDF-1.4", timeout=30, command=command)
+
+
+def test_a_child_that_crashes_is_reported_with_its_last_words():
+    command = python_child("import sys; sys.stdin.buffer.read(); raise MemoryError('out of memory')")
+    with pytest.raises(ParseError, match=r"^the PDF parser crashed \(exit status 1: MemoryError: out of memory\)$"):
+        parse_pdf(b"%PDF-1.4", timeout=30, command=command)
+
+
+def test_a_child_that_exits_without_reading_its_input_is_reported():
+    command = python_child("import sys; sys.exit(3)")
+    with pytest.raises(ParseError, match=r"^the PDF parser crashed \(exit status 3\)$"):
+        parse_pdf(b"x" * (8 * 1024 * 1024), timeout=30, command=command)
+
+
+@pytest.mark.parametrize("output", ["not json", '{"pages": 3}', '{"title": "t", "pages": [["ok", 7]]}', "[" * 100_000])
+def test_garbage_from_the_child_is_reported(output):
+    command = python_child(f"import sys; sys.stdout.write({output!r})")
+    with pytest.raises(ParseError, match=r"^the PDF parser returned unreadable output$"):
+        parse_pdf(b"%PDF-1.4", timeout=30, command=command)

@@ -1,0 +1,85 @@
+import pytest
+
+from ingestion.parsing import (
+    MAX_EXTRACTED_TEXT,
+    SUPPORTED_EXTENSIONS,
+    ParseError,
+    UnsupportedFormat,
+    check_upload,
+    parse_document,
+    types,
+)
+
+SUPPORTED = r"^unsupported file type: the supported types are \.pdf, \.docx, \.html, \.htm, \.md, \.markdown, \.txt$"
+
+
+@pytest.mark.parametrize(
+    ("filename", "expected"),
+    [
+        ("report.pdf", "pdf"),
+        ("Report.PDF", "pdf"),
+        ("letter.docx", "docx"),
+        ("index.html", "html"),
+        ("index.htm", "html"),
+        ("README.md", "markdown"),
+        ("notes.markdown", "markdown"),
+        ("notes.txt", "text"),
+        ("archive.2024.txt", "text"),
+    ],
+)
+def test_supported_extensions_map_to_their_format(filename, expected):
+    assert check_upload(filename, b"PK\x03\x04rest" if expected == "docx" else b"") == expected
+
+
+def test_every_supported_extension_is_listed():
+    assert SUPPORTED_EXTENSIONS == (".pdf", ".docx", ".html", ".htm", ".md", ".markdown", ".txt")
+
+
+@pytest.mark.parametrize("filename", ["payload.exe", "notes", "slides.pptx", "page.html.zip"])
+def test_other_extensions_are_refused_with_the_list_of_supported_ones(filename):
+    with pytest.raises(UnsupportedFormat, match=SUPPORTED):
+        check_upload(filename, b"")
+
+
+def test_a_docx_that_is_not_a_zip_is_refused_at_upload():
+    with pytest.raises(UnsupportedFormat) as refused:
+        check_upload("Quarterly report.docx", b"%PDF-1.7\n")
+    assert str(refused.value) == '"Quarterly report.docx" does not look like a docx file (not a zip archive)'
+
+
+def test_parsing_an_unsupported_file_fails_with_the_same_reason():
+    with pytest.raises(ParseError, match=SUPPORTED):
+        parse_document(filename="payload.exe", data=b"MZ", pdf_timeout=30)
+
+
+@pytest.mark.parametrize("filename", ["empty.txt", "empty.md", "empty.html"])
+def test_an_empty_file_has_no_text(tmp_path, filename):
+    path = tmp_path / filename
+    path.write_bytes(b"")
+
+    with pytest.raises(ParseError, match=r"^the document contains no text$"):
+        parse_document(filename=filename, data=path.read_bytes(), pdf_timeout=30)
+
+
+def test_an_empty_pdf_is_not_a_readable_pdf():
+    with pytest.raises(ParseError, match=r"^the file is not a readable PDF \("):
+        parse_document(filename="empty.pdf", data=b"", pdf_timeout=30)
+
+
+def test_text_past_20_mib_is_refused(tmp_path):
+    path = tmp_path / "big.txt"
+    path.write_bytes((b"ordinary words " * 70_000 + b"\n\n") * 30)
+
+    assert MAX_EXTRACTED_TEXT == 20 * 1024 * 1024
+    with pytest.raises(ParseError, match=r"^the extracted text is larger than 20 MiB \(the limit per document\)$"):
+        parse_document(filename="big.txt", data=path.read_bytes(), pdf_timeout=30)
+
+
+def test_the_text_limit_counts_the_utf8_bytes_of_the_blocks(monkeypatch):
+    monkeypatch.setattr(types, "MAX_EXTRACTED_TEXT", 10)
+    at_the_limit = "éééé\n\n\n\n é".encode()
+    past_the_limit = "éééé\n\nabc".encode()
+
+    assert len(parse_document(filename="a.txt", data=at_the_limit, pdf_timeout=30).blocks) == 2
+    with pytest.raises(ParseError, match=r"^the extracted text is larger than 10 bytes \(the limit per document\)$"):
+        parse_document(filename="a.txt", data=past_the_limit, pdf_timeout=30)

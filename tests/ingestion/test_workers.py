@@ -1,0 +1,167 @@
+"""Ingestion with real worker processes (Celery, not eager mode) and the real scheduler."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+from django.db import connection
+
+from stores.models import Chunk, Document, StoreTextStats
+from stores.services import IncomingFile, document_upload, store_create
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+class Processes:
+    """`ragmux worker` / `ragmux scheduler` subprocesses, stopped (whole trees) at the end."""
+
+    def __init__(self, env):
+        self.env = env
+        self.started: list[subprocess.Popen] = []
+
+    def start(self, command: str) -> subprocess.Popen:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ragmux.cli", command], env=self.env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        self.started.append(process)
+        return process
+
+    @staticmethod
+    def kill_tree(process: subprocess.Popen) -> None:
+        try:
+            tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return
+        for member in tree:
+            try:
+                member.kill()
+            except psutil.NoSuchProcess:
+                pass
+        process.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for process in self.started:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.started:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill_tree(process)
+
+
+@pytest.fixture
+def processes(subprocess_env, tmp_path):
+    env = {
+        **subprocess_env,
+        "INGEST_LEASE": "3s",
+        "INGEST_REQUEUE_INTERVAL": "1s",
+        "INGEST_WORKERS": "1",
+        "RAGMUX_DATA_DIR": str(tmp_path),
+    }
+    running = Processes(env)
+    yield running
+    running.stop_all()
+
+
+@pytest.fixture
+def store(fake_connection, fake_upstream):
+    created = store_create(name="kb", values={"embedding_connection_id": fake_connection.id, "chunk_size": 200,
+                                              "chunk_overlap": 0})
+    fake_upstream.forget_requests()
+    return created
+
+
+def upload(store, *named_texts):
+    result = document_upload(store=store, files=[IncomingFile(filename=n, data=t.encode()) for n, t in named_texts])
+    assert result.error is None
+    return result.documents
+
+
+def wait_until(condition, timeout=90, message="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {message}")
+
+
+def settled(*documents):
+    return all(Document.objects.get(pk=d.pk).status in ("ready", "failed") for d in documents)
+
+
+def pid_on_port(port: int) -> int:
+    return next(c.pid for c in psutil.net_connections("tcp") if c.laddr and c.laddr.port == port and c.pid)
+
+
+def vector_count(store_id):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM chunk_embeddings_8 WHERE store_id = %s", [store_id])
+        return cursor.fetchone()[0]
+
+
+def test_a_worker_killed_mid_embedding_loses_nothing(processes, store, fake_upstream):
+    text = "\n\n".join(f"Paragraph {n}: " + "words " * 25 for n in range(6))
+    killed = threading.Event()
+    first_worker = processes.start("worker")
+
+    def kill_the_worker_once(request):
+        if request.route == "openai.embeddings" and not killed.is_set():
+            killed.set()
+            Processes.kill_tree(first_worker)  # kill -9, mid-embedding, of every worker process
+
+    fake_upstream.on_request = kill_the_worker_once
+    (document,) = upload(store, ("book.md", text))
+    wait_until(killed.is_set, message="the first embedding call")
+    assert Document.objects.get(pk=document.pk).status == "processing"
+    processes.start("worker")
+    processes.start("scheduler")
+    wait_until(lambda: settled(document), message="the document to settle")
+    document = Document.objects.get(pk=document.pk)
+    assert (document.status, document.attempts) == ("ready", 2)
+    chunks = Chunk.objects.filter(document=document)
+    assert chunks.count() == document.chunk_count == 6
+    assert sorted(chunks.values_list("index", flat=True)) == list(range(6))
+    assert vector_count(store.pk) == 6
+    assert StoreTextStats.objects.get(store=store).chunk_count == 6
+
+
+def test_two_workers_never_process_the_same_document(processes, store, fake_upstream):
+    fake_upstream.configure("openai.embeddings", latency=0.1)
+    # Larger than the small-document threshold, so each claim is a single document.
+    documents = upload(store, *[(f"doc{n}.txt", f"document {n} " + "filler text " * 6000) for n in range(8)])
+    processes.start("worker")
+    processes.start("worker")
+    wait_until(lambda: settled(*documents), timeout=180, message="all documents to settle")
+    assert {(d.status, d.attempts) for d in Document.objects.all()} == {("ready", 1)}
+    inputs = fake_upstream.inputs()
+    assert len(inputs) == len(set(inputs)), "a text was embedded twice"
+    assert vector_count(store.pk) == Chunk.objects.count()
+
+
+def test_a_document_that_kills_its_worker_every_time_is_given_up(processes, store, fake_upstream, subprocess_env):
+    processes.env["INGEST_MAX_ATTEMPTS"] = "2"
+
+    def kill_whoever_embeds_poison(request):
+        if request.route == "openai.embeddings" and any("POISON" in t for t in request.json()["input"]):
+            os.kill(pid_on_port(request.client_port), signal.SIGKILL)
+
+    fake_upstream.on_request = kill_whoever_embeds_poison
+    (poison,) = upload(store, ("poison.txt", "POISON " + "x" * 70000))
+    (healthy,) = upload(store, ("healthy.txt", "a perfectly ordinary document"))
+    processes.start("worker")
+    processes.start("scheduler")
+    wait_until(lambda: settled(poison, healthy), timeout=120, message="both documents to settle")
+    poison = Document.objects.get(pk=poison.pk)
+    assert poison.status == "failed"
+    assert poison.error == (
+        "gave up after 2 attempts: the worker processing it stopped before finishing (its lease expired)"
+    )
+    assert Document.objects.get(pk=healthy.pk).status == "ready"

@@ -1,0 +1,267 @@
+import io
+import zipfile
+
+import pytest
+
+from stores.models import Chunk, ChunkTerm, Document, StoreTerm, StoreTextStats
+from stores.services import BACKLOG_FULL
+
+
+def make_store(api, connection, **overrides):
+    response = api("admin").post(
+        "/admin/api/rag-stores", json={"name": "kb", "embedding_connection_id": connection.id, **overrides}
+    )
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def upload(client, store, *files):
+    return client.post(f"/admin/api/rag-stores/{store['id']}/documents", files=[("file", f) for f in files])
+
+
+def text_file(name, body):
+    return (name, body.encode() if isinstance(body, str) else body, "application/octet-stream")
+
+
+def tiny_docx() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(
+            "word/document.xml",
+            '<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
+            "<w:p><w:r><w:t>Hello from Word</w:t></w:r></w:p></w:body></w:document>",
+        )
+    return buffer.getvalue()
+
+
+def test_upload_accepts_several_files_as_pending_documents(api, fake_connection):
+    store = make_store(api, fake_connection)
+    response = upload(api("editor"), store, text_file("a.txt", "alpha"), text_file("b.md", "# B\n\nbeta"),
+                      text_file("c.docx", tiny_docx()))
+    assert response.status_code == 202
+    documents = response.json()["documents"]
+    assert [(d["filename"], d["status"], d["progress_percent"]) for d in documents] == [
+        ("a.txt", "pending", 0), ("b.md", "pending", 0), ("c.docx", "pending", 0)
+    ]
+    assert documents[2]["mime"] == "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+
+
+def test_files_field_name_is_accepted_too(api, fake_connection):
+    store = make_store(api, fake_connection)
+    response = api("editor").post(
+        f"/admin/api/rag-stores/{store['id']}/documents", files=[("files", text_file("a.txt", "alpha"))]
+    )
+    assert response.status_code == 202
+
+
+def test_an_upload_without_files_is_a_400(api, fake_connection):
+    store = make_store(api, fake_connection)
+    response = api("editor").post(f"/admin/api/rag-stores/{store['id']}/documents", files=[("other", text_file("a.txt", "x"))])
+    assert response.status_code == 400
+    assert "no file field in form (use 'file')" in response.json()["error"]["message"]
+
+
+def test_unsupported_types_are_refused_before_anything_is_stored(api, fake_connection):
+    store = make_store(api, fake_connection)
+    response = upload(api("editor"), store, text_file("ok.txt", "fine"), text_file("run.exe", b"MZ\x90\x00"))
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_format"
+    assert ".exe" not in error["message"]
+    assert ".pdf" in error["message"]
+    assert not Document.objects.exists()
+
+
+def test_a_docx_that_is_not_a_zip_is_refused(api, fake_connection):
+    store = make_store(api, fake_connection)
+    response = upload(api("editor"), store, text_file("report.docx", b"this is not a zip archive"))
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "unsupported_format"
+    assert '"report.docx" does not look like a docx file' in response.json()["error"]["message"]
+
+
+def test_an_oversize_file_is_413_and_nothing_is_stored(api, fake_connection, settings):
+    settings.MAX_UPLOAD_MB = 1
+    store = make_store(api, fake_connection)
+    response = upload(api("editor"), store, text_file("small.txt", "ok"), text_file("big.txt", b"x" * (1024 * 1024 + 10)))
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "upload_too_large"
+    assert '"big.txt" is larger than 1 MiB (MAX_UPLOAD_MB)' in response.json()["error"]["message"]
+    assert not Document.objects.exists()
+
+
+def test_identical_bytes_in_the_same_store_are_a_409_naming_the_document(api, fake_connection):
+    store = make_store(api, fake_connection)
+    editor = api("editor")
+    first = upload(editor, store, text_file("a.txt", "same bytes")).json()["documents"][0]
+    again = upload(editor, store, text_file("copy.txt", "same bytes"))
+    assert again.status_code == 409
+    error = again.json()["error"]
+    assert error["code"] == "duplicate_document"
+    assert error["existing_document_id"] == first["id"]
+    assert f'identical to document {first["id"]} ("a.txt")' in error["message"]
+
+
+def test_the_document_quota_stops_at_the_first_file_that_does_not_fit(api, fake_connection):
+    store = make_store(api, fake_connection, max_documents=2)
+    response = upload(api("editor"), store, text_file("1.txt", "one"), text_file("2.txt", "two"), text_file("3.txt", "three"))
+    assert response.status_code == 422
+    body = response.json()
+    assert body["error"]["code"] == "store_quota"
+    assert body["error"]["message"] == "store quota exceeded: 2 of 2 documents"
+    assert [d["filename"] for d in body["documents"]] == ["1.txt", "2.txt"]
+    assert Document.objects.count() == 2
+
+
+def test_the_byte_quota_names_the_numbers(api, fake_connection):
+    store = make_store(api, fake_connection, max_bytes=10)
+    editor = api("editor")
+    upload(editor, store, text_file("1.txt", "123456"))
+    response = upload(editor, store, text_file("2.txt", "abcdef"))
+    assert response.status_code == 422
+    assert response.json()["error"]["message"] == (
+        "store quota exceeded: 6 of 10 bytes used, upload of 6 bytes does not fit"
+    )
+
+
+def test_the_instance_ceiling_is_the_limit_when_smaller(api, fake_connection, settings):
+    settings.MAX_DOCUMENTS_PER_STORE = 1
+    store = make_store(api, fake_connection, max_documents=5)
+    assert store["limits"] == {"max_documents": 1, "max_bytes": 0}
+    response = upload(api("editor"), store, text_file("1.txt", "one"), text_file("2.txt", "two"))
+    assert response.status_code == 422
+    assert response.json()["error"]["message"] == "store quota exceeded: 1 of 1 documents"
+
+
+def test_a_full_backlog_keeps_documents_as_failed(api, fake_connection, settings):
+    settings.MAX_PENDING_DOCUMENTS = 1
+    store = make_store(api, fake_connection, max_documents=3)
+    editor = api("editor")
+    response = upload(editor, store, text_file("1.txt", "one"), text_file("2.txt", "two"))
+    assert response.status_code == 503
+    body = response.json()
+    assert body["error"]["code"] == "backlog_full"
+    assert [(d["status"], d["error"]) for d in body["documents"]] == [("pending", ""), ("failed", BACKLOG_FULL)]
+    # Failed documents still count towards the quota until they are deleted.
+    third = upload(editor, store, text_file("3.txt", "three"))
+    assert third.status_code == 503
+    assert upload(editor, store, text_file("4.txt", "four")).status_code == 422
+
+
+def test_text_ingest_names_the_file_after_the_title(api, fake_connection):
+    store = make_store(api, fake_connection)
+    response = api("editor").post(
+        f"/admin/api/rag-stores/{store['id']}/documents/text",
+        json={"title": "Release notes / 2.0", "content": "All the news.", "source": "https://example.com/notes",
+              "tags": ["release", "v2"]},
+    )
+    assert response.status_code == 202
+    document = response.json()["documents"][0]
+    assert document["filename"] == "Release notes 2.0.txt"
+    assert (document["title"], document["source"], document["tags"]) == (
+        "Release notes / 2.0", "https://example.com/notes", ["release", "v2"]
+    )
+
+
+def test_text_ingest_is_capped(api, fake_connection, settings):
+    settings.TEXT_INGEST_MAX_MB = 1
+    store = make_store(api, fake_connection)
+    response = api("editor").post(
+        f"/admin/api/rag-stores/{store['id']}/documents/text", json={"title": "big", "content": "x" * (1024 * 1024 + 1)}
+    )
+    assert response.status_code == 413
+    assert "TEXT_INGEST_MAX_MB" in response.json()["error"]["message"]
+
+
+def test_list_filters_by_status_and_pages(api, fake_connection, settings):
+    settings.MAX_PENDING_DOCUMENTS = 2
+    store = make_store(api, fake_connection)
+    upload(api("editor"), store, *[text_file(f"{n}.txt", f"doc {n}") for n in range(3)])
+    viewer = api("viewer")
+    failed = viewer.get(f"/admin/api/rag-stores/{store['id']}/documents", params={"status": "failed"}).json()
+    assert [d["filename"] for d in failed["documents"]] == ["2.txt"]
+    page = viewer.get(f"/admin/api/rag-stores/{store['id']}/documents", params={"page": 2, "page_size": 2}).json()
+    assert (page["total"], [d["filename"] for d in page["documents"]]) == (3, ["0.txt"])
+
+
+def test_download_returns_the_original_bytes(api, fake_connection):
+    store = make_store(api, fake_connection)
+    document = upload(api("editor"), store, text_file("notes é.txt", b"\xef\xbb\xbfexact bytes")).json()["documents"][0]
+    response = api("viewer").get(f"/admin/api/documents/{document['id']}/download")
+    assert response.status_code == 200
+    assert response.content == b"\xef\xbb\xbfexact bytes"
+    assert "notes%20%C3%A9.txt" in response.headers["Content-Disposition"]
+
+
+def test_delete_removes_chunks_vectors_and_term_statistics(api, fake_connection, ingest_now):
+    store = make_store(api, fake_connection)
+    editor = api("editor")
+    keep, drop = upload(editor, store, text_file("keep.txt", "shared words here"),
+                        text_file("drop.txt", "shared unique zebra")).json()["documents"]
+    ingest_now()
+    assert editor.delete(f"/admin/api/documents/{drop['id']}").json() == {"ok": True}
+    assert not Chunk.objects.filter(document_id=drop["id"]).exists()
+    assert not ChunkTerm.objects.filter(term="zebra").exists()
+    assert set(StoreTerm.objects.values_list("term", "df")) == {("shared", 1), ("words", 1), ("here", 1)}
+    stats = StoreTextStats.objects.get(store_id=store["id"])
+    assert (stats.chunk_count, stats.token_total) == (1, 3)
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM chunk_embeddings_8")
+        assert cursor.fetchone()[0] == 1
+
+
+def test_reprocess_one_and_all(api, fake_connection, ingest_now):
+    store = make_store(api, fake_connection)
+    editor = api("editor")
+    documents = upload(editor, store, text_file("a.txt", "alpha"), text_file("b.txt", "beta")).json()["documents"]
+    ingest_now()
+    one = editor.post(f"/admin/api/documents/{documents[0]['id']}/reprocess")
+    assert one.status_code == 202
+    assert one.json()["document"]["status"] == "pending"
+    everything = editor.post(f"/admin/api/rag-stores/{store['id']}/reprocess")
+    assert everything.status_code == 202
+    assert everything.json() == {"ok": True, "documents": 2}
+    ingest_now()
+    assert set(Document.objects.values_list("status", flat=True)) == {"ready"}
+
+
+@pytest.mark.parametrize("persona", ["viewer", "outsider"])
+def test_viewers_cannot_change_documents(api, fake_connection, persona):
+    store = make_store(api, fake_connection)
+    document = upload(api("editor"), store, text_file("a.txt", "alpha")).json()["documents"][0]
+    client = api(persona)
+    attempts = [
+        upload(client, store, text_file("b.txt", "beta")),
+        client.post(f"/admin/api/rag-stores/{store['id']}/documents/text", json={"title": "t", "content": "c"}),
+        client.delete(f"/admin/api/documents/{document['id']}"),
+        client.post(f"/admin/api/documents/{document['id']}/reprocess"),
+        client.post(f"/admin/api/rag-stores/{store['id']}/reprocess"),
+    ]
+    assert [r.status_code for r in attempts] == [403] * 5
+    assert Document.objects.count() == 1
+
+
+def test_viewers_read_documents_and_strangers_do_not(api, fake_connection):
+    store = make_store(api, fake_connection)
+    document = upload(api("editor"), store, text_file("a.txt", "alpha")).json()["documents"][0]
+    assert api("viewer").get(f"/admin/api/documents/{document['id']}").status_code == 200
+    assert api("outsider").get(f"/admin/api/documents/{document['id']}").status_code == 403
+    assert api().get(f"/admin/api/documents/{document['id']}").status_code == 401
+    assert api().post(f"/admin/api/rag-stores/{store['id']}/documents", files=[("file", text_file("x.txt", "x"))]).status_code == 401
+
+
+def test_concurrent_uploads_never_exceed_the_quota(api, fake_connection):
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = make_store(api, fake_connection, max_documents=5)
+    clients = [api("editor") for _ in range(10)]
+
+    def send(n):
+        return upload(clients[n], store, text_file(f"{n}.txt", f"distinct document {n}")).status_code
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        statuses = list(pool.map(send, range(10)))
+    assert sorted(statuses) == [202] * 5 + [422] * 5
+    assert Document.objects.filter(store_id=store["id"]).count() == 5

@@ -1,0 +1,145 @@
+import pytest
+
+from gateway.services import connection_create
+from stores.models import RagStore
+
+
+def create_store(admin, connection, **overrides):
+    response = admin.post("/admin/api/rag-stores", json={"name": "handbook", "embedding_connection_id": connection.id, **overrides})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def test_a_new_store_gets_every_default(api, fake_connection):
+    store = create_store(api("admin"), fake_connection)
+    expected = {
+        "chunk_size": 1000, "chunk_overlap": 200, "chunking_strategy": "section", "contextual_chunks": True,
+        "top_k": 5, "search_mode": "hybrid", "search_backend": "bm25", "fts_config": "simple",
+        "fusion_weights": {"vector": 1.0, "lexical": 1.0}, "typo_tolerance": False, "rerank": False,
+        "rerank_backend": "llm", "rerank_connection_id": None, "rerank_candidates": 15, "max_distance": 0.0,
+        "max_documents": 0, "max_bytes": 0, "dimensions": None, "document_count": 0, "chunk_count": 0, "bytes_used": 0,
+    }
+    assert {k: store[k] for k in expected} == expected
+
+
+def test_zero_means_the_default_for_sizes(api, fake_connection):
+    store = create_store(api("admin"), fake_connection, chunk_size=0, top_k=0, rerank_candidates=0)
+    assert (store["chunk_size"], store["top_k"], store["rerank_candidates"]) == (1000, 5, 15)
+
+
+def test_chunking_strategy_aliases_are_accepted(api, fake_connection):
+    assert create_store(api("admin"), fake_connection, chunking_strategy="Chars")["chunking_strategy"] == "character"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "message"),
+    [
+        ({"chunk_size": 100}, "chunk_size", "between 200 and 20000"),
+        ({"chunk_size": 20001}, "chunk_size", "20000"),
+        ({"chunk_size": 500, "chunk_overlap": 500}, "chunk_overlap", "chunk_overlap must be smaller than chunk_size"),
+        ({"top_k": 51}, "top_k", "50"),
+        ({"rerank_candidates": 101}, "rerank_candidates", "100"),
+        ({"max_distance": 2.5}, "max_distance", "2"),
+        ({"max_documents": -1}, "max_documents", "0"),
+        ({"search_mode": "fuzzy"}, "search_mode", "fuzzy"),
+        ({"search_backend": "elastic"}, "search_backend", "elastic"),
+        ({"chunking_strategy": "lines"}, "chunking_strategy", 'unknown chunking strategy "lines"'),
+        ({"fts_config": "klingon"}, "fts_config", 'fts_config "klingon" is not a text search configuration'),
+        ({"search_backend": "pg_search"}, "search_backend", "pg_search extension (ParadeDB) is not installed"),
+        ({"fusion_weights": {"vector": 0, "lexical": 0}}, "fusion_weights", "cannot both be 0"),
+        ({"rerank": True, "rerank_backend": "cohere"}, "rerank_connection_id", "required for the cohere reranker"),
+    ],
+)
+def test_settings_out_of_range_are_400_naming_the_field(api, fake_connection, overrides, field, message):
+    response = api("admin").post(
+        "/admin/api/rag-stores", json={"name": "kb", "embedding_connection_id": fake_connection.id, **overrides}
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert field in error["fields"], error
+    assert message in error["message"]
+
+
+def test_a_chat_only_connection_cannot_embed(api):
+    claude = connection_create(
+        name="claude", provider_type="anthropic", base_url="", model_name="claude-sonnet-4-5", dimensions=None, api_key="k"
+    )
+    response = api("admin").post("/admin/api/rag-stores", json={"name": "kb", "embedding_connection_id": claude.id})
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == 'provider "anthropic" cannot be used for embeddings'
+
+
+def test_a_rerank_connection_must_fit_the_backend(api, fake_connection):
+    response = api("admin").post(
+        "/admin/api/rag-stores",
+        json={"name": "kb", "embedding_connection_id": fake_connection.id, "rerank_backend": "voyage",
+              "rerank_connection_id": fake_connection.id},
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == (
+        'cannot use connection "fake-openai" for reranking: it is a openai connection'
+    )
+
+
+def test_a_model_wider_than_4000_is_refused_when_it_answers(api, fake_connection, fake_upstream):
+    fake_upstream.configure("openai.embeddings", width=4096)
+    response = api("admin").post("/admin/api/rag-stores", json={"name": "kb", "embedding_connection_id": fake_connection.id})
+    assert response.status_code == 400
+    message = response.json()["error"]["message"]
+    assert "4096 dimensions" in message and "at most 4000" in message
+    assert not RagStore.objects.exists()
+
+
+def test_an_unreachable_model_still_saves_the_store(api, fake_connection, fake_upstream):
+    fake_upstream.configure("openai.embeddings", status=503)
+    store = create_store(api("admin"), fake_connection)
+    assert store["dimensions"] is None
+
+
+def test_duplicate_store_names_conflict(api, fake_connection):
+    admin = api("admin")
+    create_store(admin, fake_connection)
+    response = admin.post("/admin/api/rag-stores", json={"name": "handbook", "embedding_connection_id": fake_connection.id})
+    assert response.status_code == 409
+
+
+def test_patch_changes_one_setting_and_put_replaces_all(api, fake_connection):
+    admin = api("admin")
+    store = create_store(admin, fake_connection, top_k=9, max_distance=0.5)
+    patched = admin.patch(f"/admin/api/rag-stores/{store['id']}", json={"top_k": 7}).json()
+    assert (patched["top_k"], patched["max_distance"]) == (7, 0.5)
+    replaced = admin.put(
+        f"/admin/api/rag-stores/{store['id']}", json={"name": "renamed", "embedding_connection_id": fake_connection.id}
+    ).json()
+    assert (replaced["name"], replaced["top_k"], replaced["max_distance"]) == ("renamed", 5, 0.0)
+
+
+def test_search_backends_lists_all_three(api):
+    backends = api("viewer").get("/admin/api/search-backends").json()
+    assert [(b["id"], b["available"]) for b in backends] == [("pgvector", True), ("bm25", True), ("pg_search", False)]
+    assert "pg_search" in backends[2]["reason"]
+
+
+def test_deleting_a_store(api, fake_connection):
+    admin = api("admin")
+    store = create_store(admin, fake_connection)
+    assert admin.delete(f"/admin/api/rag-stores/{store['id']}").json() == {"ok": True}
+    assert admin.get(f"/admin/api/rag-stores/{store['id']}").status_code == 404
+
+
+@pytest.mark.parametrize("persona", ["editor", "viewer", "outsider"])
+def test_only_admins_write_stores(api, fake_connection, persona):
+    store = create_store(api("admin"), fake_connection)
+    client = api(persona)
+    attempts = [
+        client.post("/admin/api/rag-stores", json={"name": "x", "embedding_connection_id": fake_connection.id}),
+        client.patch(f"/admin/api/rag-stores/{store['id']}", json={"top_k": 3}),
+        client.delete(f"/admin/api/rag-stores/{store['id']}"),
+    ]
+    assert [r.status_code for r in attempts] == [403, 403, 403]
+
+
+@pytest.mark.parametrize(("persona", "status"), [("viewer", 200), ("editor", 200), ("outsider", 403), (None, 401)])
+def test_who_reads_stores(api, fake_connection, persona, status):
+    create_store(api("admin"), fake_connection)
+    assert api(persona).get("/admin/api/rag-stores").status_code == status
