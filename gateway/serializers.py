@@ -24,9 +24,22 @@ class ConnectionOutput(serializers.ModelSerializer):
     class Meta:
         model = ModelConnection
         fields = [
-            "id", "name", "provider_type", "base_url", "model_name", "dimensions", "api_key_masked",
-            "private_upstream", "supports_embeddings", "last_test_at", "last_test_ok", "last_test_latency_ms",
-            "last_test_dimensions", "last_test_error", "created_at", "updated_at",
+            "id",
+            "name",
+            "provider_type",
+            "base_url",
+            "model_name",
+            "dimensions",
+            "api_key_masked",
+            "private_upstream",
+            "supports_embeddings",
+            "last_test_at",
+            "last_test_ok",
+            "last_test_latency_ms",
+            "last_test_dimensions",
+            "last_test_error",
+            "created_at",
+            "updated_at",
         ]
 
 
@@ -62,6 +75,14 @@ class PriceOutput(serializers.ModelSerializer):
     class Meta:
         model = ModelPrice
         fields = [
-            "id", "provider_type", "model", "input_per_mtok", "output_per_mtok", "cached_input_per_mtok",
-            "per_search_unit", "source", "created_at", "updated_at",
+            "id",
+            "provider_type",
+            "model",
+            "input_per_mtok",
+            "output_per_mtok",
+            "cached_input_per_mtok",
+            "per_search_unit",
+            "source",
+            "created_at",
+            "updated_at",
         ]

@@ -44,12 +44,12 @@ def _validate_base_url(provider_type: str, base_url: str) -> str:
     if parts.query or parts.fragment or "?" in base_url or "#" in base_url:
         raise InvalidInput("base_url must not have a query or fragment", field="base_url")
     try:
-        parts.port
+        port = parts.port
     except ValueError:
         raise InvalidInput("base_url has an invalid port", field="base_url") from None
     # Refuse now rather than at the first call: a private address is only allowed when the
     # operator said so (the same check runs again on every request and redirect).
-    http.checked_addresses(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+    http.checked_addresses(parts.hostname, port or (443 if parts.scheme == "https" else 80))
     return base_url.rstrip("/")
 
 
@@ -58,9 +58,7 @@ def _validate_fields(*, name: str, provider_type: str, base_url: str, model_name
     if not name:
         raise InvalidInput("name is required", field="name")
     if provider_type not in ProviderType.values:
-        raise InvalidInput(
-            f"provider_type must be one of {', '.join(ProviderType.values)}", field="provider_type"
-        )
+        raise InvalidInput(f"provider_type must be one of {', '.join(ProviderType.values)}", field="provider_type")
     model_name = model_name.strip()
     if not MODEL_NAME.match(model_name) or ".." in model_name:
         raise InvalidInput(
@@ -126,7 +124,7 @@ def connection_update(
         raise Conflict(f"a connection named {name!r} already exists", code="duplicate_name")
     changed = [
         f
-        for f, new in zip(VECTOR_DEFINING_FIELDS, (provider_type, model_name, dimensions))
+        for f, new in zip(VECTOR_DEFINING_FIELDS, (provider_type, model_name, dimensions), strict=True)
         if getattr(connection, f) != new
     ]
     if changed and Chunk.objects.filter(store__embedding_connection=connection).exists():

@@ -98,7 +98,9 @@ def _prepare(claim: queue.Claim, store: RagStore) -> PreparedDocument | None:
         return None
     started = time.monotonic()
     try:
-        parsed = parse_document(filename=row["filename"], data=bytes(row["original"]), pdf_timeout=settings.PDF_PARSE_TIMEOUT)
+        parsed = parse_document(
+            filename=row["filename"], data=bytes(row["original"]), pdf_timeout=settings.PDF_PARSE_TIMEOUT
+        )
     except ParseError as exc:
         _fail(claim, str(exc))
         return None
@@ -118,7 +120,9 @@ def _prepare(claim: queue.Claim, store: RagStore) -> PreparedDocument | None:
         )
         return None
     texts = [
-        embedded_text(filename=row["filename"], section=d.section, content=d.content, contextual=store.contextual_chunks)
+        embedded_text(
+            filename=row["filename"], section=d.section, content=d.content, contextual=store.contextual_chunks
+        )
         for d in drafts
     ]
     queue.record_progress(claim, progress_percent=PROGRESS_CHUNKED)
@@ -172,7 +176,7 @@ class Job:
         missing: dict[str, str] = {}
         owners: dict[str, list[PreparedDocument]] = {}
         for document in self.documents:
-            for digest, text in zip(document.hashes, document.texts):
+            for digest, text in zip(document.hashes, document.texts, strict=True):
                 if digest not in self.vectors:
                     missing.setdefault(digest, text)
                     owners.setdefault(digest, []).append(document)
@@ -216,10 +220,12 @@ class Job:
         if not self._accept_width(result.dimensions):
             return False
         metrics.increment(
-            "ragmux_ingest_embed_tokens_total", result.tokens, source="reported" if result.tokens_reported else "estimated"
+            "ragmux_ingest_embed_tokens_total",
+            result.tokens,
+            source="reported" if result.tokens_reported else "estimated",
         )
         total_chars = sum(len(t) for t in texts) or 1
-        for digest, text, vector in zip(batch, texts, result.vectors):
+        for digest, text, vector in zip(batch, texts, result.vectors, strict=True):
             self.vectors[digest] = format_vector(vector)
             for document in owners[digest]:
                 document.embed_tokens += round(result.tokens * len(text) / total_chars / len(owners[digest]))
@@ -272,15 +278,20 @@ def _commit(store: RagStore, key: str, document: PreparedDocument, vectors: dict
             cursor.execute(
                 f"""
                 INSERT INTO chunks (store_id, document_id, index, content, section, page, embedded_hash, token_count)
-                SELECT %s, %s, x.idx, x.content, x.section, x.page, x.digest, {TOKEN_COUNT_SQL.format(content="x.content")}
+                SELECT %s, %s, x.idx, x.content, x.section, x.page, x.digest,
+                       {TOKEN_COUNT_SQL.format(content="x.content")}
                 FROM unnest(%s::int[], %s::text[], %s::text[], %s::int[], %s::text[])
                      AS x(idx, content, section, page, digest)
                 RETURNING id, index
                 """,
                 [
-                    store.pk, claim.document_id,
-                    [d.index for d in drafts], [d.content for d in drafts], [d.section for d in drafts],
-                    [d.page for d in drafts], document.hashes,
+                    store.pk,
+                    claim.document_id,
+                    [d.index for d in drafts],
+                    [d.content for d in drafts],
+                    [d.section for d in drafts],
+                    [d.page for d in drafts],
+                    document.hashes,
                 ],
             )
             ids = dict((index, chunk_id) for chunk_id, index in cursor.fetchall())
@@ -292,21 +303,33 @@ def _commit(store: RagStore, key: str, document: PreparedDocument, vectors: dict
                 FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS x(chunk_id, digest, embedding)
                 """,
                 [
-                    store.pk, key, [ids[d.index] for d in drafts], document.hashes,
+                    store.pk,
+                    key,
+                    [ids[d.index] for d in drafts],
+                    document.hashes,
                     [vectors[h] for h in document.hashes],
                 ],
             )
         add_document_terms(store_id=store.pk, document_id=claim.document_id)
         Document.objects.filter(pk=claim.document_id).update(
-            status=DocumentStatus.READY, progress_percent=100, error="", chunk_count=len(drafts),
-            page_count=document.page_count, lease_owner="", lease_expires_at=None,
+            status=DocumentStatus.READY,
+            progress_percent=100,
+            error="",
+            chunk_count=len(drafts),
+            page_count=document.page_count,
+            lease_owner="",
+            lease_expires_at=None,
         )
     document.timings["commit"] = time.monotonic() - started
     for stage, seconds in document.timings.items():
         metrics.observe("ragmux_ingest_stage_seconds", seconds, stage=stage)
     logger.info(
         "document ingested document_id=%s store_id=%s chunks=%s embed_tokens=%s pages=%s %s",
-        claim.document_id, store.pk, len(drafts), document.embed_tokens, document.page_count,
+        claim.document_id,
+        store.pk,
+        len(drafts),
+        document.embed_tokens,
+        document.page_count,
         " ".join(f"{stage}_ms={seconds * 1000:.0f}" for stage, seconds in document.timings.items()),
     )
 

@@ -190,8 +190,13 @@ def worker_command() -> list[str]:
     from django.conf import settings
 
     return _celery(
-        "worker", "--loglevel", settings.LOG_LEVEL, "--concurrency", str(settings.INGEST_WORKERS),
-        "--hostname", f"ragmux@{os.uname().nodename}-{os.getpid()}",
+        "worker",
+        "--loglevel",
+        settings.LOG_LEVEL,
+        "--concurrency",
+        str(settings.INGEST_WORKERS),
+        "--hostname",
+        f"ragmux@{os.uname().nodename}-{os.getpid()}",
     )
 
 
@@ -207,9 +212,21 @@ def web_command() -> list[str]:
     from django.conf import settings
 
     return [
-        sys.executable, "-m", "uvicorn", "ragmux.asgi:application",
-        "--host", settings.HOST, "--port", str(settings.PORT),
-        "--workers", str(settings.WEB_WORKERS), "--no-access-log", "--lifespan", "off", "--timeout-graceful-shutdown", "15",
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "ragmux.asgi:application",
+        "--host",
+        settings.HOST,
+        "--port",
+        str(settings.PORT),
+        "--workers",
+        str(settings.WEB_WORKERS),
+        "--no-access-log",
+        "--lifespan",
+        "off",
+        "--timeout-graceful-shutdown",
+        "15",
     ]
 
 
@@ -256,6 +273,34 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
         return _run_children({"scheduler": scheduler_command()})
 
 
+def cmd_ingest_dir(args: argparse.Namespace) -> int:
+    with environment():
+        from stores.directory import DirectoryRefused, find_store, ingest_directory, plan_directory
+
+        try:
+            files = plan_directory(Path(args.path))
+            store = find_store(args.store)
+        except DirectoryRefused as exc:
+            sys.stderr.write(f"Error: {exc}\n")
+            return 1
+        if args.dry_run:
+            for planned in files:
+                print(f"{planned.path}\t{planned.title}\t{planned.size} bytes")
+            print(f"dry_run=true documents={len(files)}")
+            return 0
+        outcome = ingest_directory(store=store, files=files)
+        for problem in outcome.refused:
+            print(f"refused {problem}", file=sys.stderr)
+        print(
+            f"uploaded={outcome.uploaded} duplicates={outcome.duplicates} refused={len(outcome.refused)} "
+            f"store={store.name!r}"
+        )
+        if outcome.stopped:
+            sys.stderr.write(f"Error: stopped at {outcome.stopped}\n")
+            return 1
+    return 0
+
+
 def cmd_manage(args: argparse.Namespace) -> int:
     from django.core.management import execute_from_command_line
 
@@ -285,6 +330,12 @@ def build_parser() -> argparse.ArgumentParser:
     rotate = sub.add_parser("rotate-key", help="re-encrypt every stored credential with a new key")
     rotate.add_argument("--new", help="the new key (32 bytes, base64url); generated when omitted")
     rotate.set_defaults(func=cmd_rotate_key)
+
+    ingest = sub.add_parser("ingest-dir", help="upload every supported file under a folder into a store")
+    ingest.add_argument("--store", required=True, help="name of the RAG store")
+    ingest.add_argument("--path", required=True, help="folder to walk")
+    ingest.add_argument("--dry-run", action="store_true", help="list what would be uploaded, write nothing")
+    ingest.set_defaults(func=cmd_ingest_dir)
 
     manage = sub.add_parser("manage", help="run a Django management command")
     manage.add_argument("rest", nargs=argparse.REMAINDER)

@@ -93,9 +93,7 @@ class EmbeddedPostgres:
         self.run_as = PG_SYSTEM_USER if os.geteuid() == 0 else None
 
     def _run(self, args: list[str], **kwargs) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            args, user=self.run_as, check=True, capture_output=True, text=True, timeout=120, **kwargs
-        )
+        return subprocess.run(args, user=self.run_as, check=True, capture_output=True, text=True, timeout=120, **kwargs)
 
     def _prepare_root_mode(self) -> None:
         try:
@@ -139,16 +137,35 @@ class EmbeddedPostgres:
         if not (self.pgdata / "PG_VERSION").exists():
             try:
                 self._run(
-                    [str(self.bin / "initdb"), "-D", str(self.pgdata), "-U", "postgres",
-                     "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8"]
+                    [
+                        str(self.bin / "initdb"),
+                        "-D",
+                        str(self.pgdata),
+                        "-U",
+                        "postgres",
+                        "--auth=trust",
+                        "--encoding=UTF8",
+                        "--locale=C.UTF-8",
+                    ]
                 )
             except subprocess.CalledProcessError as exc:
                 raise EmbeddedError(f"initdb failed: {exc.stderr.strip()}") from None
         options = f"-h 127.0.0.1 -p {port} -k '' -c max_connections=200 {self.server_options}"
         try:
             self._run(
-                [str(self.bin / "pg_ctl"), "-D", str(self.pgdata), "-l", str(self.log_file),
-                 "-w", "-t", "60", "-o", options, "start"]
+                [
+                    str(self.bin / "pg_ctl"),
+                    "-D",
+                    str(self.pgdata),
+                    "-l",
+                    str(self.log_file),
+                    "-w",
+                    "-t",
+                    "60",
+                    "-o",
+                    options,
+                    "start",
+                ]
             )
         except subprocess.CalledProcessError as exc:
             tail = self.log_file.read_text(errors="replace")[-2000:]
@@ -201,10 +218,29 @@ class EmbeddedRedis:
         self.pid_file.unlink(missing_ok=True)
         try:
             subprocess.run(
-                [str(self.binary), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-                 "--save", "", "--appendonly", "no", "--daemonize", "yes",
-                 "--pidfile", str(self.pid_file), "--logfile", str(self.dir / "redis.log")],
-                check=True, capture_output=True, text=True, timeout=30,
+                [
+                    str(self.binary),
+                    "--port",
+                    str(port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--dir",
+                    str(self.dir),
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--daemonize",
+                    "yes",
+                    "--pidfile",
+                    str(self.pid_file),
+                    "--logfile",
+                    str(self.dir / "redis.log"),
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=30,
             )
         except subprocess.CalledProcessError as exc:
             raise EmbeddedError(f"Redis did not start: {exc.stderr.strip() or exc.stdout.strip()}") from None

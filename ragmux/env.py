@@ -113,9 +113,7 @@ def env_host_allowlist(name: str, *, environ: Mapping[str, str] | None = None) -
     return [entry.lower() for entry in entries]
 
 
-def env_choice(
-    name: str, default: str, choices: tuple[str, ...], *, environ: Mapping[str, str] | None = None
-) -> str:
+def env_choice(name: str, default: str, choices: tuple[str, ...], *, environ: Mapping[str, str] | None = None) -> str:
     value = _raw(name, environ)
     if value is None:
         return default

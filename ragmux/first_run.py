@@ -31,6 +31,10 @@ def ensure_local_connection() -> None:
     _, created = InstanceSetting.objects.get_or_create(key=LOCAL_CONNECTION_SEEDED, defaults={"value": b"1"})
     if created:
         connection_create(
-            name="local", provider_type="local", base_url="", model_name="all-MiniLM-L6-v2",
-            dimensions=384, api_key="",
+            name="local",
+            provider_type="local",
+            base_url="",
+            model_name="all-MiniLM-L6-v2",
+            dimensions=384,
+            api_key="",
         )

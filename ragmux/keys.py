@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from gateway.models import ModelConnection
 from gateway.credentials import connection_key_aad
+from gateway.models import ModelConnection
 from ragmux.crypto import DecryptionFailed, seal, unseal
 from ragmux.models import InstanceSetting
 from ragmux.startup import KEY_CHECK_NAME, seal_key_check

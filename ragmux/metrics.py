@@ -116,7 +116,9 @@ class SharedMetricsCollector:
             queue.add_metric([status], count)
         yield queue
         yield GaugeMetricFamily(
-            "ragmux_rag_index_missing", "Stores whose vectors have no HNSW index (searched by exact scan)", value=missing
+            "ragmux_rag_index_missing",
+            "Stores whose vectors have no HNSW index (searched by exact scan)",
+            value=missing,
         )
 
 

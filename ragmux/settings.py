@@ -112,6 +112,17 @@ try:
     RERANK_TIMEOUT = env_duration("RERANK_TIMEOUT", None, minimum=0.001)
     RERANK_MAX_TOKENS = env_int("RERANK_MAX_TOKENS", 200, minimum=1)
     HNSW_EF_SEARCH_MIN = env_int("HNSW_EF_SEARCH_MIN", 40, minimum=1, maximum=1000)
+    # Stores with at most this many chunks are searched by exact scan instead of the HNSW graph.
+    VECTOR_EXACT_SCAN_MAX_CHUNKS = env_int("VECTOR_EXACT_SCAN_MAX_CHUNKS", 20000, minimum=0)
+    # ParadeDB's analyser for the pg_search backend: `default` or `<iso-639-1>_stem`.
+    PG_SEARCH_TOKENIZER = env_choice(
+        "PG_SEARCH_TOKENIZER",
+        "default",
+        (
+            "default",
+            *(f"{code}_stem" for code in "ar cs da de el en es fi fr hu it nl no pl pt ro ru sv ta tr".split()),
+        ),
+    )
 
     # Outbound calls to providers
     UPSTREAM_TIMEOUT = env_duration("UPSTREAM_TIMEOUT", 300, minimum=1)
@@ -208,7 +219,10 @@ WHITENOISE_USE_FINDERS = True
 DATA_UPLOAD_MAX_MEMORY_SIZE = (TEXT_INGEST_MAX_MB + 1) * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
 # Each uploaded file is cut off at MAX_UPLOAD_MB while it streams in (stores.uploads).
-FILE_UPLOAD_HANDLERS = ["stores.uploads.CappedUploadHandler", "django.core.files.uploadhandler.TemporaryFileUploadHandler"]
+FILE_UPLOAD_HANDLERS = [
+    "stores.uploads.CappedUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

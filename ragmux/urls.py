@@ -16,6 +16,7 @@ urlpatterns = [
     path("admin/api/me", views.MeApi.as_view()),
     path("admin/api/", include("gateway.urls")),
     path("admin/api/", include("stores.urls")),
+    path("admin/api/", include("retrieval.urls")),
 ]
 
 handler404 = "ragmux.views.not_found"

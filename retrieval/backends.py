@@ -29,7 +29,9 @@ def pg_search_status() -> BackendStatus:
         row = cursor.fetchone()
     if row is None:
         return BackendStatus(
-            "pg_search", False, f"the pg_search extension (ParadeDB) is not installed in this database; see {PG_SEARCH_DOCS}"
+            "pg_search",
+            False,
+            f"the pg_search extension (ParadeDB) is not installed in this database; see {PG_SEARCH_DOCS}",
         )
     return BackendStatus("pg_search", True, "")
 

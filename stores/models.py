@@ -39,9 +39,7 @@ def default_fusion_weights() -> dict:
 
 class RagStore(models.Model):
     name = models.CharField(max_length=100, unique=True)
-    embedding_connection = models.ForeignKey(
-        ModelConnection, on_delete=models.PROTECT, related_name="embedding_stores"
-    )
+    embedding_connection = models.ForeignKey(ModelConnection, on_delete=models.PROTECT, related_name="embedding_stores")
     chunk_size = models.PositiveIntegerField(default=1000)
     chunk_overlap = models.PositiveIntegerField(default=200)
     chunking_strategy = models.CharField(max_length=16, choices=ChunkingStrategy.choices, default="section")

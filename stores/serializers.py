@@ -69,8 +69,18 @@ class StoreOutput(serializers.ModelSerializer):
     class Meta:
         model = RagStore
         fields = [
-            "id", "name", "embedding_connection_id", "dimensions", *[f for f in STORE_DEFAULTS if f != "rerank_connection_id"],
-            "rerank_connection_id", "document_count", "chunk_count", "bytes_used", "limits", "created_at", "updated_at",
+            "id",
+            "name",
+            "embedding_connection_id",
+            "dimensions",
+            *[f for f in STORE_DEFAULTS if f != "rerank_connection_id"],
+            "rerank_connection_id",
+            "document_count",
+            "chunk_count",
+            "bytes_used",
+            "limits",
+            "created_at",
+            "updated_at",
         ]
 
     def get_limits(self, store: RagStore) -> dict:
@@ -84,8 +94,23 @@ class DocumentOutput(serializers.ModelSerializer):
     class Meta:
         model = Document
         fields = [
-            "id", "rag_store_id", "filename", "title", "mime", "source", "tags", "size_bytes", "content_sha256",
-            "status", "progress_percent", "error", "page_count", "chunk_count", "attempts", "created_at", "updated_at",
+            "id",
+            "rag_store_id",
+            "filename",
+            "title",
+            "mime",
+            "source",
+            "tags",
+            "size_bytes",
+            "content_sha256",
+            "status",
+            "progress_percent",
+            "error",
+            "page_count",
+            "chunk_count",
+            "attempts",
+            "created_at",
+            "updated_at",
         ]
 
 
@@ -99,7 +124,9 @@ class TextDocumentInput(serializers.Serializer):
     title = serializers.CharField(max_length=500)
     content = serializers.CharField(trim_whitespace=False, allow_blank=True)
     source = serializers.CharField(max_length=2048, required=False, allow_blank=True, default="")
-    tags = serializers.ListField(child=serializers.CharField(max_length=128), max_length=64, required=False, default=list)
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=128), max_length=64, required=False, default=list
+    )
 
 
 class BackendStatusOutput(serializers.Serializer):

@@ -33,7 +33,11 @@ BACKLOG_FULL = "the ingestion backlog is full (MAX_PENDING_DOCUMENTS), retry lat
 WIDTH_PROBE_TIMEOUT = 15.0
 RERANK_CONNECTION_TYPES = {"cohere": {ProviderType.COHERE_RERANK}, "voyage": {ProviderType.VOYAGE_RERANK}}
 CHAT_TYPES = {
-    ProviderType.OPENAI, ProviderType.CUSTOM_OPENAI, ProviderType.OLLAMA, ProviderType.GEMINI, ProviderType.ANTHROPIC,
+    ProviderType.OPENAI,
+    ProviderType.CUSTOM_OPENAI,
+    ProviderType.OLLAMA,
+    ProviderType.GEMINI,
+    ProviderType.ANTHROPIC,
 }
 # Settings whose change alters the chunks, and so what is stored and embedded.
 CHUNK_SHAPING_FIELDS = ("chunk_size", "chunk_overlap", "contextual_chunks", "chunking_strategy")
@@ -144,7 +148,9 @@ def _warn_about_fts_config(store: RagStore) -> None:
         logger.warning(
             "store %s (%s): fts_config %r parses queries differently from the `simple` index; "
             "stemmed or stop-worded queries can miss chunks",
-            store.pk, store.name, store.fts_config,
+            store.pk,
+            store.name,
+            store.fts_config,
         )
 
 
@@ -331,7 +337,7 @@ def document_upload(*, store: RagStore, files: list[IncomingFile]) -> UploadResu
         raise InvalidInput("no file field in form (use 'file')", field="file")
     formats = _check_formats(files)
     result = UploadResult()
-    for incoming, file_format in zip(files, formats):
+    for incoming, file_format in zip(files, formats, strict=True):
         try:
             document = _create_document(store, incoming, file_format)
         except (QuotaExceeded, Conflict) as exc:
@@ -387,7 +393,10 @@ def _queue_again(documents) -> tuple[int, int]:
     room = max(0, settings.MAX_PENDING_DOCUMENTS - _pending_documents())
     ids = [document.pk for document in documents]
     reset = {
-        "progress_percent": 0, "attempts": 0, "lease_owner": "", "lease_expires_at": None,
+        "progress_percent": 0,
+        "attempts": 0,
+        "lease_owner": "",
+        "lease_expires_at": None,
         "lease_token": F("lease_token") + 1,
     }
     queued, refused = ids[:room], ids[room:]

@@ -66,8 +66,7 @@ def ensure_embedding_table(dimensions: int) -> str:
         cursor.execute(f"CREATE INDEX IF NOT EXISTS {name}_store ON {name} (store_id)")
         cursor.execute(f"CREATE INDEX IF NOT EXISTS {name}_reuse ON {name} (store_id, model_key, embedded_hash)")
         cursor.execute(
-            f"CREATE INDEX IF NOT EXISTS {index_name(dimensions)} ON {name} "
-            f"USING hnsw (embedding {kind}_cosine_ops)"
+            f"CREATE INDEX IF NOT EXISTS {index_name(dimensions)} ON {name} USING hnsw (embedding {kind}_cosine_ops)"
         )
     return name
 

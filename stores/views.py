@@ -15,7 +15,7 @@ from ragmux.errors import ServiceError, error_body
 from ragmux.roles import AdminWrites, EditorWrites, IsViewer
 from retrieval.backends import backend_statuses
 from stores import selectors, services
-from stores.models import Document, RagStore
+from stores.models import Document
 from stores.serializers import (
     BackendStatusOutput,
     DocumentListQuery,
@@ -24,20 +24,6 @@ from stores.serializers import (
     StoreOutput,
     TextDocumentInput,
 )
-
-
-def _get_store(store_id: int) -> RagStore:
-    store = selectors.store_get(store_id)
-    if store is None:
-        raise ServiceError("store not found", code="not_found", status=404)
-    return store
-
-
-def _get_document(document_id: int) -> Document:
-    document = selectors.document_get(document_id)
-    if document is None:
-        raise ServiceError("document not found", code="not_found", status=404)
-    return document
 
 
 def _store_values(validated: dict) -> dict:
@@ -61,18 +47,16 @@ class StoreApi(APIView):
     permission_classes = [AdminWrites]
 
     def get(self, request, store_id: int):
-        return Response(StoreOutput(_get_store(store_id)).data)
+        return Response(StoreOutput(selectors.get_store(store_id)).data)
 
     def _update(self, request, store_id: int, *, partial: bool):
-        store = _get_store(store_id)
+        store = selectors.get_store(store_id)
         data = StoreCreateInput(data=request.data, partial=partial)
         data.is_valid(raise_exception=True)
         values = _store_values(data.validated_data)
         if not partial:
             values = {**services.STORE_DEFAULTS, **values}
-        outcome = services.store_update(
-            store=store, name=data.validated_data.get("name", store.name), values=values
-        )
+        outcome = services.store_update(store=store, name=data.validated_data.get("name", store.name), values=values)
         body = StoreOutput(selectors.store_get(outcome.store.pk)).data
         return Response({**body, "reprocess_recommended": outcome.reprocess_recommended})
 
@@ -83,7 +67,7 @@ class StoreApi(APIView):
         return self._update(request, store_id, partial=True)
 
     def delete(self, request, store_id: int):
-        services.store_delete(store=_get_store(store_id))
+        services.store_delete(store=selectors.get_store(store_id))
         return Response({"ok": True})
 
 
@@ -91,7 +75,7 @@ class StoreReprocessApi(APIView):
     permission_classes = [EditorWrites]
 
     def post(self, request, store_id: int):
-        queued = services.store_reprocess_all(store=_get_store(store_id))
+        queued = services.store_reprocess_all(store=selectors.get_store(store_id))
         return Response({"ok": True, "documents": queued}, status=202)
 
 
@@ -100,8 +84,10 @@ def _upload_response(result: services.UploadResult) -> Response:
     if result.error is None:
         return Response({"documents": documents}, status=202)
     error = result.error
-    return Response({**error_body(error.status, error.message, error.code, **error.extra), "documents": documents},
-                    status=error.status)
+    return Response(
+        {**error_body(error.status, error.message, error.code, **error.extra), "documents": documents},
+        status=error.status,
+    )
 
 
 class StoreDocumentsApi(APIView):
@@ -109,20 +95,22 @@ class StoreDocumentsApi(APIView):
     parser_classes = [MultiPartParser]
 
     def get(self, request, store_id: int):
-        store = _get_store(store_id)
+        store = selectors.get_store(store_id)
         query = DocumentListQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         page, size = query.validated_data["page"], query.validated_data["page_size"]
         documents = selectors.document_list(store=store, status=query.validated_data.get("status"))
-        return Response({
-            "documents": DocumentOutput(documents[(page - 1) * size : page * size], many=True).data,
-            "total": documents.count(),
-            "page": page,
-            "page_size": size,
-        })
+        return Response(
+            {
+                "documents": DocumentOutput(documents[(page - 1) * size : page * size], many=True).data,
+                "total": documents.count(),
+                "page": page,
+                "page_size": size,
+            }
+        )
 
     def post(self, request, store_id: int):
-        store = _get_store(store_id)
+        store = selectors.get_store(store_id)
         uploads = request.FILES.getlist("file") + request.FILES.getlist("files")
         oversize = getattr(request._request, "oversize_upload", None)
         if oversize is not None:
@@ -143,7 +131,7 @@ class StoreTextDocumentApi(APIView):
     parser_classes = [JSONParser]
 
     def post(self, request, store_id: int):
-        store = _get_store(store_id)
+        store = selectors.get_store(store_id)
         data = TextDocumentInput(data=request.data)
         data.is_valid(raise_exception=True)
         return _upload_response(services.document_ingest_text(store=store, **data.validated_data))
@@ -153,10 +141,10 @@ class DocumentApi(APIView):
     permission_classes = [EditorWrites]
 
     def get(self, request, document_id: int):
-        return Response(DocumentOutput(_get_document(document_id)).data)
+        return Response(DocumentOutput(selectors.get_document(document_id)).data)
 
     def delete(self, request, document_id: int):
-        services.document_delete(document=_get_document(document_id))
+        services.document_delete(document=selectors.get_document(document_id))
         return Response({"ok": True})
 
 
@@ -174,7 +162,7 @@ class DocumentReprocessApi(APIView):
     permission_classes = [EditorWrites]
 
     def post(self, request, document_id: int):
-        document = services.document_reprocess(document=_get_document(document_id))
+        document = services.document_reprocess(document=selectors.get_document(document_id))
         return Response({"ok": True, "document": DocumentOutput(document).data}, status=202)
 
 

@@ -98,8 +98,12 @@ def fake_connection(db, fake_upstream):
     from gateway.services import connection_create
 
     return connection_create(
-        name="fake-openai", provider_type="openai", base_url=f"{fake_upstream.url}/v1",
-        model_name="text-embedding-3-small", dimensions=None, api_key="sk-fake-key-000000000000",
+        name="fake-openai",
+        provider_type="openai",
+        base_url=f"{fake_upstream.url}/v1",
+        model_name="text-embedding-3-small",
+        dimensions=None,
+        api_key="sk-fake-key-000000000000",
     )
 
 

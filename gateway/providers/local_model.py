@@ -47,9 +47,7 @@ class LocalModel:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
-        self.session = onnxruntime.InferenceSession(
-            str(model_path), options, providers=["CPUExecutionProvider"]
-        )
+        self.session = onnxruntime.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
         self.tokenizer.enable_truncation(MAX_TOKENS)

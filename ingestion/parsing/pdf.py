@@ -8,13 +8,15 @@ multiprocessing children, and a fresh interpreter inherits nothing from the work
 from __future__ import annotations
 
 import json
+import math
+import os
 import signal
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .types import Block, ParsedDocument, ParseError
+from .types import CPU_LIMIT_VARIABLE, Block, ParsedDocument, ParseError
 
 CHILD_COMMAND = (sys.executable, "-m", "ingestion.parsing.pdf_child")
 # `python -m` resolves the child's module from its working directory: the one holding this `ingestion` package.
@@ -36,8 +38,9 @@ def parse_pdf(data: bytes, *, timeout: float, command: Sequence[str] = CHILD_COM
 
 def run_child(data: bytes, *, timeout: float, command: Sequence[str]) -> bytes:
     """The child's stdout; it is always reaped, whatever interrupts the wait (a deadline, a Celery time limit…)."""
+    env = {**os.environ, CPU_LIMIT_VARIABLE: str(math.ceil(timeout) + 5)}
     process = subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=_IMPORT_ROOT
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=_IMPORT_ROOT, env=env
     )
     try:
         stdout, stderr = process.communicate(data, timeout=timeout)

@@ -170,8 +170,11 @@ def _text_boxes(container: LTLayoutContainer) -> Iterator[LTTextBox]:
 
 
 def _box_paragraph(box: LTTextBox) -> str:
-    """A text box is a paragraph: its layout line breaks are not the author's."""
-    return " ".join(box.get_text().split())
+    """A text box is a paragraph: its layout line breaks are not the author's.
+
+    NUL (which a font's ToUnicode map can produce) is dropped: PostgreSQL text cannot hold it.
+    """
+    return " ".join(box.get_text().replace("\x00", "").split())
 
 
 def _info_title(document: PDFDocument) -> str:

@@ -29,7 +29,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 Reply = tuple[int, dict[str, str], bytes]
@@ -242,7 +242,9 @@ def _register_embedding_routes(upstream: FakeUpstream) -> None:
         reply = {
             "object": "list",
             "model": payload.get("model"),
-            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in reversed(list(enumerate(vectors)))],
+            "data": [
+                {"object": "embedding", "index": i, "embedding": v} for i, v in reversed(list(enumerate(vectors)))
+            ],
         }
         if not knobs.omit_usage:
             reply["usage"] = {"prompt_tokens": _tokens(texts), "total_tokens": _tokens(texts)}

@@ -67,9 +67,14 @@ def test_updating_with_an_empty_key_keeps_the_stored_key(api, fake_upstream):
 def test_updating_with_a_new_key_replaces_it(api, fake_upstream):
     admin = api("admin")
     created = admin.post("/admin/api/models", json=openai_body(fake_upstream)).json()
-    admin.put(f"/admin/api/models/{created['id']}", json=openai_body(fake_upstream, api_key="sk-other-key-000011112222"))
+    admin.put(
+        f"/admin/api/models/{created['id']}", json=openai_body(fake_upstream, api_key="sk-other-key-000011112222")
+    )
     admin.post(f"/admin/api/models/{created['id']}/test")
-    assert fake_upstream.requests_to("openai.embeddings")[-1].headers["authorization"] == "Bearer sk-other-key-000011112222"
+    assert (
+        fake_upstream.requests_to("openai.embeddings")[-1].headers["authorization"]
+        == "Bearer sk-other-key-000011112222"
+    )
 
 
 def test_probe_reports_width_and_latency_and_records_them(api, fake_upstream):

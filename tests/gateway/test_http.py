@@ -161,6 +161,11 @@ def test_saving_a_connection_to_loopback_is_a_clear_400(api, settings, fake_upst
     settings.PRIVATE_UPSTREAM_ALLOWLIST = ["127.0.0.1"]
     allowed = admin.post(
         "/admin/api/models",
-        json={"name": "local-proxy", "provider_type": "openai", "base_url": f"{fake_upstream.url}/v1", "model_name": "m"},
+        json={
+            "name": "local-proxy",
+            "provider_type": "openai",
+            "base_url": f"{fake_upstream.url}/v1",
+            "model_name": "m",
+        },
     )
     assert allowed.status_code == 201

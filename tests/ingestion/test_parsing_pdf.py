@@ -15,6 +15,8 @@ from tests.ingestion.files.make_hostile import (
     one_page_pdf,
     page_tree,
     pdf_file,
+    stream,
+    text_page,
     text_pdf,
     wide_tree_pdf,
 )
@@ -30,12 +32,15 @@ def parse_pdf_bytes(data: bytes, *, pdf_timeout: float = 30) -> ParsedDocument:
     return parse_document(filename="upload.pdf", data=data, pdf_timeout=pdf_timeout)
 
 
-def pdf_children() -> list[psutil.Process]:
-    return [
-        child
-        for child in psutil.Process().children(recursive=True)
-        if "ingestion.parsing.pdf_child" in " ".join(child.cmdline())
-    ]
+def running_pdf_children() -> list[psutil.Process]:
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "ingestion.parsing.pdf_child" in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+        except psutil.Error:  # it ended while we looked
+            continue
+    return found
 
 
 def test_a_pdf_typeset_by_groff_gives_its_paragraphs_page_by_page():
@@ -82,6 +87,19 @@ def test_text_boxes_become_paragraphs_and_pages_without_text_still_count():
         Block("Second paragraph", "", 1),
         Block("Third page", "", 3),
     ]
+
+
+def test_nul_characters_mapped_by_a_font_are_dropped():
+    to_unicode = stream(
+        b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /Nul def "
+        b"1 begincodespacerange <00> <FF> endcodespacerange 1 beginbfchar <41> <0000> endbfchar "
+        b"endcmap CMapName currentdict /CMap defineresource pop end end"
+    )
+    font = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /ToUnicode 6 0 R >>"
+    content = stream(b"BT /F1 12 Tf 72 700 Td (NAUL) Tj ET")
+    pdf = pdf_file([CATALOG, page_tree([3], count=1), text_page(contents=4, font=5), content, font, to_unicode])
+
+    assert parse_pdf_bytes(pdf).blocks == [Block("NUL", "", 1)]
 
 
 def test_page_count_is_the_pages_found_not_the_declared_count():
@@ -161,7 +179,7 @@ def test_parsing_past_the_deadline_kills_the_child():
         parse_pdf_bytes(many_pages_pdf(600), pdf_timeout=0.5)
 
     assert time.monotonic() - started < 5
-    assert pdf_children() == []
+    assert running_pdf_children() == []
 
 
 def python_child(code: str) -> list[str]:

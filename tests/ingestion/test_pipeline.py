@@ -17,7 +17,9 @@ def make_store(fake_connection, fake_upstream):
     """A store on the fake upstream; the width probe made while creating it is not counted."""
 
     def create(**values):
-        store = store_create(name=values.pop("name", "kb"), values={"embedding_connection_id": fake_connection.id, **values})
+        store = store_create(
+            name=values.pop("name", "kb"), values={"embedding_connection_id": fake_connection.id, **values}
+        )
         fake_upstream.forget_requests()
         return store
 
@@ -143,7 +145,8 @@ def test_too_many_chunks_fail_before_any_embedding(make_store, fake_upstream, in
     ingest_now()
     document = refreshed(document)
     assert document.error == (
-        "the document splits into 3 chunks, more than MAX_CHUNKS_PER_DOCUMENT (2); raise the store's chunk_size or the limit"
+        "the document splits into 3 chunks, more than MAX_CHUNKS_PER_DOCUMENT (2); "
+        "raise the store's chunk_size or the limit"
     )
     assert document.progress_percent == 10
     assert fake_upstream.calls() == 0

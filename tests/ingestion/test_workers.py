@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -26,8 +27,11 @@ class Processes:
 
     def start(self, command: str) -> subprocess.Popen:
         process = subprocess.Popen(
-            [sys.executable, "-m", "ragmux.cli", command], env=self.env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            [sys.executable, "-m", "ragmux.cli", command],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         self.started.append(process)
         return process
@@ -72,8 +76,9 @@ def processes(subprocess_env, tmp_path):
 
 @pytest.fixture
 def store(fake_connection, fake_upstream):
-    created = store_create(name="kb", values={"embedding_connection_id": fake_connection.id, "chunk_size": 200,
-                                              "chunk_overlap": 0})
+    created = store_create(
+        name="kb", values={"embedding_connection_id": fake_connection.id, "chunk_size": 200, "chunk_overlap": 0}
+    )
     fake_upstream.forget_requests()
     return created
 
@@ -165,3 +170,46 @@ def test_a_document_that_kills_its_worker_every_time_is_given_up(processes, stor
         "gave up after 2 attempts: the worker processing it stopped before finishing (its lease expired)"
     )
     assert Document.objects.get(pk=healthy.pk).status == "ready"
+
+
+FILES = Path(__file__).parent / "files"
+
+
+def test_hostile_files_fail_with_precise_reasons_while_the_worker_carries_on(processes, store):
+    from tests.ingestion.files.make_hostile import many_pages_pdf
+
+    processes.env["PDF_PARSE_TIMEOUT"] = "1s"
+    hostile = {
+        "self-referencing-page-tree.pdf": "the PDF page tree references itself",
+        "huge-page-count.pdf": "the PDF has more than 2000 pages (the limit)",
+        "slow.pdf": "PDF parsing took longer than 1s (PDF_PARSE_TIMEOUT)",
+        "zip-bomb.docx": "word/document.xml is larger than 32 MiB uncompressed (the limit)",
+        "fake-zip.docx": "the file is not a valid docx (not a zip archive)",
+        "random-bytes.pdf": "the file is not a readable PDF",
+        "scanned.pdf": "the PDF has no text layer (it looks scanned) and OCR is not supported",
+        "encrypted.pdf": "the PDF is encrypted and cannot be read",
+        "huge.txt": "the extracted text is larger than 20 MiB (the limit per document)",
+        "empty.txt": "the document contains no text",
+        "undecodable.txt": "the text is not in a recognisable encoding (save it as UTF-8)",
+    }
+    contents = {name: (FILES / name).read_bytes() for name in hostile if (FILES / name).exists()}
+    contents["slow.pdf"] = many_pages_pdf(1500)
+    contents["fake-zip.docx"] = b"PK\x03\x04 but nothing of a zip archive follows"
+    contents["huge.txt"] = b"all work and no play makes jack a dull boy\n" * (30 * 1024 * 1024 // 43)
+    contents["empty.txt"] = b""
+    contents["undecodable.txt"] = bytes(range(256)) * 64
+    assert set(contents) == set(hostile)
+    healthy = [
+        IncomingFile(filename=f"fine-{n}.md", data=f"# Fine {n}\n\nAn ordinary document.".encode()) for n in range(3)
+    ]
+    files = [IncomingFile(filename=name, data=data) for name, data in contents.items()]
+    result = document_upload(store=store, files=files[:6] + healthy + files[6:])
+    assert result.error is None, result.error
+    processes.start("worker")
+    wait_until(lambda: settled(*result.documents), timeout=240, message="every document to settle")
+    outcome = {d.filename: (d.status, d.error) for d in Document.objects.all()}
+    for name, reason in hostile.items():
+        status, error = outcome[name]
+        assert status == "failed", name
+        assert error.startswith(reason), (name, error)
+    assert [outcome[f"fine-{n}.md"] for n in range(3)] == [("ready", "")] * 3

@@ -19,14 +19,24 @@ from ragmux.embedded import free_port
 from ragmux.settings import decode_encryption_key
 from tests.ragmux.test_startup import run_ragmux
 
-EMBEDDED_ONLY = ("DATABASE_URL", "REDIS_URL", "DJANGO_SECRET_KEY", "RAGMUX_ENCRYPTION_KEY", "PRIVATE_UPSTREAM_ALLOWLIST")
+EMBEDDED_ONLY = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "DJANGO_SECRET_KEY",
+    "RAGMUX_ENCRYPTION_KEY",
+    "PRIVATE_UPSTREAM_ALLOWLIST",
+)
 
 
 @pytest.mark.django_db(transaction=True)
 def test_rotate_key_re_encrypts_every_credential(subprocess_env):
     connection = connection_create(
-        name="openai", provider_type="openai", base_url="", model_name="text-embedding-3-small",
-        dimensions=None, api_key="sk-rotate-me-0123456789",
+        name="openai",
+        provider_type="openai",
+        base_url="",
+        model_name="text-embedding-3-small",
+        dimensions=None,
+        api_key="sk-rotate-me-0123456789",
     )
     new_key = generate_key()
     result = run_ragmux(subprocess_env, "rotate-key", "--new", new_key)
@@ -49,8 +59,16 @@ def test_createadmin_makes_a_user_in_the_chosen_role(subprocess_env, settings):
 
     from ragmux.roles import user_role
 
-    result = run_ragmux(subprocess_env, "createadmin", "--username", "erin", "--role", "editor", "--password-stdin",
-                        stdin="a long enough password\n")
+    result = run_ragmux(
+        subprocess_env,
+        "createadmin",
+        "--username",
+        "erin",
+        "--role",
+        "editor",
+        "--password-stdin",
+        stdin="a long enough password\n",
+    )
     assert result.returncode == 0, result.stderr
     user = User.objects.get(username="erin")
     assert user_role(user) == "editor"
@@ -68,8 +86,11 @@ class Served:
         env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_ONLY}
         env.update({"RAGMUX_DATA_DIR": str(data_dir), "PORT": str(port), "INGEST_WORKERS": "1"})
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "ragmux.cli", "serve"], env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True,
+            [sys.executable, "-m", "ragmux.cli", "serve"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         self.lines: list[str] = []
 

@@ -36,12 +36,19 @@ def tiny_docx() -> bytes:
 
 def test_upload_accepts_several_files_as_pending_documents(api, fake_connection):
     store = make_store(api, fake_connection)
-    response = upload(api("editor"), store, text_file("a.txt", "alpha"), text_file("b.md", "# B\n\nbeta"),
-                      text_file("c.docx", tiny_docx()))
+    response = upload(
+        api("editor"),
+        store,
+        text_file("a.txt", "alpha"),
+        text_file("b.md", "# B\n\nbeta"),
+        text_file("c.docx", tiny_docx()),
+    )
     assert response.status_code == 202
     documents = response.json()["documents"]
     assert [(d["filename"], d["status"], d["progress_percent"]) for d in documents] == [
-        ("a.txt", "pending", 0), ("b.md", "pending", 0), ("c.docx", "pending", 0)
+        ("a.txt", "pending", 0),
+        ("b.md", "pending", 0),
+        ("c.docx", "pending", 0),
     ]
     assert documents[2]["mime"] == "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
@@ -56,7 +63,9 @@ def test_files_field_name_is_accepted_too(api, fake_connection):
 
 def test_an_upload_without_files_is_a_400(api, fake_connection):
     store = make_store(api, fake_connection)
-    response = api("editor").post(f"/admin/api/rag-stores/{store['id']}/documents", files=[("other", text_file("a.txt", "x"))])
+    response = api("editor").post(
+        f"/admin/api/rag-stores/{store['id']}/documents", files=[("other", text_file("a.txt", "x"))]
+    )
     assert response.status_code == 400
     assert "no file field in form (use 'file')" in response.json()["error"]["message"]
 
@@ -83,7 +92,9 @@ def test_a_docx_that_is_not_a_zip_is_refused(api, fake_connection):
 def test_an_oversize_file_is_413_and_nothing_is_stored(api, fake_connection, settings):
     settings.MAX_UPLOAD_MB = 1
     store = make_store(api, fake_connection)
-    response = upload(api("editor"), store, text_file("small.txt", "ok"), text_file("big.txt", b"x" * (1024 * 1024 + 10)))
+    response = upload(
+        api("editor"), store, text_file("small.txt", "ok"), text_file("big.txt", b"x" * (1024 * 1024 + 10))
+    )
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "upload_too_large"
     assert '"big.txt" is larger than 1 MiB (MAX_UPLOAD_MB)' in response.json()["error"]["message"]
@@ -104,7 +115,9 @@ def test_identical_bytes_in_the_same_store_are_a_409_naming_the_document(api, fa
 
 def test_the_document_quota_stops_at_the_first_file_that_does_not_fit(api, fake_connection):
     store = make_store(api, fake_connection, max_documents=2)
-    response = upload(api("editor"), store, text_file("1.txt", "one"), text_file("2.txt", "two"), text_file("3.txt", "three"))
+    response = upload(
+        api("editor"), store, text_file("1.txt", "one"), text_file("2.txt", "two"), text_file("3.txt", "three")
+    )
     assert response.status_code == 422
     body = response.json()
     assert body["error"]["code"] == "store_quota"
@@ -152,14 +165,20 @@ def test_text_ingest_names_the_file_after_the_title(api, fake_connection):
     store = make_store(api, fake_connection)
     response = api("editor").post(
         f"/admin/api/rag-stores/{store['id']}/documents/text",
-        json={"title": "Release notes / 2.0", "content": "All the news.", "source": "https://example.com/notes",
-              "tags": ["release", "v2"]},
+        json={
+            "title": "Release notes / 2.0",
+            "content": "All the news.",
+            "source": "https://example.com/notes",
+            "tags": ["release", "v2"],
+        },
     )
     assert response.status_code == 202
     document = response.json()["documents"][0]
     assert document["filename"] == "Release notes 2.0.txt"
     assert (document["title"], document["source"], document["tags"]) == (
-        "Release notes / 2.0", "https://example.com/notes", ["release", "v2"]
+        "Release notes / 2.0",
+        "https://example.com/notes",
+        ["release", "v2"],
     )
 
 
@@ -196,8 +215,9 @@ def test_download_returns_the_original_bytes(api, fake_connection):
 def test_delete_removes_chunks_vectors_and_term_statistics(api, fake_connection, ingest_now):
     store = make_store(api, fake_connection)
     editor = api("editor")
-    keep, drop = upload(editor, store, text_file("keep.txt", "shared words here"),
-                        text_file("drop.txt", "shared unique zebra")).json()["documents"]
+    keep, drop = upload(
+        editor, store, text_file("keep.txt", "shared words here"), text_file("drop.txt", "shared unique zebra")
+    ).json()["documents"]
     ingest_now()
     assert editor.delete(f"/admin/api/documents/{drop['id']}").json() == {"ok": True}
     assert not Chunk.objects.filter(document_id=drop["id"]).exists()
@@ -249,7 +269,12 @@ def test_viewers_read_documents_and_strangers_do_not(api, fake_connection):
     assert api("viewer").get(f"/admin/api/documents/{document['id']}").status_code == 200
     assert api("outsider").get(f"/admin/api/documents/{document['id']}").status_code == 403
     assert api().get(f"/admin/api/documents/{document['id']}").status_code == 401
-    assert api().post(f"/admin/api/rag-stores/{store['id']}/documents", files=[("file", text_file("x.txt", "x"))]).status_code == 401
+    assert (
+        api()
+        .post(f"/admin/api/rag-stores/{store['id']}/documents", files=[("file", text_file("x.txt", "x"))])
+        .status_code
+        == 401
+    )
 
 
 def test_concurrent_uploads_never_exceed_the_quota(api, fake_connection):

@@ -5,7 +5,9 @@ from stores.models import RagStore
 
 
 def create_store(admin, connection, **overrides):
-    response = admin.post("/admin/api/rag-stores", json={"name": "handbook", "embedding_connection_id": connection.id, **overrides})
+    response = admin.post(
+        "/admin/api/rag-stores", json={"name": "handbook", "embedding_connection_id": connection.id, **overrides}
+    )
     assert response.status_code == 201, response.text
     return response.json()
 
@@ -13,11 +15,27 @@ def create_store(admin, connection, **overrides):
 def test_a_new_store_gets_every_default(api, fake_connection):
     store = create_store(api("admin"), fake_connection)
     expected = {
-        "chunk_size": 1000, "chunk_overlap": 200, "chunking_strategy": "section", "contextual_chunks": True,
-        "top_k": 5, "search_mode": "hybrid", "search_backend": "bm25", "fts_config": "simple",
-        "fusion_weights": {"vector": 1.0, "lexical": 1.0}, "typo_tolerance": False, "rerank": False,
-        "rerank_backend": "llm", "rerank_connection_id": None, "rerank_candidates": 15, "max_distance": 0.0,
-        "max_documents": 0, "max_bytes": 0, "dimensions": None, "document_count": 0, "chunk_count": 0, "bytes_used": 0,
+        "chunk_size": 1000,
+        "chunk_overlap": 200,
+        "chunking_strategy": "section",
+        "contextual_chunks": True,
+        "top_k": 5,
+        "search_mode": "hybrid",
+        "search_backend": "bm25",
+        "fts_config": "simple",
+        "fusion_weights": {"vector": 1.0, "lexical": 1.0},
+        "typo_tolerance": False,
+        "rerank": False,
+        "rerank_backend": "llm",
+        "rerank_connection_id": None,
+        "rerank_candidates": 15,
+        "max_distance": 0.0,
+        "max_documents": 0,
+        "max_bytes": 0,
+        "dimensions": None,
+        "document_count": 0,
+        "chunk_count": 0,
+        "bytes_used": 0,
     }
     assert {k: store[k] for k in expected} == expected
 
@@ -62,7 +80,12 @@ def test_settings_out_of_range_are_400_naming_the_field(api, fake_connection, ov
 
 def test_a_chat_only_connection_cannot_embed(api):
     claude = connection_create(
-        name="claude", provider_type="anthropic", base_url="", model_name="claude-sonnet-4-5", dimensions=None, api_key="k"
+        name="claude",
+        provider_type="anthropic",
+        base_url="",
+        model_name="claude-sonnet-4-5",
+        dimensions=None,
+        api_key="k",
     )
     response = api("admin").post("/admin/api/rag-stores", json={"name": "kb", "embedding_connection_id": claude.id})
     assert response.status_code == 400
@@ -72,8 +95,12 @@ def test_a_chat_only_connection_cannot_embed(api):
 def test_a_rerank_connection_must_fit_the_backend(api, fake_connection):
     response = api("admin").post(
         "/admin/api/rag-stores",
-        json={"name": "kb", "embedding_connection_id": fake_connection.id, "rerank_backend": "voyage",
-              "rerank_connection_id": fake_connection.id},
+        json={
+            "name": "kb",
+            "embedding_connection_id": fake_connection.id,
+            "rerank_backend": "voyage",
+            "rerank_connection_id": fake_connection.id,
+        },
     )
     assert response.status_code == 400
     assert response.json()["error"]["message"] == (
@@ -83,7 +110,9 @@ def test_a_rerank_connection_must_fit_the_backend(api, fake_connection):
 
 def test_a_model_wider_than_4000_is_refused_when_it_answers(api, fake_connection, fake_upstream):
     fake_upstream.configure("openai.embeddings", width=4096)
-    response = api("admin").post("/admin/api/rag-stores", json={"name": "kb", "embedding_connection_id": fake_connection.id})
+    response = api("admin").post(
+        "/admin/api/rag-stores", json={"name": "kb", "embedding_connection_id": fake_connection.id}
+    )
     assert response.status_code == 400
     message = response.json()["error"]["message"]
     assert "4096 dimensions" in message and "at most 4000" in message
@@ -99,7 +128,9 @@ def test_an_unreachable_model_still_saves_the_store(api, fake_connection, fake_u
 def test_duplicate_store_names_conflict(api, fake_connection):
     admin = api("admin")
     create_store(admin, fake_connection)
-    response = admin.post("/admin/api/rag-stores", json={"name": "handbook", "embedding_connection_id": fake_connection.id})
+    response = admin.post(
+        "/admin/api/rag-stores", json={"name": "handbook", "embedding_connection_id": fake_connection.id}
+    )
     assert response.status_code == 409
 
 

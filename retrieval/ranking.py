@@ -1,0 +1,121 @@
+"""Pure ranking logic: query shaping, reciprocal rank fusion, the distance cut-off and the
+edit distance used by typo correction. No database here."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+RRF_K = 60
+_WORD = re.compile(r"\S+")
+_OR = re.compile(r"(?:^|\s)or(?:\s|$)", re.IGNORECASE)
+
+
+def uses_websearch_syntax(query: str) -> bool:
+    """Quoted phrases, the word ``or`` or a ``-term`` make a query websearch syntax."""
+    return '"' in query or bool(_OR.search(query)) or any(w.startswith("-") and len(w) > 1 for w in query.split())
+
+
+def or_query(query: str) -> str:
+    """A plain question matches chunks with any of its words (ranking prefers more of them);
+    websearch syntax is passed through unchanged."""
+    if uses_websearch_syntax(query):
+        return query
+    return " or ".join(_WORD.findall(query))
+
+
+def positive_text(query: str) -> str:
+    """The words that score: everything but ``-excluded`` terms (phrase quotes removed)."""
+    kept = [w for w in query.replace('"', " ").split() if not (w.startswith("-") and len(w) > 1)]
+    return " ".join(w for w in kept if w.lower() != "or")
+
+
+@dataclass(frozen=True)
+class Fused:
+    chunk_id: int
+    score: float
+    vector_rank: int  # 1-based; 0 when the chunk was not a vector candidate
+    fts_rank: int  # 1-based; 0 when the chunk was not a lexical candidate
+
+
+def fuse(
+    vector_ids: Sequence[int], lexical_ids: Sequence[int], *, vector_weight: float = 1.0, lexical_weight: float = 1.0
+) -> list[Fused]:
+    """Weighted reciprocal rank fusion: score = wv / (60 + vector_rank) + wl / (60 + fts_rank),
+    a side the chunk is missing from adding nothing. With 1:1 weights this is plain RRF.
+
+    Ties keep a stable order: the better best rank first, then the lower chunk id.
+    """
+    vector_rank = {chunk_id: rank for rank, chunk_id in enumerate(vector_ids, start=1)}
+    lexical_rank = {chunk_id: rank for rank, chunk_id in enumerate(lexical_ids, start=1)}
+    fused = []
+    for chunk_id in {**vector_rank, **lexical_rank}:
+        v, f = vector_rank.get(chunk_id, 0), lexical_rank.get(chunk_id, 0)
+        score = (vector_weight / (RRF_K + v) if v else 0.0) + (lexical_weight / (RRF_K + f) if f else 0.0)
+        fused.append(Fused(chunk_id, score, v, f))
+    best_rank = lambda item: min(r for r in (item.vector_rank, item.fts_rank) if r)  # noqa: E731
+    fused.sort(key=lambda item: (-item.score, best_rank(item), item.chunk_id))
+    return fused
+
+
+def within_distance(fused: Iterable[Fused], distances: dict[int, float | None], max_distance: float) -> list[Fused]:
+    """Drops hits further than ``max_distance`` (0 = off) after fusion, so the hits that stay keep
+    their scores and ranks. A hit whose distance is unknown cannot be judged and is dropped."""
+    if max_distance <= 0:
+        return list(fused)
+    return [
+        item for item in fused if distances.get(item.chunk_id) is not None and distances[item.chunk_id] <= max_distance
+    ]
+
+
+def edit_distance(a: str, b: str, *, limit: int) -> int:
+    """Levenshtein distance, or ``limit + 1`` as soon as it must exceed ``limit``."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    previous = list(range(len(b) + 1))
+    for i, char_a in enumerate(a, start=1):
+        current = [i]
+        for j, char_b in enumerate(b, start=1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b)))
+        if min(current) > limit:
+            return limit + 1
+        previous = current
+    return previous[-1]
+
+
+def allowed_typos(word: str) -> int:
+    """Words under 4 characters are never corrected; 1 edit up to 7 characters, 2 from 8."""
+    if len(word) < 4:
+        return 0
+    return 1 if len(word) <= 7 else 2
+
+
+@dataclass(frozen=True)
+class Correction:
+    original: str
+    corrected: str
+    distance: int
+
+
+def best_correction(word: str, candidates: Iterable[tuple[str, int]]) -> Correction | None:
+    """The closest vocabulary term within the allowed distance; ties go to the more frequent
+    term, then alphabetical order. ``candidates`` are (term, document frequency) pairs."""
+    limit = allowed_typos(word)
+    if limit == 0:
+        return None
+    best: tuple[int, int, str] | None = None
+    for term, df in candidates:
+        distance = edit_distance(word, term, limit=limit)
+        if distance <= limit and (best is None or (distance, -df, term) < best):
+            best = (distance, -df, term)
+    return Correction(word, best[2], best[0]) if best else None
+
+
+def apply_corrections(query: str, corrections: Sequence[Correction]) -> str:
+    """The query with each corrected word replaced (case-insensitive, whole words)."""
+    for correction in corrections:
+        query = re.sub(
+            rf"(?<!\w){re.escape(correction.original)}(?!\w)", correction.corrected, query, flags=re.IGNORECASE
+        )
+    return query

@@ -1,0 +1,229 @@
+"""The one search function: the dashboard search, context injection and `/v1/retrieve` all
+call :func:`store_search`, so a query ranks the same way everywhere."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from django.conf import settings
+
+from gateway.providers.embeddings import ProviderError, embedding_provider
+from ingestion.embedding import format_vector
+from ragmux import metrics
+from ragmux.errors import UpstreamUnavailable
+from retrieval import pg_search, sql
+from retrieval.ranking import (
+    Correction,
+    apply_corrections,
+    best_correction,
+    fuse,
+    or_query,
+    positive_text,
+    uses_websearch_syntax,
+    within_distance,
+)
+from stores.models import RagStore
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """A store's search settings with this call's overrides applied."""
+
+    mode: str
+    backend: str
+    top_k: int
+    max_distance: float
+    vector_weight: float
+    lexical_weight: float
+    typo_tolerance: bool
+    fts_config: str
+    rerank: bool
+    rerank_candidates: int
+
+    @classmethod
+    def for_store(cls, store: RagStore, overrides: dict[str, Any] | None = None) -> SearchOptions:
+        overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+        weights = overrides.get("fusion_weights") or store.fusion_weights
+        return cls(
+            mode=overrides.get("mode", store.search_mode),
+            backend=overrides.get("backend", store.search_backend),
+            top_k=overrides.get("top_k") or store.top_k,
+            max_distance=overrides.get("max_distance", store.max_distance),
+            vector_weight=float(weights["vector"]),
+            lexical_weight=float(weights["lexical"]),
+            typo_tolerance=overrides.get("typo_tolerance", store.typo_tolerance),
+            fts_config=store.fts_config,
+            rerank=overrides.get("rerank", store.rerank),
+            rerank_candidates=store.rerank_candidates,
+        )
+
+    def candidates(self) -> int:
+        """Candidates per side: 3 × top_k, or enough for the reranker when it is on."""
+        return max(self.top_k, self.rerank_candidates) if self.rerank else 3 * self.top_k
+
+
+@dataclass
+class Hit:
+    chunk_id: int
+    document_id: int
+    filename: str
+    index: int
+    section: str
+    page: int | None
+    content: str
+    distance: float | None
+    score: float
+    vector_rank: int
+    fts_rank: int
+    source: str
+    tags: list[str]
+    lex_score: float | None = None
+
+
+@dataclass
+class SearchResult:
+    hits: list[Hit]
+    mode: str
+    backend: str
+    fts_config: str
+    corrections: list[Correction] = field(default_factory=list)
+    embedding_ms: float = 0.0
+    database_ms: float = 0.0
+
+
+def embed_query(store: RagStore, query: str) -> list[float]:
+    try:
+        return embedding_provider(store.embedding_connection).embed([query]).vectors[0]
+    except ProviderError as exc:
+        raise UpstreamUnavailable(f"embedding the query failed: {exc}", code="embedding_failed") from None
+
+
+def _vector_side(store: RagStore, query_vector: str, limit: int) -> list[tuple[int, float]]:
+    store_chunks = sql.store_chunk_count(store.pk)
+    # A small store is searched exactly: cheaper than the graph, and never starved of results
+    # by the other stores sharing its width table.
+    exact = store_chunks <= settings.VECTOR_EXACT_SCAN_MAX_CHUNKS
+    # The iterative scan skips other stores' rows; let it read enough of the table to find
+    # `limit` of this store's rows even when the store is a small share of it.
+    share = store_chunks / max(sql.table_rows_estimate(store.dimensions), store_chunks, 1)
+    max_scan_tuples = max(sql.DEFAULT_MAX_SCAN_TUPLES, math.ceil(4 * limit / max(share, 1e-6)))
+    return sql.vector_candidates(
+        store_id=store.pk,
+        width=store.dimensions,
+        query_vector=query_vector,
+        limit=limit,
+        ef_search=max(settings.HNSW_EF_SEARCH_MIN, 4 * limit),
+        exact=exact,
+        max_scan_tuples=min(max_scan_tuples, 2**31 - 1),
+    )
+
+
+def _corrections(store: RagStore, query: str) -> list[Correction]:
+    words = [w for w in sql.unknown_terms(store.pk, sql.query_lexemes(positive_text(query))) if len(w) >= 4]
+    found = []
+    for word in words:
+        correction = best_correction(word, sql.similar_terms(store.pk, word))
+        if correction is not None:
+            found.append(correction)
+    return found
+
+
+def _lexical_side(
+    store: RagStore, query: str, options: SearchOptions, limit: int
+) -> tuple[str, list[tuple[int, float]]]:
+    """The lexical candidates and the backend that actually produced them."""
+    if options.backend == "pg_search":
+        answered = pg_search.candidates(store=store, query=query, limit=limit)
+        if answered is not None:
+            return "pg_search", answered
+        options = replace(options, backend="pgvector")
+    if options.backend == "bm25":
+        syntax = uses_websearch_syntax(query)
+        return "bm25", sql.bm25_candidates(
+            store_id=store.pk, scoring_text=positive_text(query), filter_query=query if syntax else None, limit=limit
+        )
+    return "pgvector", sql.fulltext_candidates(
+        store_id=store.pk, config=options.fts_config, query=or_query(query), limit=limit
+    )
+
+
+def store_search(
+    *,
+    store: RagStore,
+    query: str,
+    overrides: dict[str, Any] | None = None,
+    candidates: int | None = None,
+    query_vector: list[float] | None = None,
+) -> SearchResult:
+    """Searches one store. ``candidates`` overrides the per-side candidate count (any size);
+    ``query_vector`` skips embedding the query (the caller already did)."""
+    options = SearchOptions.for_store(store, overrides)
+    limit = candidates or options.candidates()
+    if store.dimensions is None:
+        # Recorded by the first ingest, possibly after the caller loaded the store.
+        store.dimensions = RagStore.objects.values_list("dimensions", flat=True).get(pk=store.pk)
+    wants_vector = options.mode in ("vector", "hybrid")
+    needs_distance = wants_vector or options.max_distance > 0
+    result = SearchResult(hits=[], mode=options.mode, backend=options.backend, fts_config=options.fts_config)
+
+    vector_text = None
+    if needs_distance and store.dimensions is not None:
+        started = time.monotonic()
+        vector_text = format_vector(query_vector if query_vector is not None else embed_query(store, query))
+        result.embedding_ms = (time.monotonic() - started) * 1000
+
+    started = time.monotonic()
+    vector_rows: list[tuple[int, float]] = []
+    lexical_rows: list[tuple[int, float]] = []
+    if wants_vector and vector_text is not None:
+        vector_rows = _vector_side(store, vector_text, limit)
+    if options.mode in ("hybrid", "lexical"):
+        lexical_query = query
+        if options.typo_tolerance:
+            result.corrections = _corrections(store, query)
+            lexical_query = apply_corrections(query, result.corrections)
+        result.backend, lexical_rows = _lexical_side(store, lexical_query, options, limit)
+    else:
+        result.backend = options.backend if options.backend != "pg_search" or pg_search.available() else "pgvector"
+
+    fused = fuse(
+        [chunk_id for chunk_id, _ in vector_rows],
+        [chunk_id for chunk_id, _ in lexical_rows],
+        vector_weight=options.vector_weight,
+        lexical_weight=options.lexical_weight,
+    )
+    distance_of: dict[int, float | None] = dict(vector_rows)
+    if vector_text is not None:
+        missing = [f.chunk_id for f in fused if f.chunk_id not in distance_of]
+        distance_of.update(sql.distances(width=store.dimensions, query_vector=vector_text, chunk_ids=missing))
+    kept = within_distance(fused, distance_of, options.max_distance)[: options.top_k]
+    details = sql.hit_details([f.chunk_id for f in kept])
+    lexical_score = dict(lexical_rows) if result.backend in ("bm25", "pg_search") else {}
+    for item in kept:
+        if item.chunk_id not in details:  # deleted between the two statements
+            continue
+        document_id, filename, index, section, page, content, source, tags = details[item.chunk_id]
+        result.hits.append(
+            Hit(
+                chunk_id=item.chunk_id,
+                document_id=document_id,
+                filename=filename,
+                index=index,
+                section=section,
+                page=page,
+                content=content,
+                distance=distance_of.get(item.chunk_id),
+                score=item.score,
+                vector_rank=item.vector_rank,
+                fts_rank=item.fts_rank,
+                source=source,
+                tags=list(tags),
+                lex_score=lexical_score.get(item.chunk_id),
+            )
+        )
+    result.database_ms = (time.monotonic() - started) * 1000
+    metrics.observe("ragmux_search_seconds", result.database_ms / 1000, mode=result.mode, backend=result.backend)
+    return result

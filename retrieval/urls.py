@@ -1,0 +1,7 @@
+from django.urls import path
+
+from retrieval import views
+
+urlpatterns = [
+    path("rag-stores/<int:store_id>/search", views.StoreSearchApi.as_view()),
+]

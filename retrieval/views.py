@@ -1,0 +1,36 @@
+"""The dashboard's search test: any role may search a store with per-call overrides."""
+
+from __future__ import annotations
+
+import time
+
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from retrieval.search import store_search
+from retrieval.serializers import CorrectionOutput, HitOutput, SearchInput
+from stores.selectors import get_store
+
+
+class StoreSearchApi(APIView):
+    def post(self, request, store_id: int):
+        started = time.monotonic()
+        store = get_store(store_id)
+        data = SearchInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        overrides = {k: v for k, v in data.validated_data.items() if k != "query"}
+        result = store_search(store=store, query=data.validated_data["query"], overrides=overrides)
+        return Response(
+            {
+                "mode": result.mode,
+                "backend": result.backend,
+                "fts_config": result.fts_config,
+                "corrections": CorrectionOutput(result.corrections, many=True).data,
+                "reranked": False,
+                "rerank_fallback": False,
+                "latency_ms": round((time.monotonic() - started) * 1000),
+                "retrieval_latency_ms": round(result.embedding_ms + result.database_ms),
+                "rerank_latency_ms": None,
+                "hits": HitOutput(result.hits, many=True).data,
+            }
+        )

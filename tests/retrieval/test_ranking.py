@@ -1,0 +1,100 @@
+import pytest
+
+from retrieval.ranking import (
+    Correction,
+    Fused,
+    allowed_typos,
+    apply_corrections,
+    best_correction,
+    edit_distance,
+    fuse,
+    or_query,
+    positive_text,
+    uses_websearch_syntax,
+    within_distance,
+)
+
+
+def test_rrf_adds_one_over_sixty_plus_rank_from_each_side():
+    fused = fuse([10, 20, 30], [30, 40])
+    assert [(f.chunk_id, f.vector_rank, f.fts_rank) for f in fused] == [(30, 3, 1), (10, 1, 0), (20, 2, 0), (40, 0, 2)]
+    score = {f.chunk_id: f.score for f in fused}
+    assert score[30] == pytest.approx(1 / 63 + 1 / 61)
+    assert score[10] == pytest.approx(1 / 61)
+    assert score[20] == score[40] == pytest.approx(1 / 62)  # a tie: the lower chunk id first
+
+
+def test_weights_scale_each_side():
+    fused = fuse([1], [2], vector_weight=2.0, lexical_weight=0.5)
+    assert [(f.chunk_id, f.score) for f in fused] == [(1, pytest.approx(2 / 61)), (2, pytest.approx(0.5 / 61))]
+
+
+def test_default_weights_are_the_seed_formula():
+    assert fuse([5, 6], [6, 5]) == fuse([5, 6], [6, 5], vector_weight=1.0, lexical_weight=1.0)
+
+
+def test_the_cut_off_runs_after_fusion_and_keeps_scores_and_ranks():
+    fused = fuse([1, 2], [3, 1])
+    kept = within_distance(fused, {1: 0.2, 2: 0.9, 3: 0.7}, max_distance=0.5)
+    assert kept == [f for f in fused if f.chunk_id == 1]
+    assert kept[0] == Fused(1, 1 / 61 + 1 / 62, 1, 2)
+
+
+def test_a_cut_off_of_zero_is_off():
+    fused = fuse([1, 2], [])
+    assert within_distance(fused, {1: 1.9, 2: 2.0}, max_distance=0) == fused
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("what is the return policy", "what or is or the or return or policy"),
+        ('"return policy" refunds', '"return policy" refunds'),
+        ("cats OR dogs", "cats OR dogs"),
+        ("refunds -shipping", "refunds -shipping"),
+        ("ERR-4521", "ERR-4521"),
+    ],
+)
+def test_plain_queries_are_or_ed_and_websearch_syntax_passes_through(query, expected):
+    assert or_query(query) == expected
+
+
+def test_websearch_syntax_detection():
+    assert uses_websearch_syntax('"exact phrase"')
+    assert uses_websearch_syntax("a or b")
+    assert uses_websearch_syntax("-excluded word")
+    assert not uses_websearch_syntax("oregon orchards")
+    assert not uses_websearch_syntax("well-known ERR-4521")
+
+
+def test_positive_text_keeps_phrases_and_drops_exclusions():
+    assert positive_text('"return policy" refunds -shipping or fees') == "return policy refunds fees"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "distance"), [("kitten", "sitting", 3), ("pasword", "password", 1), ("same", "same", 0), ("", "abc", 3)]
+)
+def test_edit_distance(a, b, distance):
+    assert edit_distance(a, b, limit=5) == distance
+
+
+def test_edit_distance_stops_past_the_limit():
+    assert edit_distance("abcdefgh", "zyxwvuts", limit=2) == 3
+
+
+@pytest.mark.parametrize(("word", "allowed"), [("cat", 0), ("tray", 1), ("printer", 1), ("printers", 2)])
+def test_allowed_typos_by_length(word, allowed):
+    assert allowed_typos(word) == allowed
+
+
+def test_best_correction_prefers_distance_then_frequency_then_name():
+    candidates = [("printers", 3), ("printer", 1), ("painter", 9)]
+    assert best_correction("prnter", candidates) == Correction("prnter", "printer", 1)
+    assert best_correction("baning", [("banking", 2), ("banning", 5)]) == Correction("baning", "banning", 1)
+    assert best_correction("aaaa", [("bbbb", 1)]) is None
+    assert best_correction("cat", [("cats", 1)]) is None
+
+
+def test_corrections_replace_whole_words_case_insensitively():
+    fixed = apply_corrections("Prnter tray prnterX", [Correction("prnter", "printer", 1)])
+    assert fixed == "printer tray prnterX"
