@@ -12,6 +12,7 @@ app.autodiscover_tasks()
 
 @worker_init.connect
 def _refuse_wrong_encryption_key(**_):
-    from ragmux.startup import check_encryption_key
+    from ragmux.startup import check_encryption_key, log_store_warnings
 
     check_encryption_key()
+    log_store_warnings()

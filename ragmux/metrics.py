@@ -103,11 +103,11 @@ class SharedMetricsCollector:
         from django.db import DatabaseError
 
         from stores.selectors import documents_by_status
-        from stores.vector_tables import stores_missing_index
+        from stores.vector_tables import stores_missing_index_names
 
         try:
             by_status = documents_by_status()
-            missing = stores_missing_index()
+            missing = len(stores_missing_index_names())
         except DatabaseError as exc:
             logger.warning("database gauges unavailable: %s", exc)
             return

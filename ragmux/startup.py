@@ -36,6 +36,23 @@ def ensure_key_check(**_: object) -> None:
     InstanceSetting.objects.get_or_create(key=KEY_CHECK_NAME, defaults={"value": seal_key_check()})
 
 
+def log_store_warnings() -> None:
+    """Stores that search slower or differently than their owners may expect, said once per start."""
+    from stores.models import RagStore
+    from stores.services import warn_about_fts_config
+    from stores.vector_tables import stores_missing_index_names
+
+    try:
+        missing = stores_missing_index_names()
+        for store in RagStore.objects.filter(search_backend="pgvector").exclude(fts_config="simple"):
+            warn_about_fts_config(store)
+    except DatabaseError as exc:
+        logger.warning("store checks skipped: %s", exc.__class__.__name__)
+        return
+    if missing:
+        logger.warning("stores searched by exact scan because their HNSW index is missing: %s", ", ".join(missing))
+
+
 def check_encryption_key() -> None:
     try:
         row = InstanceSetting.objects.filter(key=KEY_CHECK_NAME).first()

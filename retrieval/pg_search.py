@@ -63,9 +63,19 @@ def _ensure_index() -> bool:
                 f'WITH (key_field = \'id\', text_fields = \'{{"content": {{"tokenizer": '
                 f'{{"type": "{settings.PG_SEARCH_TOKENIZER}"}}}}}}\')'
             )
+            cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [INDEX_NAME])
+            definition = cursor.fetchone()[0]
     except DatabaseError as exc:
         logger.warning("the pg_search index could not be built: %s", exc)
         return False
+    if f'"{settings.PG_SEARCH_TOKENIZER}"' not in definition:
+        # CREATE INDEX IF NOT EXISTS kept an index built with another analyser.
+        logger.warning(
+            "%s was built with another tokenizer than PG_SEARCH_TOKENIZER=%s (%s); drop it to rebuild",
+            INDEX_NAME,
+            settings.PG_SEARCH_TOKENIZER,
+            definition,
+        )
     _index_ready = True
     return True
 

@@ -143,7 +143,7 @@ def _validate_store_values(values: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def _warn_about_fts_config(store: RagStore) -> None:
+def warn_about_fts_config(store: RagStore) -> None:
     if store.search_backend == "pgvector" and store.fts_config != "simple":
         logger.warning(
             "store %s (%s): fts_config %r parses queries differently from the `simple` index; "
@@ -186,7 +186,7 @@ def store_create(*, name: str, values: dict[str, Any]) -> RagStore:
             store.save()
     except IntegrityError:
         raise Conflict(f"a store named {name!r} already exists", code="duplicate_name") from None
-    _warn_about_fts_config(store)
+    warn_about_fts_config(store)
     return store
 
 
@@ -217,7 +217,7 @@ def store_update(*, store: RagStore, name: str, values: dict[str, Any]) -> Store
         _apply(locked, merged)
         locked.save()
         has_documents = Document.objects.filter(store=locked).exists()
-    _warn_about_fts_config(locked)
+    warn_about_fts_config(locked)
     return StoreUpdate(store=locked, reprocess_recommended=shaping_changed and has_documents)
 
 

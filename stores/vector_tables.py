@@ -80,15 +80,17 @@ def existing_widths() -> list[int]:
         return sorted(int(row[0].rsplit("_", 1)[1]) for row in cursor.fetchall())
 
 
-def stores_missing_index() -> int:
+def stores_missing_index_names() -> list[str]:
     """Stores with vectors whose width table has no HNSW index (build failed, dropped, restored)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname ~ '_hnsw$'")
-        indexed = {row[0] for row in cursor.fetchall()}
-        cursor.execute("SELECT DISTINCT dimensions FROM rag_stores WHERE dimensions IS NOT NULL")
-        widths = [row[0] for row in cursor.fetchall()]
-        missing_widths = [w for w in widths if index_name(w) not in indexed]
-        if not missing_widths:
-            return 0
-        cursor.execute("SELECT count(*) FROM rag_stores WHERE dimensions = ANY(%s)", [missing_widths])
-        return cursor.fetchone()[0]
+        cursor.execute(
+            """
+            SELECT s.name FROM rag_stores s
+            WHERE s.dimensions IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM pg_indexes i
+                WHERE i.schemaname = current_schema() AND i.indexname = 'chunk_embeddings_' || s.dimensions || '_hnsw'
+            )
+            ORDER BY s.name
+            """
+        )
+        return [row[0] for row in cursor.fetchall()]

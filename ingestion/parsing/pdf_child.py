@@ -15,7 +15,6 @@ import sys
 from .pdf_reader import read_pdf
 from .types import CPU_LIMIT_VARIABLE, ParseError
 
-
 # A hostile file must not take the machine's memory, and a child orphaned by a killed worker
 # must not parse forever: both are capped by the kernel, whatever the parent is doing.
 MEMORY_LIMIT_BYTES = 2 * 1024**3

@@ -315,7 +315,7 @@ def test_invariants_hold_on_random_documents(strategy):
                 chunks_by_run.append(((draft.section, draft.page), [draft.content]))
         assert [key for key, _ in chunks_by_run] == [(section, page) for section, page, _ in runs], context
 
-        for (_, run_chunks), (_, _, run_text) in zip(chunks_by_run, runs):
+        for (_, run_chunks), (_, _, run_text) in zip(chunks_by_run, runs, strict=True):
             source = " ".join(run_text.split()) if strategy == "word" else run_text
             for content in run_chunks:
                 assert content in source, context

@@ -1,0 +1,172 @@
+"""What every bench script shares: the services it runs on, a worker when it needs one, and
+its report (a table, then one JSON object as the last line).
+
+With DATABASE_URL unset a script runs on the embedded default in a scratch data folder that
+is deleted afterwards, and stops everything it started. With DATABASE_URL / REDIS_URL set it
+uses those services (and still starts, and stops, its own worker).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_DATASET = REPO.parent / "shared" / "data" / "cranfield"
+sys.path.insert(0, str(REPO))
+
+
+class BenchEnvironment:
+    def __init__(self, *, worker: bool = False, settings: dict[str, str] | None = None):
+        self.want_worker = worker
+        self.settings = settings or {}
+        self.scratch: Path | None = None
+        self.services = None
+        self.worker: subprocess.Popen | None = None
+        self.peak_worker_rss = 0
+        self._sampling = threading.Event()
+
+    def __enter__(self) -> BenchEnvironment:
+        from ragmux.embedded import EmbeddedServices
+
+        os.environ.update(self.settings)
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ragmux.settings")
+        if not os.environ.get("DATABASE_URL"):
+            self.scratch = Path(tempfile.mkdtemp(prefix="ragmux-bench-"))
+            self.scratch.chmod(0o755)
+            os.environ["RAGMUX_DATA_DIR"] = str(self.scratch)
+            os.environ["PRIVATE_UPSTREAM_ALLOWLIST"] = os.environ.get("PRIVATE_UPSTREAM_ALLOWLIST", "127.0.0.1")
+            self.services = EmbeddedServices.plan(os.environ, self.scratch)
+            self.services.start(os.environ)
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", interactive=False, verbosity=0)
+        if self.want_worker:
+            self._start_worker()
+        return self
+
+    def _start_worker(self) -> None:
+        from django.conf import settings
+
+        self.worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "ragmux", "worker", "--loglevel", "warning",
+             "--concurrency", str(settings.INGEST_WORKERS), "--without-mingle", "--without-gossip"],
+            cwd=REPO, env=dict(os.environ), start_new_session=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        threading.Thread(target=self._sample_worker_memory, daemon=True).start()
+
+    def _sample_worker_memory(self) -> None:
+        while not self._sampling.wait(0.2):
+            try:
+                root = psutil.Process(self.worker.pid)
+                tree = [root, *root.children(recursive=True)]
+                self.peak_worker_rss = max(self.peak_worker_rss, sum(p.memory_info().rss for p in tree))
+            except psutil.Error:
+                continue
+
+    def __exit__(self, *exc_info) -> None:
+        self._sampling.set()
+        if self.worker is not None and self.worker.poll() is None:
+            os.killpg(self.worker.pid, signal.SIGTERM)
+            try:
+                self.worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.worker.pid, signal.SIGKILL)
+                self.worker.wait()
+        from django.db import connections
+
+        connections.close_all()
+        if self.services is not None:
+            self.services.stop()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def local_connection():
+    """The embedded default's `local` embedding connection (created if missing)."""
+    from gateway.models import ModelConnection
+    from gateway.services import connection_create
+
+    existing = ModelConnection.objects.filter(provider_type="local").first()
+    return existing or connection_create(
+        name="local", provider_type="local", base_url="", model_name="all-MiniLM-L6-v2", dimensions=None, api_key=""
+    )
+
+
+def fresh_store(name: str, connection, **values):
+    from stores.models import RagStore
+    from stores.services import store_create, store_delete
+
+    for old in RagStore.objects.filter(name=name):
+        store_delete(store=old)
+    return store_create(name=name, values={"embedding_connection_id": connection.id, **values})
+
+
+def load_beir(dataset: Path, *, limit: int | None = None):
+    """(corpus, queries, qrels) of a BEIR-layout folder; corpus keeps file order."""
+    corpus = []
+    with open(dataset / "corpus.jsonl") as handle:
+        for line in handle:
+            corpus.append(json.loads(line))
+            if limit and len(corpus) >= limit:
+                break
+    queries = [json.loads(line) for line in open(dataset / "queries.jsonl")]
+    qrels: dict[str, dict[str, int]] = {}
+    with open(dataset / "qrels" / "test.tsv") as handle:
+        next(handle)
+        for line in handle:
+            query_id, corpus_id, score = line.rstrip("\n").split("\t")
+            qrels.setdefault(query_id, {})[corpus_id] = int(score)
+    return corpus, queries, qrels
+
+
+def document_text(document: dict) -> str:
+    return "\n\n".join(part for part in (document.get("title", ""), document.get("text", "")) if part.strip())
+
+
+def print_table(rows: list[tuple], headers: tuple[str, ...]) -> None:
+    widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows, strict=True)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    print(line.format(*headers))
+    print(line.format(*("-" * w for w in widths)))
+    for row in rows:
+        print(line.format(*row))
+
+
+def report(result: dict) -> None:
+    print(json.dumps(result), flush=True)
+
+
+def wait_for(condition, *, timeout: float, poll: float = 0.5) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(poll)
+    return False
+
+
+def percentile(values, q: float) -> float:
+    """The ``q``-th percentile (0–100) of ``values``, interpolated linearly between the closest
+    ranks (numpy's default method), so p50 of an even count is the mean of the middle two."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("percentile of no values")
+    position = (len(ordered) - 1) * q / 100
+    lower = int(position)
+    upper = min(lower + 1, len(ordered) - 1)
+    return ordered[lower] + (ordered[upper] - ordered[lower]) * (position - lower)

@@ -1,0 +1,168 @@
+"""Ingestion throughput: a BEIR corpus through the real pipeline (upload → Celery worker →
+parse → chunk → local embedding model → PostgreSQL), against the raw embedder on the same texts.
+
+    python bench/ingest.py [--dataset DIR] [--limit N] [--smoke]
+
+Timed from the first upload to the last document settled. The raw embedder embeds the same
+texts the pipeline embedded, split over INGEST_WORKERS processes with the worker's thread
+count and batch size, so the ratio is the pipeline's overhead. Last line: one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from harness import (
+    DEFAULT_DATASET,
+    BenchEnvironment,
+    document_text,
+    fresh_store,
+    load_beir,
+    local_connection,
+    print_table,
+    report,
+    wait_for,
+)
+
+UPLOAD_BATCH = 50
+
+
+_models: dict[int, object] = {}
+
+
+def _raw_embed(args: tuple[list[str], int, int]) -> int:
+    texts, threads, batch = args
+    from gateway.providers.local_model import LocalModel
+
+    model = _models.get(threads) or _models.setdefault(threads, LocalModel(threads=threads))
+    for start in range(0, len(texts), batch):
+        model.embed(texts[start : start + batch])
+    return len(texts)
+
+
+def _warm_up(threads: int, batch: int) -> None:
+    import django
+
+    django.setup()
+    _raw_embed((["warm up"] * batch, threads, batch))
+
+
+def raw_embedder_seconds(texts: list[str], *, workers: int, threads: int, batch: int) -> float:
+    """Time to embed ``texts`` with the bare model, split like the workers split their jobs."""
+    shares = [texts[n::workers] for n in range(workers)]
+    with ProcessPoolExecutor(max_workers=workers, initializer=_warm_up, initargs=(threads, batch)) as pool:
+        started = time.monotonic()
+        list(pool.map(_raw_embed, [(share, threads, batch) for share in shares]))
+        return time.monotonic() - started
+
+
+def upload_paced(store, corpus: list[dict]) -> None:
+    """Uploads in small batches, keeping the pending backlog under MAX_PENDING_DOCUMENTS."""
+    from django.conf import settings
+
+    from stores.models import Document
+    from stores.services import IncomingFile, document_upload
+
+    for start in range(0, len(corpus), UPLOAD_BATCH):
+        wait_for(
+            lambda: Document.objects.filter(status="pending").count() + UPLOAD_BATCH <= settings.MAX_PENDING_DOCUMENTS,
+            timeout=3600,
+            poll=0.2,
+        )
+        batch = corpus[start : start + UPLOAD_BATCH]
+        files = [IncomingFile(filename=f"{d['_id']}.txt", data=document_text(d).encode()) for d in batch]
+        for incoming in files:  # one request per document, as an uploader would
+            result = document_upload(store=store, files=[incoming])
+            if result.error is not None and result.error.code != "duplicate_document":
+                raise SystemExit(f"upload failed: {result.error.message}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
+    parser.add_argument("--limit", type=int, help="only the first N documents")
+    parser.add_argument("--smoke", action="store_true", help="tiny run to check the script works (20 documents)")
+    args = parser.parse_args()
+    limit = 20 if args.smoke else args.limit
+
+    with BenchEnvironment(worker=True) as environment:
+        from django.conf import settings
+        from django.db.models import Count, Sum
+
+        from gateway.providers.embeddings import LocalEmbeddings
+        from gateway.providers.local_model import default_threads
+        from ingestion.chunking import embedded_text
+        from stores.models import Chunk, Document
+
+        corpus, _, _ = load_beir(args.dataset, limit=limit)
+        store = fresh_store("bench-ingest", local_connection())
+        print(
+            f"dataset {args.dataset} ({len(corpus)} documents); store defaults: chunk_size {store.chunk_size}, "
+            f"overlap {store.chunk_overlap}, strategy {store.chunking_strategy}, contextual {store.contextual_chunks}; "
+            f"INGEST_WORKERS {settings.INGEST_WORKERS}, threads per job {default_threads()}"
+        )
+
+        started = time.monotonic()
+        upload_paced(store, corpus)
+        documents = Document.objects.filter(store=store)
+        settled = wait_for(lambda: not documents.filter(status__in=("pending", "processing")).exists(), timeout=7200)
+        elapsed = time.monotonic() - started
+        if not settled:
+            raise SystemExit("ingestion did not settle within two hours")
+
+        chunks = Chunk.objects.filter(store=store)
+        chunk_count = chunks.count()
+        unique_hashes = chunks.values("embedded_hash").distinct().count()
+        failed = list(documents.filter(status="failed").values_list("filename", "error"))
+        texts_by_hash = {}
+        for chunk in chunks.select_related("document").only(
+            "embedded_hash", "section", "content", "document__filename"
+        ):
+            texts_by_hash.setdefault(
+                chunk.embedded_hash,
+                embedded_text(
+                    filename=chunk.document.filename,
+                    section=chunk.section,
+                    content=chunk.content,
+                    contextual=store.contextual_chunks,
+                ),
+            )
+        raw_seconds = raw_embedder_seconds(
+            list(texts_by_hash.values()),
+            workers=settings.INGEST_WORKERS,
+            threads=default_threads(),
+            batch=LocalEmbeddings.max_batch,
+        )
+        totals = documents.aggregate(count=Count("id"), size=Sum("size_bytes"))
+
+        pipeline_rate = chunk_count / elapsed
+        raw_rate = chunk_count / raw_seconds if raw_seconds else 0.0
+        result = {
+            "dataset": str(args.dataset),
+            "documents": totals["count"],
+            "bytes": totals["size"] or 0,
+            "chunks": chunk_count,
+            "seconds": round(elapsed, 2),
+            "documents_per_s": round(len(corpus) / elapsed, 2),
+            "chunks_per_s": round(pipeline_rate, 2),
+            "raw_embedder_chunks_per_s": round(raw_rate, 2),
+            "ratio": round(pipeline_rate / raw_rate, 3) if raw_rate else None,
+            "embedding_cache_hits": chunk_count - unique_hashes,
+            "failed_documents": len(failed),
+            "failed": [f"{name}: {error}" for name, error in failed],
+            "worker_peak_rss_mb": round(environment.peak_worker_rss / 2**20, 1),
+        }
+        print_table(
+            [(name, value) for name, value in result.items() if name not in ("failed", "dataset")],
+            ("measure", "value"),
+        )
+        for line in result["failed"]:
+            print(f"failed: {line}")
+        report(result)
+
+
+if __name__ == "__main__":
+    main()

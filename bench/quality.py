@@ -1,0 +1,301 @@
+"""Retrieval quality: a BEIR collection through the real pipeline into a store with default
+settings, searched in each mode and backend, scored at document level (nDCG@10, recall@100)
+next to in-bench baselines over the very same chunks (bm25s, exact dense, their RRF).
+
+    python bench/quality.py [--dataset DIR] [--smoke]
+
+A document ranks at its best chunk: a configuration's chunk list (candidate pools of 100 per
+side, the first 100 chunks kept) is collapsed to documents in order of first appearance.
+Documents that failed ingestion, or were refused as duplicates of an earlier one, are never
+retrieved. Every query is embedded once and the vector shared by all configurations. Last
+line: one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+from harness import (
+    DEFAULT_DATASET,
+    BenchEnvironment,
+    fresh_store,
+    load_beir,
+    local_connection,
+    print_table,
+    report,
+    wait_for,
+)
+from ingest import upload_paced
+
+POOL = 100  # candidates per side, and chunks kept per ranking
+NDCG_DEPTH = 10
+RECALL_DEPTH = 100
+RRF_K = 60
+SMOKE_DOCUMENTS = 30
+SMOKE_QUERIES = 10
+WEIGHTED = {"vector": 1.0, "lexical": 1.5}
+
+# (name, search overrides); everything not named comes from the store's default settings.
+CONFIGURATIONS: list[tuple[str, dict]] = [
+    ("vector", {"mode": "vector"}),
+    ("lexical pgvector (ts_rank_cd)", {"mode": "lexical", "backend": "pgvector"}),
+    ("lexical bm25", {"mode": "lexical", "backend": "bm25"}),
+    ("hybrid pgvector", {"mode": "hybrid", "backend": "pgvector"}),
+    ("hybrid bm25", {"mode": "hybrid", "backend": "bm25"}),
+    ("hybrid bm25 + typo tolerance", {"mode": "hybrid", "backend": "bm25", "typo_tolerance": True}),
+    ("hybrid bm25 weights 1:1.5", {"mode": "hybrid", "backend": "bm25", "fusion_weights": WEIGHTED}),
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluation: pure functions
+# --------------------------------------------------------------------------------------------
+
+
+def document_id(filename: str) -> str:
+    """Documents are uploaded as `<_id>.txt`."""
+    return filename.removesuffix(".txt")
+
+
+def collapse_to_documents(filenames: Iterable[str]) -> list[str]:
+    """The documents of a chunk ranking, each at its best chunk (order of first appearance)."""
+    return list(dict.fromkeys(document_id(name) for name in filenames))
+
+
+def ndcg(ranking: Sequence[str], judgements: dict[str, int], depth: int = NDCG_DEPTH) -> float:
+    """nDCG with graded (linear) gains and a log2 discount; the ideal ranking orders every
+    judged document of the query, retrieved or not."""
+    dcg = sum(max(judgements.get(doc, 0), 0) / math.log2(rank + 1) for rank, doc in enumerate(ranking[:depth], 1))
+    ideal_gains = sorted((gain for gain in judgements.values() if gain > 0), reverse=True)[:depth]
+    ideal = sum(gain / math.log2(rank + 1) for rank, gain in enumerate(ideal_gains, 1))
+    return dcg / ideal if ideal else 0.0
+
+
+def recall(ranking: Sequence[str], judgements: dict[str, int], depth: int = RECALL_DEPTH) -> float:
+    relevant = {doc for doc, gain in judgements.items() if gain > 0}
+    return len(relevant.intersection(ranking[:depth])) / len(relevant) if relevant else 0.0
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], k: int = RRF_K) -> list[int]:
+    """Plain RRF, Σ 1 / (k + rank), ties by id. Written here rather than imported from
+    retrieval.ranking so the baseline does not share code with what it checks."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, 1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+    return sorted(scores, key=lambda item: (-scores[item], item))
+
+
+def top_ids(ids: np.ndarray, scores: np.ndarray, limit: int) -> list[int]:
+    """The ``limit`` best-scoring ids, best first, ties by the lower id."""
+    order = np.lexsort((ids, -scores))[:limit]
+    return ids[order].tolist()
+
+
+def mean_scores(rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> tuple[float, float]:
+    """(mean nDCG@10, mean recall@100) over every judged query; a missing ranking scores 0."""
+    ndcgs = [ndcg(rankings.get(query_id, []), judged) for query_id, judged in qrels.items()]
+    recalls = [recall(rankings.get(query_id, []), judged) for query_id, judged in qrels.items()]
+    return sum(ndcgs) / len(ndcgs), sum(recalls) / len(recalls)
+
+
+# --------------------------------------------------------------------------------------------
+# The store and its searches
+# --------------------------------------------------------------------------------------------
+
+
+def ingest(store, corpus: list[dict]) -> dict[str, str]:
+    """Uploads the corpus and waits until every document settled. Returns filename → reason for
+    the documents that can never be retrieved: the failed ones, and uploads refused because the
+    same bytes were already stored (upload_paced passes over `duplicate_document`)."""
+    from stores.models import Document
+
+    upload_paced(store, corpus)
+    documents = Document.objects.filter(store=store)
+    if not wait_for(lambda: not documents.filter(status__in=("pending", "processing")).exists(), timeout=7200):
+        raise SystemExit("ingestion did not settle within two hours")
+    unusable = dict(documents.filter(status="failed").values_list("filename", "error"))
+    stored = set(documents.values_list("filename", flat=True))
+    for filename in (f"{doc['_id']}.txt" for doc in corpus):
+        if filename not in stored:
+            unusable[filename] = "not stored: same bytes as an earlier document (duplicate_document)"
+    return dict(sorted(unusable.items()))
+
+
+def store_settings(store) -> dict:
+    from stores.services import STORE_DEFAULTS
+
+    store.refresh_from_db()
+    values = {name: getattr(store, name) for name in STORE_DEFAULTS}
+    values.update(embedding_model=store.embedding_connection.model_name, dimensions=store.dimensions)
+    return values
+
+
+def ragmux_rankings(store, queries: dict[str, str], vectors: dict[str, list[float]], overrides: dict):
+    from retrieval.search import store_search
+
+    rankings = {}
+    for query_id, text in queries.items():
+        result = store_search(
+            store=store,
+            query=text,
+            overrides={**overrides, "top_k": POOL},
+            candidates=POOL,
+            query_vector=vectors[query_id],
+        )
+        rankings[query_id] = collapse_to_documents(hit.filename for hit in result.hits)
+    return rankings
+
+
+# --------------------------------------------------------------------------------------------
+# Baselines over the store's chunks
+# --------------------------------------------------------------------------------------------
+
+
+class StoredChunks:
+    """The store's chunks as the baselines see them: ids, filenames, `simple` lexeme bags (from
+    each chunk's tsvector, a lexeme repeated once per position) and unit-length vectors."""
+
+    def __init__(self, store):
+        from django.db import connection
+
+        from stores.models import Chunk
+        from stores.vector_tables import table_name
+
+        rows = list(Chunk.objects.filter(store=store).order_by("id").values_list("id", "document__filename"))
+        self.ids = np.array([chunk_id for chunk_id, _ in rows], dtype=np.int64)
+        self.filename = dict(rows)
+        position = {chunk_id: n for n, chunk_id in enumerate(self.ids.tolist())}
+        self.lexemes: list[list[str]] = [[] for _ in rows]
+        self.vectors = np.zeros((len(rows), store.dimensions), dtype=np.float32)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT c.id, t.lexeme, array_length(t.positions, 1) FROM chunks c, unnest(c.tsv) t "
+                "WHERE c.store_id = %s",
+                [store.pk],
+            )
+            for chunk_id, lexeme, count in cursor.fetchall():
+                self.lexemes[position[chunk_id]].extend([lexeme] * count)
+            cursor.execute(
+                f"SELECT chunk_id, embedding::real[] FROM {table_name(store.dimensions)} WHERE store_id = %s",
+                [store.pk],
+            )
+            for chunk_id, vector in cursor.fetchall():
+                self.vectors[position[chunk_id]] = vector
+        self.vectors /= np.maximum(np.linalg.norm(self.vectors, axis=1, keepdims=True), 1e-12)
+
+    def documents(self, chunk_ids: Iterable[int]) -> list[str]:
+        return collapse_to_documents(self.filename[chunk_id] for chunk_id in chunk_ids)
+
+
+def bm25s_chunk_rankings(chunks: StoredChunks, query_lexemes: dict[str, list[str]]) -> dict[str, list[int]]:
+    """Top chunks by bm25s (Lucene BM25, k1 1.2, b 0.75); chunks matching no query term are left out."""
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # its index-building chatter is not a result
+    retriever = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
+    retriever.index(chunks.lexemes, show_progress=False)
+    rankings = {}
+    for query_id, lexemes in query_lexemes.items():
+        known = [lexeme for lexeme in lexemes if lexeme in retriever.vocab_dict]
+        if not known:
+            rankings[query_id] = []
+            continue
+        scores = retriever.get_scores(known)
+        matching = scores > 0
+        rankings[query_id] = top_ids(chunks.ids[matching], scores[matching], POOL)
+    return rankings
+
+
+def dense_chunk_rankings(chunks: StoredChunks, vectors: dict[str, list[float]]) -> dict[str, list[int]]:
+    """Top chunks by exact cosine similarity (brute force)."""
+    rankings = {}
+    for query_id, vector in vectors.items():
+        query = np.asarray(vector, dtype=np.float32)
+        similarity = chunks.vectors @ (query / max(np.linalg.norm(query), 1e-12))
+        rankings[query_id] = top_ids(chunks.ids, similarity, POOL)
+    return rankings
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def evaluation_set(queries: list[dict], qrels: dict[str, dict[str, int]], loaded: set[str], smoke: bool):
+    """(query id → text, query id → judgements) to evaluate. The smoke run keeps the first few
+    queries judging a loaded document, with their judgements cut to the loaded documents."""
+    text = {query["_id"]: query["text"] for query in queries}
+    if not smoke:
+        return {query_id: text[query_id] for query_id in qrels}, qrels
+    kept = {}
+    for query_id, judged in qrels.items():
+        within = {doc: gain for doc, gain in judged.items() if doc in loaded}
+        if within and len(kept) < SMOKE_QUERIES:
+            kept[query_id] = within
+    return {query_id: text[query_id] for query_id in kept}, kept
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"tiny run to check the script works ({SMOKE_DOCUMENTS} documents, up to {SMOKE_QUERIES} queries)",
+    )
+    args = parser.parse_args()
+
+    with BenchEnvironment(worker=True):
+        from retrieval.search import embed_query
+        from retrieval.sql import query_lexemes
+
+        corpus, queries, qrels = load_beir(args.dataset, limit=SMOKE_DOCUMENTS if args.smoke else None)
+        query_text, qrels = evaluation_set(queries, qrels, {doc["_id"] for doc in corpus}, args.smoke)
+        store = fresh_store("bench-quality", local_connection())
+        never_retrieved = ingest(store, corpus)
+        settings = store_settings(store)
+        print(f"dataset {args.dataset}: {len(corpus)} documents, {len(query_text)} judged queries")
+        print("store settings: " + ", ".join(f"{name} {value}" for name, value in settings.items()))
+        for filename, reason in never_retrieved.items():
+            print(f"never retrieved: {filename}: {reason}")
+
+        vectors = {query_id: embed_query(store, text) for query_id, text in query_text.items()}
+        results = []
+        for name, overrides in CONFIGURATIONS:
+            results.append((name, *mean_scores(ragmux_rankings(store, query_text, vectors, overrides), qrels)))
+
+        chunks = StoredChunks(store)
+        lexical = bm25s_chunk_rankings(chunks, {query_id: query_lexemes(text) for query_id, text in query_text.items()})
+        dense = dense_chunk_rankings(chunks, vectors)
+        fused = {query_id: reciprocal_rank_fusion([dense[query_id], lexical[query_id]])[:POOL] for query_id in dense}
+        for name, chunk_rankings in (
+            ("baseline bm25s", lexical),
+            ("baseline exact dense", dense),
+            ("baseline rrf(bm25s, dense)", fused),
+        ):
+            document_rankings = {query_id: chunks.documents(ranked) for query_id, ranked in chunk_rankings.items()}
+            results.append((name, *mean_scores(document_rankings, qrels)))
+
+        print(f"{len(chunks.ids)} chunks; document level, candidate pools of {POOL}")
+        print_table([(name, f"{n:.3f}", f"{r:.3f}") for name, n, r in results], ("config", "nDCG@10", "recall@100"))
+        report(
+            {
+                "dataset": str(args.dataset),
+                "settings": settings,
+                "documents": len(corpus),
+                "never_retrieved": list(never_retrieved),
+                "chunks": len(chunks.ids),
+                "queries": len(query_text),
+                "results": [
+                    {"config": name, "ndcg@10": round(n, 4), "recall@100": round(r, 4)} for name, n, r in results
+                ],
+            }
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,425 @@
+"""Search latency: the search function per mode and backend on one large synthetic store, next to
+the raw SQL it issues, and HNSW recall@10 against exact search.
+
+    python bench/search_latency.py [--chunks N] [--queries Q] [--smoke]
+
+The store is filled directly with bulk SQL (no embedding model): chunk texts draw their words
+from a Zipf distribution over a pseudo-word vocabulary, vectors come from Gaussian clusters on
+the unit sphere. Term statistics are written with the same SQL the ingestion path uses, so BM25
+sees real document frequencies and lengths. Each query is timed through ``store_search`` (the
+query vector passed in, so embedding is excluded) and then by replaying the exact statements it
+issued on the bare database cursor; the difference is the Python overhead. Last line: one JSON
+object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import time
+
+import numpy as np
+
+from harness import BenchEnvironment, fresh_store, local_connection, percentile, print_table, report
+
+DIMENSIONS = 384
+VOCABULARY = 30000
+ZIPF_EXPONENT = 1.0
+WORDS_PER_CHUNK = (40, 250)
+WORDS_PER_QUERY = (3, 8)
+CHUNKS_PER_CLUSTER = 50
+MAX_CLUSTERS = 2000
+# Noise norms relative to a unit center: chunks spread around their cluster center (cosine
+# similarity to cluster mates about 0.7), queries sit close to one chunk.
+CLUSTER_SPREAD = 0.6
+QUERY_SPREAD = 0.1
+CHUNKS_PER_DOCUMENT = 10
+FILL_BATCH = 2000
+TOP_K = 10
+RECALL_AT = 10
+EF_SWEEP = (40, 80, 120, 200, 400)
+CONFIGURATIONS = (
+    ("vector", None),
+    ("lexical", "bm25"),
+    ("lexical", "pgvector"),
+    ("hybrid", "bm25"),
+    ("hybrid", "pgvector"),
+)
+STORE_NAME = "bench-search-latency"
+CONSONANTS = "bdfghklmnprstvz"
+VOWELS = "aeiou"
+
+
+# --- synthetic corpus -------------------------------------------------------------------------
+
+
+def pseudo_words(count: int) -> list[str]:
+    """``count`` distinct pronounceable words, shortest first (frequent words are short, as in
+    natural language): consonant-vowel syllables, one syllable, then two, then three."""
+    syllables = [c + v for c in CONSONANTS for v in VOWELS]
+    words, tier = [], [""]
+    while len(words) < count:
+        tier = [prefix + syllable for prefix in tier for syllable in syllables]
+        words.extend(tier[: count - len(words)])
+    return words
+
+
+def zipf_cdf(vocabulary: int, exponent: float) -> np.ndarray:
+    """Cumulative probabilities of ranks 1..vocabulary under Zipf's law (p ∝ 1 / rank^s)."""
+    weights = 1.0 / np.arange(1, vocabulary + 1) ** exponent
+    cdf = np.cumsum(weights)
+    return cdf / cdf[-1]
+
+
+def draw_ranks(rng: np.random.Generator, cdf: np.ndarray, size: int) -> np.ndarray:
+    return np.minimum(np.searchsorted(cdf, rng.random(size)), len(cdf) - 1)
+
+
+def synthetic_texts(rng: np.random.Generator, words: np.ndarray, cdf: np.ndarray, count: int, span) -> list[str]:
+    lengths = rng.integers(span[0], span[1] + 1, size=count)
+    ranks = draw_ranks(rng, cdf, int(lengths.sum()))
+    texts, start = [], 0
+    for length in lengths:
+        texts.append(" ".join(words[ranks[start : start + length]]))
+        start += length
+    return texts
+
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def clustered_vectors(rng: np.random.Generator, count: int, clusters: int) -> np.ndarray:
+    """Unit vectors: a random unit center per cluster plus Gaussian noise, normalised."""
+    centers = unit_rows(rng.standard_normal((clusters, DIMENSIONS)))
+    owner = rng.integers(0, clusters, size=count)
+    noise = rng.standard_normal((count, DIMENSIONS)) * (CLUSTER_SPREAD / np.sqrt(DIMENSIONS))
+    return unit_rows(centers[owner] + noise).astype(np.float32)
+
+
+def near_copies(rng: np.random.Generator, vectors: np.ndarray) -> np.ndarray:
+    noise = rng.standard_normal(vectors.shape) * (QUERY_SPREAD / np.sqrt(DIMENSIONS))
+    return unit_rows(vectors.astype(np.float64) + noise).astype(np.float32)
+
+
+# --- filling the store ------------------------------------------------------------------------
+
+
+def fill_store(store, texts: list[str], vectors: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+    """Writes documents, chunks, vectors and term statistics; returns the chunk ids (in the order
+    of ``texts``) and the seconds each step took."""
+    from django.db import connection, transaction
+
+    from ingestion.chunking import text_hash
+    from ingestion.pipeline import model_key
+    from stores.models import Document, RagStore
+    from stores.text_stats import TOKEN_COUNT_SQL, lock_store_stats
+    from stores.vector_tables import column_type, ensure_embedding_table, index_name, table_name
+
+    steps: dict[str, float] = {}
+    started = time.monotonic()
+    RagStore.objects.filter(pk=store.pk).update(dimensions=DIMENSIONS)
+    store.dimensions = DIMENSIONS
+    table = ensure_embedding_table(DIMENSIONS)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {table} WHERE store_id <> %s)", [store.pk])
+        shared = cursor.fetchone()[0]
+        # Building the graph once after the load is several times faster than growing it row by
+        # row; only done when no other store's vectors depend on the index meanwhile.
+        if not shared:
+            cursor.execute(f"DROP INDEX IF EXISTS {index_name(DIMENSIONS)}")
+
+    document_count = -(-len(texts) // CHUNKS_PER_DOCUMENT)
+    documents = Document.objects.bulk_create(
+        [
+            Document(
+                store=store, filename=f"synthetic-{n}.txt", title=f"synthetic {n}", mime="text/plain",
+                original=b"", size_bytes=0, content_sha256=hashlib.sha256(f"{store.pk}:{n}".encode()).hexdigest(),
+                status="ready", progress_percent=100,
+                chunk_count=min(CHUNKS_PER_DOCUMENT, len(texts) - n * CHUNKS_PER_DOCUMENT),
+            )
+            for n in range(document_count)
+        ],
+        batch_size=5000,
+    )
+    document_ids = [d.pk for d in documents]
+    steps["documents"] = time.monotonic() - started
+
+    key = model_key(store.embedding_connection)
+    chunk_ids = np.zeros(len(texts), dtype=np.int64)
+    insert_started = time.monotonic()
+    for start in range(0, len(texts), FILL_BATCH):
+        positions = range(start, min(start + FILL_BATCH, len(texts)))
+        batch_texts = [texts[p] for p in positions]
+        hashes = [text_hash(t) for t in batch_texts]
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                f"""
+                INSERT INTO chunks (store_id, document_id, index, content, section, page, embedded_hash, token_count)
+                SELECT %s, x.document_id, x.idx, x.content, '', NULL, x.digest, {TOKEN_COUNT_SQL.format(content="x.content")}
+                FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[]) AS x(document_id, idx, content, digest)
+                RETURNING id, document_id, index
+                """,
+                [
+                    store.pk,
+                    [document_ids[p // CHUNKS_PER_DOCUMENT] for p in positions],
+                    [p % CHUNKS_PER_DOCUMENT for p in positions],
+                    batch_texts,
+                    hashes,
+                ],
+            )
+            position_of = {(d, i): d_index for d_index, (d, i) in enumerate(
+                (document_ids[p // CHUNKS_PER_DOCUMENT], p % CHUNKS_PER_DOCUMENT) for p in positions)}
+            batch_ids = np.zeros(len(batch_texts), dtype=np.int64)
+            for chunk_id, document_id, index in cursor.fetchall():
+                batch_ids[position_of[(document_id, index)]] = chunk_id
+            chunk_ids[start : start + len(batch_texts)] = batch_ids
+            with cursor.cursor.copy(
+                f"COPY {table} (chunk_id, store_id, model_key, embedded_hash, embedding) FROM STDIN"
+            ) as copy:
+                for offset, chunk_id in enumerate(batch_ids.tolist()):
+                    vector = "[" + ",".join(map(repr, vectors[start + offset].tolist())) + "]"
+                    copy.write_row((chunk_id, store.pk, key, hashes[offset], vector))
+            # The postings of these chunks, exactly as stores.text_stats.add_document_terms
+            # writes them (that function does the same per document).
+            cursor.execute(
+                """
+                INSERT INTO chunk_terms (chunk_id, store_id, term, tf, chunk_length)
+                SELECT c.id, c.store_id, t.lexeme, array_length(t.positions, 1), c.token_count
+                FROM chunks c, unnest(c.tsv) t
+                WHERE c.id = ANY(%s)
+                """,
+                [batch_ids.tolist()],
+            )
+    steps["chunks, vectors, postings"] = time.monotonic() - insert_started
+
+    started = time.monotonic()
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Document frequencies and totals of the whole store at once: the same rows the
+        # per-document upserts of add_document_terms add up to.
+        lock_store_stats(store.pk)
+        cursor.execute(
+            """
+            INSERT INTO store_terms (store_id, term, df)
+            SELECT %s, term, count(*) FROM chunk_terms WHERE store_id = %s
+            GROUP BY term ORDER BY term
+            ON CONFLICT (store_id, term) DO UPDATE SET df = store_terms.df + EXCLUDED.df
+            """,
+            [store.pk, store.pk],
+        )
+        cursor.execute(
+            """
+            UPDATE store_text_stats s
+            SET chunk_count = s.chunk_count + d.chunks, token_total = s.token_total + d.tokens
+            FROM (SELECT count(*) AS chunks, coalesce(sum(token_count), 0) AS tokens
+                  FROM chunks WHERE store_id = %s) d
+            WHERE s.store_id = %s
+            """,
+            [store.pk, store.pk],
+        )
+    steps["term statistics"] = time.monotonic() - started
+
+    started = time.monotonic()
+    with connection.cursor() as cursor:
+        cursor.execute("SET maintenance_work_mem = '2GB'")
+        cursor.execute(
+            f"CREATE INDEX IF NOT EXISTS {index_name(DIMENSIONS)} ON {table} "
+            f"USING hnsw (embedding {column_type(DIMENSIONS)}_cosine_ops)"
+        )
+        cursor.execute("RESET maintenance_work_mem")
+    steps["hnsw index"] = time.monotonic() - started
+
+    started = time.monotonic()
+    with connection.cursor() as cursor:
+        # Index-only scans of the postings need the visibility map; the planner needs row counts.
+        for name in ("documents", "chunks", "chunk_terms", "store_terms", "store_text_stats", table):
+            cursor.execute(f"VACUUM ANALYZE {name}")
+    steps["vacuum analyze"] = time.monotonic() - started
+    return chunk_ids, steps
+
+
+# --- measuring --------------------------------------------------------------------------------
+
+
+def capture_statements(call) -> list[tuple[str, object]]:
+    """The (sql, params) of every statement ``call`` runs on the Django connection."""
+    from django.db import connection
+
+    statements = []
+
+    def record(execute, sql, params, many, context):
+        statements.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        call()
+    return statements
+
+
+def replay(statements: list[tuple[str, object]]) -> None:
+    """Runs the statements again on the bare psycopg connection, fetching every row."""
+    from django.db import connection
+
+    with connection.connection.cursor() as cursor:
+        for sql, params in statements:
+            if params is None:
+                cursor.execute(sql)
+            else:
+                cursor.execute(sql, params)
+            if cursor.description is not None:
+                cursor.fetchall()
+
+
+def timed(call) -> float:
+    started = time.perf_counter()
+    call()
+    return (time.perf_counter() - started) * 1000
+
+
+def measure_configuration(store, queries, query_vectors, mode, backend) -> tuple[list[float], list[float], list]:
+    """Per query: search milliseconds, raw-SQL milliseconds, and the hit chunk ids."""
+    from retrieval.search import store_search
+
+    overrides = {"mode": mode, "top_k": TOP_K, **({"backend": backend} if backend else {})}
+    search_ms, raw_ms, hits = [], [], []
+    for query, vector in zip(queries, query_vectors, strict=True):
+        def search(query=query, vector=vector):
+            return store_search(store=store, query=query, overrides=overrides, query_vector=vector)
+
+        # The first run records the statements and warms the caches both timings then share.
+        statements = capture_statements(search)
+        result = []
+        search_ms.append(timed(lambda search=search: result.append(search())))
+        raw_ms.append(timed(lambda statements=statements: replay(statements)))
+        hits.append([hit.chunk_id for hit in result[0].hits])
+    return search_ms, raw_ms, hits
+
+
+def exact_neighbours(vectors: np.ndarray, chunk_ids: np.ndarray, query: np.ndarray, k: int) -> list[int]:
+    similarity = vectors @ query.astype(np.float32)
+    nearest = np.argpartition(-similarity, k)[:k]
+    return chunk_ids[nearest].tolist()
+
+
+def recall(found: list[list[int]], expected: list[list[int]]) -> float:
+    """Mean share of each exact top-k present in the corresponding result."""
+    shares = [len(set(f) & set(e)) / len(e) for f, e in zip(found, expected, strict=True) if e]
+    return sum(shares) / len(shares) if shares else 1.0
+
+
+def ef_sweep(store, query_vectors, expected, chunk_count: int) -> list[dict]:
+    """Recall@10 and raw latency of the HNSW candidate query at several ef_search values."""
+    from django.conf import settings
+
+    from ingestion.embedding import format_vector
+    from retrieval import sql
+
+    if chunk_count <= settings.VECTOR_EXACT_SCAN_MAX_CHUNKS:
+        return []
+    limit = 3 * TOP_K
+    rows = []
+    for ef in EF_SWEEP:
+        latencies, found = [], []
+        for vector in query_vectors:
+            text = format_vector(vector.tolist())
+            candidates = []
+            latencies.append(timed(lambda text=text, candidates=candidates: candidates.extend(sql.vector_candidates(
+                store_id=store.pk, width=DIMENSIONS, query_vector=text, limit=limit, ef_search=ef, exact=False,
+                max_scan_tuples=sql.DEFAULT_MAX_SCAN_TUPLES))))
+            found.append([chunk_id for chunk_id, _ in candidates[:RECALL_AT]])
+        rows.append({"ef_search": ef, "recall@10": round(recall(found, expected), 4),
+                     "p50_ms": round(percentile(latencies, 50), 3), "p95_ms": round(percentile(latencies, 95), 3)})
+    return rows
+
+
+def metrics_round_trip_ms(samples: int) -> list[float]:
+    """What ``ragmux.metrics.observe`` (one Redis pipeline per search) costs."""
+    from ragmux import metrics
+
+    return [timed(lambda: metrics.observe("ragmux_bench_probe_seconds", 0.01, mode="bench")) for _ in range(samples)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, help="chunks in the store (default 100000; 2000 with --smoke)")
+    parser.add_argument("--queries", type=int, help="queries per configuration (default 200; 20 with --smoke)")
+    parser.add_argument("--seed", type=int, default=20261130)
+    parser.add_argument("--smoke", action="store_true", help="small run to check the script works")
+    args = parser.parse_args()
+    chunk_count = args.chunks or (2000 if args.smoke else 100000)
+    query_count = args.queries or (20 if args.smoke else 200)
+    rng = np.random.default_rng(args.seed)
+
+    with BenchEnvironment():
+        from django.conf import settings
+
+        started = time.monotonic()
+        words = np.array(pseudo_words(VOCABULARY))
+        cdf = zipf_cdf(VOCABULARY, ZIPF_EXPONENT)
+        texts = synthetic_texts(rng, words, cdf, chunk_count, WORDS_PER_CHUNK)
+        clusters = max(1, min(MAX_CLUSTERS, round(chunk_count / CHUNKS_PER_CLUSTER)))
+        vectors = clustered_vectors(rng, chunk_count, clusters)
+        generate_seconds = time.monotonic() - started
+
+        store = fresh_store(STORE_NAME, local_connection(), search_backend="bm25", search_mode="hybrid")
+        chunk_ids, steps = fill_store(store, texts, vectors)
+        fill_seconds = generate_seconds + sum(steps.values())
+        print(f"filled {chunk_count} chunks ({clusters} clusters, {VOCABULARY} words, Zipf s={ZIPF_EXPONENT}) in "
+              f"{fill_seconds:.1f}s: generate {generate_seconds:.1f}s, "
+              + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in steps.items()))
+
+        queries = synthetic_texts(rng, words, cdf, query_count, WORDS_PER_QUERY)
+        anchors = rng.choice(chunk_count, size=query_count, replace=False)
+        query_vectors = near_copies(rng, vectors[anchors])
+        expected = [exact_neighbours(vectors, chunk_ids, q, RECALL_AT) for q in query_vectors]
+        ef_search = max(settings.HNSW_EF_SEARCH_MIN, 4 * 3 * TOP_K)
+        load = os.getloadavg()
+        print(f"{query_count} queries of {WORDS_PER_QUERY[0]}-{WORDS_PER_QUERY[1]} words, top_k {TOP_K}; "
+              f"HNSW path: {chunk_count > settings.VECTOR_EXACT_SCAN_MAX_CHUNKS}, ef_search {ef_search}; "
+              f"load average {load[0]:.2f}")
+
+        results, rows, recall_at_10 = [], [], None
+        for mode, backend in CONFIGURATIONS:
+            search_ms, raw_ms, hits = measure_configuration(
+                store, queries, [q.tolist() for q in query_vectors], mode, backend
+            )
+            if mode == "vector":
+                recall_at_10 = recall([h[:RECALL_AT] for h in hits], expected)
+            entry = {
+                "mode": mode,
+                "backend": backend,
+                "p50_ms": round(percentile(search_ms, 50), 3),
+                "p95_ms": round(percentile(search_ms, 95), 3),
+                "raw_p50_ms": round(percentile(raw_ms, 50), 3),
+                "raw_p95_ms": round(percentile(raw_ms, 95), 3),
+                "overhead_p50_ms": round(percentile(search_ms, 50) - percentile(raw_ms, 50), 3),
+            }
+            results.append(entry)
+            rows.append((mode, backend or "-", *(f"{entry[k]:.2f}" for k in list(entry)[2:])))
+
+        sweep = ef_sweep(store, query_vectors, expected, chunk_count)
+        observe_ms = metrics_round_trip_ms(200)
+
+        print_table(rows, ("mode", "backend", "p50 ms", "p95 ms", "raw p50 ms", "raw p95 ms", "overhead p50 ms"))
+        print(f"HNSW recall@{RECALL_AT} (vector mode against exact search): {recall_at_10:.4f} at ef_search {ef_search}")
+        if sweep:
+            print_table([(r["ef_search"], r["recall@10"], f"{r['p50_ms']:.2f}", f"{r['p95_ms']:.2f}") for r in sweep],
+                        ("ef_search", "recall@10", "raw p50 ms", "raw p95 ms"))
+        print(f"metrics.observe (Redis round trip per search): p50 {percentile(observe_ms, 50):.3f} ms")
+        report({
+            "chunks": chunk_count,
+            "queries": query_count,
+            "results": results,
+            "hnsw_recall@10": round(recall_at_10, 4),
+            "ef_search": ef_search,
+            "ef_sweep": sweep,
+            "metrics_observe_p50_ms": round(percentile(observe_ms, 50), 3),
+            "fill_seconds": round(fill_seconds, 1),
+            "fill_steps_seconds": {name: round(seconds, 1) for name, seconds in steps.items()},
+            "load_average_1m": round(load[0], 2),
+        })
+
+
+if __name__ == "__main__":
+    main()
