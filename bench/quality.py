@@ -2,18 +2,20 @@
 settings, searched in each mode and backend, scored at document level (nDCG@10, recall@100)
 next to in-bench baselines over the very same chunks (bm25s, exact dense, their RRF).
 
-    python bench/quality.py [--dataset DIR] [--smoke]
+    python bench/quality.py [--dataset DIR] [--smoke] [--store-setting NAME=VALUE ...]
 
 A document ranks at its best chunk: a configuration's chunk list (candidate pools of 100 per
 side, the first 100 chunks kept) is collapsed to documents in order of first appearance.
 Documents that failed ingestion, or were refused as duplicates of an earlier one, are never
-retrieved. Every query is embedded once and the vector shared by all configurations. Last
-line: one JSON object.
+retrieved. Every query is embedded once and the vector shared by all configurations. One
+diagnostic row reruns hybrid bm25 on the queries with their websearch operators removed.
+Last line: one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 from collections.abc import Iterable, Sequence
@@ -50,6 +52,9 @@ CONFIGURATIONS: list[tuple[str, dict]] = [
     ("hybrid bm25 + typo tolerance", {"mode": "hybrid", "backend": "bm25", "typo_tolerance": True}),
     ("hybrid bm25 weights 1:1.5", {"mode": "hybrid", "backend": "bm25", "fusion_weights": WEIGHTED}),
 ]
+# Not a setting: the same search with the queries' websearch operators taken out, to measure what
+# reading natural questions containing "or" or "-word" as websearch syntax costs.
+PLAIN_WORDS = ("hybrid bm25, plain-word queries (diagnostic)", {"mode": "hybrid", "backend": "bm25"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -97,11 +102,32 @@ def top_ids(ids: np.ndarray, scores: np.ndarray, limit: int) -> list[int]:
     return ids[order].tolist()
 
 
-def mean_scores(rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> tuple[float, float]:
-    """(mean nDCG@10, mean recall@100) over every judged query; a missing ranking scores 0."""
-    ndcgs = [ndcg(rankings.get(query_id, []), judged) for query_id, judged in qrels.items()]
-    recalls = [recall(rankings.get(query_id, []), judged) for query_id, judged in qrels.items()]
-    return sum(ndcgs) / len(ndcgs), sum(recalls) / len(recalls)
+def evaluate(rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dict[str, float]:
+    """Means over every judged query (a missing ranking scores 0) of nDCG@10, recall@100 and the
+    number of documents ranked: a pool of 100 chunks collapses to fewer than 100 documents."""
+    ranked = [(rankings.get(query_id, []), judged) for query_id, judged in qrels.items()]
+    return {
+        "ndcg@10": sum(ndcg(ranking, judged) for ranking, judged in ranked) / len(ranked),
+        "recall@100": sum(recall(ranking, judged) for ranking, judged in ranked) / len(ranked),
+        "documents_ranked": sum(len(ranking) for ranking, _ in ranked) / len(ranked),
+    }
+
+
+def without_search_operators(query: str) -> str:
+    """The query as plain words: no `or`, no leading `-`, no quotes."""
+    words = (word.lstrip("-").replace('"', "") for word in query.split() if word.lower() != "or")
+    return " ".join(word for word in words if word)
+
+
+def store_setting(text: str) -> tuple[str, object]:
+    """`name=value` from the command line; the value is read as JSON when it parses."""
+    name, separator, raw = text.partition("=")
+    if not separator:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        return name, json.loads(raw)
+    except json.JSONDecodeError:
+        return name, raw
 
 
 # --------------------------------------------------------------------------------------------
@@ -247,26 +273,44 @@ def main() -> None:
         action="store_true",
         help=f"tiny run to check the script works ({SMOKE_DOCUMENTS} documents, up to {SMOKE_QUERIES} queries)",
     )
+    parser.add_argument(
+        "--store-setting",
+        type=store_setting,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a non-default store setting, e.g. chunk_size=6000 (repeatable; the headline figures use none)",
+    )
     args = parser.parse_args()
 
     with BenchEnvironment(worker=True):
+        from retrieval.ranking import uses_websearch_syntax
         from retrieval.search import embed_query
         from retrieval.sql import query_lexemes
 
         corpus, queries, qrels = load_beir(args.dataset, limit=SMOKE_DOCUMENTS if args.smoke else None)
         query_text, qrels = evaluation_set(queries, qrels, {doc["_id"] for doc in corpus}, args.smoke)
-        store = fresh_store("bench-quality", local_connection())
+        store = fresh_store("bench-quality", local_connection(), **dict(args.store_setting))
         never_retrieved = ingest(store, corpus)
         settings = store_settings(store)
         print(f"dataset {args.dataset}: {len(corpus)} documents, {len(query_text)} judged queries")
-        print("store settings: " + ", ".join(f"{name} {value}" for name, value in settings.items()))
+        described = (
+            "defaults"
+            if not args.store_setting
+            else "defaults except " + ", ".join(name for name, _ in args.store_setting)
+        )
+        print(f"store settings ({described}): " + ", ".join(f"{name} {value}" for name, value in settings.items()))
         for filename, reason in never_retrieved.items():
             print(f"never retrieved: {filename}: {reason}")
 
         vectors = {query_id: embed_query(store, text) for query_id, text in query_text.items()}
         results = []
         for name, overrides in CONFIGURATIONS:
-            results.append((name, *mean_scores(ragmux_rankings(store, query_text, vectors, overrides), qrels)))
+            results.append((name, evaluate(ragmux_rankings(store, query_text, vectors, overrides), qrels)))
+        plain_words = {query_id: without_search_operators(text) for query_id, text in query_text.items()}
+        name, overrides = PLAIN_WORDS
+        results.append((name, evaluate(ragmux_rankings(store, plain_words, vectors, overrides), qrels)))
+        syntax_queries = [query_id for query_id, text in query_text.items() if uses_websearch_syntax(text)]
 
         chunks = StoredChunks(store)
         lexical = bm25s_chunk_rankings(chunks, {query_id: query_lexemes(text) for query_id, text in query_text.items()})
@@ -278,10 +322,20 @@ def main() -> None:
             ("baseline rrf(bm25s, dense)", fused),
         ):
             document_rankings = {query_id: chunks.documents(ranked) for query_id, ranked in chunk_rankings.items()}
-            results.append((name, *mean_scores(document_rankings, qrels)))
+            results.append((name, evaluate(document_rankings, qrels)))
 
-        print(f"{len(chunks.ids)} chunks; document level, candidate pools of {POOL}")
-        print_table([(name, f"{n:.3f}", f"{r:.3f}") for name, n, r in results], ("config", "nDCG@10", "recall@100"))
+        print(f"{len(chunks.ids)} chunks; document level, candidate pools of {POOL} chunks")
+        print(
+            f"queries read as websearch syntax (`or`, `-word` or quotes): {len(syntax_queries)} "
+            f"({' '.join(syntax_queries)})"
+        )
+        print_table(
+            [
+                (name, f"{scores['ndcg@10']:.3f}", f"{scores['recall@100']:.3f}", f"{scores['documents_ranked']:.1f}")
+                for name, scores in results
+            ],
+            ("config", "nDCG@10", "recall@100", "documents ranked"),
+        )
         report(
             {
                 "dataset": str(args.dataset),
@@ -290,8 +344,10 @@ def main() -> None:
                 "never_retrieved": list(never_retrieved),
                 "chunks": len(chunks.ids),
                 "queries": len(query_text),
+                "websearch_syntax_queries": syntax_queries,
                 "results": [
-                    {"config": name, "ndcg@10": round(n, 4), "recall@100": round(r, 4)} for name, n, r in results
+                    {"config": name, **{measure: round(value, 4) for measure, value in scores.items()}}
+                    for name, scores in results
                 ],
             }
         )

@@ -25,6 +25,21 @@ def or_query(query: str) -> str:
     return " or ".join(_WORD.findall(query))
 
 
+_PHRASE = re.compile(r'"[^"]*"')
+
+
+def phrase_and_exclusion_filter(query: str) -> str | None:
+    """The quoted phrases and ``-excluded`` terms of a query, as websearch syntax, or None.
+
+    BM25 already ranks chunks by any of the query's words; only phrases and exclusions restrict
+    which chunks may match. A lowercase "or" in a question is an ordinary word here.
+    """
+    phrases = [p for p in _PHRASE.findall(query) if p.strip('" ')]
+    outside = _PHRASE.sub(" ", query).replace('"', " ")
+    exclusions = [w for w in outside.split() if w.startswith("-") and len(w) > 1]
+    return " ".join(phrases + exclusions) or None
+
+
 def positive_text(query: str) -> str:
     """The words that score: everything but ``-excluded`` terms (phrase quotes removed)."""
     kept = [w for w in query.replace('"', " ").split() if not (w.startswith("-") and len(w) > 1)]

@@ -21,8 +21,8 @@ from retrieval.ranking import (
     best_correction,
     fuse,
     or_query,
+    phrase_and_exclusion_filter,
     positive_text,
-    uses_websearch_syntax,
     within_distance,
 )
 from stores.models import RagStore
@@ -102,13 +102,13 @@ def embed_query(store: RagStore, query: str) -> list[float]:
 
 
 def _vector_side(store: RagStore, query_vector: str, limit: int) -> list[tuple[int, float]]:
-    store_chunks = sql.store_chunk_count(store.pk)
+    store_chunks, table_rows = sql.chunk_counts(store.pk, store.dimensions)
     # A small store is searched exactly: cheaper than the graph, and never starved of results
     # by the other stores sharing its width table.
     exact = store_chunks <= settings.VECTOR_EXACT_SCAN_MAX_CHUNKS
     # The iterative scan skips other stores' rows; let it read enough of the table to find
     # `limit` of this store's rows even when the store is a small share of it.
-    share = store_chunks / max(sql.table_rows_estimate(store.dimensions), store_chunks, 1)
+    share = store_chunks / max(table_rows, store_chunks, 1)
     max_scan_tuples = max(sql.DEFAULT_MAX_SCAN_TUPLES, math.ceil(4 * limit / max(share, 1e-6)))
     return sql.vector_candidates(
         store_id=store.pk,
@@ -141,9 +141,11 @@ def _lexical_side(
             return "pg_search", answered
         options = replace(options, backend="pgvector")
     if options.backend == "bm25":
-        syntax = uses_websearch_syntax(query)
         return "bm25", sql.bm25_candidates(
-            store_id=store.pk, scoring_text=positive_text(query), filter_query=query if syntax else None, limit=limit
+            store_id=store.pk,
+            scoring_text=positive_text(query),
+            filter_query=phrase_and_exclusion_filter(query),
+            limit=limit,
         )
     return "pgvector", sql.fulltext_candidates(
         store_id=store.pk, config=options.fts_config, query=or_query(query), limit=limit

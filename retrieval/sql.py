@@ -4,6 +4,8 @@ current connection and returns plain tuples."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from django.db import connection
 
 from stores.vector_tables import column_type, table_name
@@ -17,20 +19,16 @@ def _vector_literal(width: int) -> str:
     return f"%s::{column_type(width)}({width})"
 
 
-def table_rows_estimate(width: int) -> int:
+def chunk_counts(store_id: int, width: int) -> tuple[int, int]:
+    """(the store's chunks, the planner's row estimate of its width table), in one round trip."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = to_regclass(%s)", [table_name(width)]
+            "SELECT coalesce((SELECT chunk_count FROM store_text_stats WHERE store_id = %s), 0),"
+            " coalesce((SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = to_regclass(%s)), 0)",
+            [store_id, table_name(width)],
         )
-        row = cursor.fetchone()
-    return row[0] if row else 0
-
-
-def store_chunk_count(store_id: int) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT chunk_count FROM store_text_stats WHERE store_id = %s", [store_id])
-        row = cursor.fetchone()
-    return row[0] if row else 0
+        store_chunks, table_rows = cursor.fetchone()
+    return store_chunks, table_rows
 
 
 def vector_candidates(
@@ -95,6 +93,22 @@ def fulltext_candidates(*, store_id: int, config: str, query: str, limit: int) -
         return cursor.fetchall()
 
 
+# Common terms are looked up for the surviving candidates one term per step, the more selective
+# first, re-tightening the bounds after each; terms beyond the last step share it.
+BM25_LOOKUP_STEPS = 4
+# The first floor fully scores this many times n chunks, the ones the rarest term scores best.
+BM25_FLOOR_SAMPLE = 2
+# Relative margin on every "this bound is below the floor" test, so floating-point rounding of a
+# sum can never prune a chunk that ties with the n-th best.
+_BOUND_SLACK = 1e-9
+# One posting's share of the score; `w` is the term's weights row, `ct` the posting. The
+# constants are float8 parameters: as bare literals they would be numeric, and numeric
+# arithmetic on every posting costs more than the rest of the scan.
+_CONTRIBUTION = (
+    "w.idf * ct.tf / (ct.tf + %(k1)s::float8 * (1 - %(b)s::float8 + %(b)s::float8 * ct.chunk_length / stats.avgdl))"
+)
+
+
 def bm25_candidates(
     *, store_id: int, scoring_text: str, filter_query: str | None, limit: int
 ) -> list[tuple[int, float]]:
@@ -104,36 +118,13 @@ def bm25_candidates(
 
     ``filter_query`` (websearch syntax) restricts the result to chunks matching its phrases and
     exclusions; scoring uses the positive terms of ``scoring_text`` only.
+
+    The top ``limit`` are exact, but the postings of common terms are mostly skipped (MaxScore);
+    see :func:`_bm25_statement`.
     """
-    phrase_filter = (
-        "JOIN chunks c ON c.id = scored.chunk_id AND c.tsv @@ websearch_to_tsquery('simple', %(filter)s)"
-        if filter_query
-        else ""
-    )
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""
-            WITH terms AS (
-                SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector('simple', %(text)s))
-            ), stats AS (
-                SELECT chunk_count::float8 AS n, greatest(token_total::float8 / greatest(chunk_count, 1), 1e-9) AS avgdl
-                FROM store_text_stats WHERE store_id = %(store)s
-            ), weights AS (
-                SELECT st.term, ln(1 + (stats.n - st.df + 0.5) / (st.df + 0.5)) AS idf
-                FROM store_terms st, stats
-                WHERE st.store_id = %(store)s AND st.term IN (SELECT term FROM terms)
-            ), scored AS (
-                SELECT ct.chunk_id,
-                       sum(w.idf * ct.tf
-                           / (ct.tf + %(k1)s * (1 - %(b)s + %(b)s * ct.chunk_length / stats.avgdl))) AS score
-                FROM weights w
-                JOIN chunk_terms ct ON ct.store_id = %(store)s AND ct.term = w.term
-                CROSS JOIN stats
-                GROUP BY ct.chunk_id
-            )
-            SELECT scored.chunk_id, scored.score FROM scored {phrase_filter}
-            ORDER BY scored.score DESC, scored.chunk_id LIMIT %(limit)s
-            """,
+            _bm25_statement(filtered=bool(filter_query), lookup_steps=BM25_LOOKUP_STEPS),
             {
                 "text": scoring_text,
                 "store": store_id,
@@ -141,9 +132,155 @@ def bm25_candidates(
                 "b": BM25_B,
                 "filter": filter_query,
                 "limit": limit,
+                "sample": BM25_FLOOR_SAMPLE * limit,
+                "slack": _BOUND_SLACK,
             },
         )
         return cursor.fetchall()
+
+
+@lru_cache(maxsize=8)
+def _bm25_statement(*, filtered: bool, lookup_steps: int) -> str:
+    """The BM25 top-n statement: exact, with MaxScore pruning.
+
+    A term adds less than its idf to any chunk's score, and every score is a sum of positive
+    parts. So the n-th best full score among any chunks is a floor the n-th best overall cannot
+    be under; the first floor comes from fully scoring the 2n chunks the rarest term scores
+    best. A chunk holding only terms whose idfs sum below the floor cannot reach the first n,
+    so the terms whose idf, together with every more common term's, stays under it (the common
+    "lookup" terms) are not read to find candidates: the other terms' postings are, giving
+    candidates with partial scores. A candidate whose partial score plus the idfs of the terms
+    not yet added is under the floor is dropped. Each step then raises the floor to the n-th
+    best partial score, drops again, and adds the next lookup term for the candidates left
+    (one index-only probe per candidate, or a walk over the term's postings where candidates
+    are dense: the btree `= ANY` scan does whichever is cheaper). Ties with the n-th best are
+    never dropped, so the result and its order (score, then chunk id) are those of full
+    scoring. With a filter, floors count only chunks that pass it.
+    """
+    passes_filter = (
+        "WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = ranked.chunk_id"
+        " AND c.tsv @@ websearch_to_tsquery('simple', %(filter)s))"
+        if filtered
+        else ""
+    )
+
+    def best(scores: str, *, offset: str, columns: str = "score") -> str:
+        # The inner sort (kept apart by OFFSET 0) lets the planner check a filter in score order,
+        # only until enough chunks passed; the outer ORDER BY is what guarantees the order.
+        return (
+            f"SELECT {columns} FROM (SELECT chunk_id, score FROM {scores} ORDER BY score DESC OFFSET 0) ranked "
+            f"{passes_filter} ORDER BY score DESC {offset}"
+        )
+
+    def postings(terms: str, condition: str = "") -> str:
+        return (
+            f"FROM {terms} w JOIN chunk_terms ct ON ct.store_id = %(store)s AND ct.term = w.term {condition} "
+            "CROSS JOIN stats"
+        )
+
+    def still_to_add(step: int) -> str:
+        return f"(SELECT coalesce(sum(idf), 0) FROM lookup WHERE step >= {step})"
+
+    def raise_floor(step: int) -> str:
+        # Before the first lookup, one essential term's partial scores are that term's own, whose
+        # n-th best the first floor already is at least: nothing to sort.
+        settled = "f.floor = '-infinity'" + (" OR (SELECT count(*) FROM essential) = 1" if step == 1 else "")
+        return (
+            f"SELECT CASE WHEN {settled} THEN f.floor ELSE greatest(f.floor, coalesce(("
+            f"{best(f'survivors_{step - 1}', offset='OFFSET %(limit)s - 1 LIMIT 1')}), f.floor)) END AS floor"
+        )
+
+    steps = []
+    for step in range(1, lookup_steps + 1):
+        # Every step but the last adds one term, whose postings name each chunk once.
+        one_term = step < lookup_steps
+        kept = f"(s.score + {still_to_add(step)}) * (1 + %(slack)s::float8) >= f.floor"
+        steps.append(
+            f"""
+            floor_{step} AS MATERIALIZED (
+                {raise_floor(step)} FROM floor_{step - 1} f
+            ), survivors_{step} AS MATERIALIZED (
+                SELECT s.chunk_id, s.score + coalesce(found.score, 0) AS score
+                FROM survivors_{step - 1} s CROSS JOIN floor_{step} f LEFT JOIN (
+                    SELECT ct.chunk_id, {_CONTRIBUTION if one_term else f"sum({_CONTRIBUTION})"} AS score
+                    {postings("lookup", f"AND ct.chunk_id = ANY(ARRAY("
+                                        f"SELECT s.chunk_id FROM survivors_{step - 1} s, floor_{step} f WHERE {kept}))")}
+                    WHERE w.step = {step} {"" if one_term else "GROUP BY ct.chunk_id"}
+                ) found ON found.chunk_id = s.chunk_id
+                WHERE {kept}
+            )"""
+        )
+    # Only the chain ending at the last step that holds a lookup term is evaluated: CTEs are
+    # computed when first read, and the other branches are cut by their one-time filters.
+    finals = [
+        f"SELECT chunk_id, score FROM survivors_{step} WHERE coalesce((SELECT max(step) FROM lookup), 0) = {step}"
+        for step in range(lookup_steps + 1)
+    ]
+    phrase_filter = (
+        "JOIN chunks c ON c.id = scored.chunk_id AND c.tsv @@ websearch_to_tsquery('simple', %(filter)s)"
+        if filtered
+        else ""
+    )
+    return f"""
+        WITH query_terms AS (
+            SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector('simple', %(text)s))
+        ), stats AS MATERIALIZED (
+            SELECT chunk_count::float8 AS n, greatest(token_total::float8 / greatest(chunk_count, 1), 1e-9) AS avgdl
+            FROM store_text_stats WHERE store_id = %(store)s
+        ), weights AS MATERIALIZED (
+            -- bound_through: the idfs of this term and of every more common one, the most those
+            -- terms together can add to a chunk.
+            SELECT term, idf, rarity, sum(idf) OVER (ORDER BY rarity DESC) AS bound_through
+            FROM (
+                SELECT st.term, ln(1 + (stats.n - st.df + 0.5) / (st.df + 0.5)) AS idf,
+                       row_number() OVER (ORDER BY st.df, st.term) AS rarity
+                FROM store_terms st, stats
+                WHERE st.store_id = %(store)s AND st.term IN (SELECT term FROM query_terms)
+            ) ranked_terms
+        ), sample AS MATERIALIZED (
+            {
+        best(
+            f"(SELECT ct.chunk_id, {_CONTRIBUTION} AS score {postings('weights')} WHERE w.rarity = 1) rarest",
+            offset="LIMIT %(sample)s",
+            columns="chunk_id, score",
+        )
+    }
+        ), floor_0 AS MATERIALIZED (
+            -- Bounds only hold when every idf is positive (always, unless the statistics are
+            -- inconsistent); otherwise nothing is pruned.
+            SELECT CASE WHEN (SELECT bool_and(idf > 0) FROM weights) THEN coalesce((
+                SELECT s.score + coalesce(other.score, 0) AS score
+                FROM sample s LEFT JOIN (
+                    SELECT ct.chunk_id, sum({_CONTRIBUTION}) AS score
+                    {postings("weights", "AND ct.chunk_id = ANY(ARRAY(SELECT chunk_id FROM sample))")}
+                    WHERE w.rarity > 1
+                    GROUP BY ct.chunk_id
+                ) other ON other.chunk_id = s.chunk_id
+                ORDER BY 1 DESC OFFSET %(limit)s - 1 LIMIT 1
+            ), 0) ELSE '-infinity'::float8 END AS floor
+        ), essential AS MATERIALIZED (
+            SELECT w.term, w.idf FROM weights w, floor_0 f WHERE w.bound_through * (1 + %(slack)s::float8) >= f.floor
+        ), lookup AS MATERIALIZED (
+            SELECT term, idf, least(row_number() OVER (ORDER BY rarity), {lookup_steps}) AS step
+            FROM weights WHERE term NOT IN (SELECT term FROM essential)
+        ), survivors_0 AS MATERIALIZED (
+            SELECT partial.chunk_id, partial.score
+            FROM (
+                -- One essential term needs no aggregate: its postings name each chunk once.
+                SELECT ct.chunk_id, {_CONTRIBUTION} AS score {postings("essential")}
+                WHERE (SELECT count(*) FROM essential) = 1
+                UNION ALL
+                SELECT ct.chunk_id, sum({_CONTRIBUTION}) AS score {postings("essential")}
+                WHERE (SELECT count(*) FROM essential) > 1
+                GROUP BY ct.chunk_id
+            ) partial, floor_0 f
+            WHERE (partial.score + {still_to_add(1)}) * (1 + %(slack)s::float8) >= f.floor
+        ), {",".join(steps)}, scored AS (
+            {" UNION ALL ".join(finals)}
+        )
+        SELECT scored.chunk_id, scored.score FROM scored {phrase_filter}
+        ORDER BY scored.score DESC, scored.chunk_id LIMIT %(limit)s
+    """
 
 
 def hit_details(chunk_ids: list[int]) -> dict[int, tuple]:

@@ -112,7 +112,12 @@ class Document(models.Model):
         db_table = "documents"
         ordering = ["-id"]
         constraints = [
-            models.UniqueConstraint(fields=["store", "content_sha256"], name="documents_unique_bytes_per_store"),
+            # Empty files hold nothing to duplicate: each is kept, and fails as empty.
+            models.UniqueConstraint(
+                fields=["store", "content_sha256"],
+                condition=models.Q(size_bytes__gt=0),
+                name="documents_unique_bytes_per_store",
+            ),
         ]
         indexes = [
             models.Index(fields=["status", "id"], name="documents_queue"),

@@ -3,6 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from stores.models import Document, DocumentStatus, RagStore, RerankBackend, SearchBackend, SearchMode
+from stores.selectors import DOCUMENT_LIST_FIELDS
 from stores.services import STORE_DEFAULTS, store_limits
 
 # For these settings 0 means "the default", as in the original product.
@@ -93,25 +94,8 @@ class DocumentOutput(serializers.ModelSerializer):
 
     class Meta:
         model = Document
-        fields = [
-            "id",
-            "rag_store_id",
-            "filename",
-            "title",
-            "mime",
-            "source",
-            "tags",
-            "size_bytes",
-            "content_sha256",
-            "status",
-            "progress_percent",
-            "error",
-            "page_count",
-            "chunk_count",
-            "attempts",
-            "created_at",
-            "updated_at",
-        ]
+        # Exactly what the list selector loads (the original bytes are never read for output).
+        fields = ["rag_store_id" if name == "store_id" else name for name in DOCUMENT_LIST_FIELDS]
 
 
 class DocumentListQuery(serializers.Serializer):

@@ -297,7 +297,7 @@ def _create_document(store: RagStore, incoming: IncomingFile, file_format: str) 
     with transaction.atomic():
         locked = RagStore.objects.select_for_update().get(pk=store.pk)
         digest = hashlib.sha256(incoming.data).hexdigest()
-        existing = Document.objects.filter(store=locked, content_sha256=digest).first()
+        existing = Document.objects.filter(store=locked, content_sha256=digest, size_bytes__gt=0).first()
         if existing is not None:
             raise Conflict(
                 f'"{incoming.filename}" is identical to document {existing.pk} ("{existing.filename}") in this store',

@@ -82,6 +82,22 @@ class _HttpEmbeddingProvider(EmbeddingProvider):
         self.api_key = api_key
         self.timeout = timeout
 
+    def _bearer(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def _inputs(self, texts: Sequence[str]) -> dict:
+        body: dict = {"model": self.model, "input": list(texts)}
+        if self.dimensions:
+            body["dimensions"] = self.dimensions
+        return body
+
+    @staticmethod
+    def _counted(vectors: list[list[float]], texts: Sequence[str], reported: object) -> Embeddings:
+        """The upstream's token count when it gave a usable one, else an estimate."""
+        if isinstance(reported, int) and not isinstance(reported, bool) and reported >= 0:
+            return Embeddings(vectors, reported, True)
+        return Embeddings(vectors, estimate_tokens(texts), False)
+
     def _post(self, url: str, body: dict, headers: dict[str, str]) -> object:
         try:
             response = http.request("POST", url, headers=headers, json_body=body, timeout=self.timeout)
@@ -125,11 +141,7 @@ class OpenAIEmbeddings(_HttpEmbeddingProvider):
     max_batch = 256
 
     def embed(self, texts: Sequence[str]) -> Embeddings:
-        body: dict = {"model": self.model, "input": list(texts)}
-        if self.dimensions:
-            body["dimensions"] = self.dimensions
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        reply = self._post(f"{self.base_url}/embeddings", body, headers)
+        reply = self._post(f"{self.base_url}/embeddings", self._inputs(texts), self._bearer())
         _require(isinstance(reply, dict) and isinstance(reply.get("data"), list), self.label, "no data list")
         items = reply["data"]
         _require(all(isinstance(i, dict) and "embedding" in i for i in items), self.label, "item without embedding")
@@ -137,10 +149,7 @@ class OpenAIEmbeddings(_HttpEmbeddingProvider):
             items = sorted(items, key=lambda i: i["index"])
         vectors = self._check_vectors([i["embedding"] for i in items], len(texts))
         usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
-        tokens = usage.get("prompt_tokens", usage.get("total_tokens"))
-        if isinstance(tokens, int) and tokens >= 0:
-            return Embeddings(vectors, tokens, True)
-        return Embeddings(vectors, estimate_tokens(texts), False)
+        return self._counted(vectors, texts, usage.get("prompt_tokens", usage.get("total_tokens")))
 
 
 class CustomOpenAIEmbeddings(OpenAIEmbeddings):
@@ -152,17 +161,10 @@ class OllamaEmbeddings(_HttpEmbeddingProvider):
     max_batch = 64
 
     def embed(self, texts: Sequence[str]) -> Embeddings:
-        body: dict = {"model": self.model, "input": list(texts)}
-        if self.dimensions:
-            body["dimensions"] = self.dimensions
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        reply = self._post(f"{self.base_url}/api/embed", body, headers)
+        reply = self._post(f"{self.base_url}/api/embed", self._inputs(texts), self._bearer())
         _require(isinstance(reply, dict) and "embeddings" in reply, self.label, "no embeddings")
         vectors = self._check_vectors(reply["embeddings"], len(texts))
-        tokens = reply.get("prompt_eval_count")
-        if isinstance(tokens, int) and tokens >= 0:
-            return Embeddings(vectors, tokens, True)
-        return Embeddings(vectors, estimate_tokens(texts), False)
+        return self._counted(vectors, texts, reply.get("prompt_eval_count"))
 
 
 class GeminiEmbeddings(_HttpEmbeddingProvider):
@@ -188,7 +190,7 @@ class GeminiEmbeddings(_HttpEmbeddingProvider):
             _require(isinstance(reply, dict) and isinstance(reply.get("embeddings"), list), self.label, "no embeddings")
             raw = [e.get("values") if isinstance(e, dict) else None for e in reply["embeddings"]]
         # Gemini reports no token usage for embeddings.
-        return Embeddings(self._check_vectors(raw, len(texts)), estimate_tokens(texts), False)
+        return self._counted(self._check_vectors(raw, len(texts)), texts, None)
 
 
 class LocalEmbeddings(EmbeddingProvider):

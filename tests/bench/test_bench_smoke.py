@@ -74,6 +74,7 @@ QUALITY_CONFIGS = [
     "hybrid bm25",
     "hybrid bm25 + typo tolerance",
     "hybrid bm25 weights 1:1.5",
+    "hybrid bm25, plain-word queries (diagnostic)",
     "baseline bm25s",
     "baseline exact dense",
     "baseline rrf(bm25s, dense)",
@@ -93,6 +94,36 @@ def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(ru
     assert [row["config"] for row in result["results"]] == QUALITY_CONFIGS
     for row in result["results"]:
         assert 0.0 <= row["ndcg@10"] <= 1.0 and 0.0 <= row["recall@100"] <= 1.0
+        assert row["documents_ranked"] > 0
     time.sleep(1)  # the worker's children may take a moment to go after their parent
     assert processes_left_by_run(run_tmpdir, workers_before) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []  # the scratch folder was removed
+
+
+SEARCH_LATENCY_CONFIGS = [
+    ("vector", None),
+    ("lexical", "bm25"),
+    ("lexical", "pgvector"),
+    ("hybrid", "bm25"),
+    ("hybrid", "pgvector"),
+]
+
+
+@pytest.mark.slow
+def test_search_latency_smoke_reports_every_mode_and_backend_and_leaves_nothing_running(run_tmpdir):
+    workers_before = running_workers()
+
+    finished = run_bench("search_latency.py", run_tmpdir, "--smoke")
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert {"chunks", "results", "hnsw_recall@10", "ef_search", "fill_seconds"} <= result.keys()
+    assert result["chunks"] == 2000
+    assert [(row["mode"], row["backend"]) for row in result["results"]] == SEARCH_LATENCY_CONFIGS
+    for row in result["results"]:
+        assert {"p50_ms", "p95_ms", "raw_p50_ms", "raw_p95_ms", "overhead_p50_ms"} <= row.keys()
+        assert 0 < row["p50_ms"] <= row["p95_ms"]
+    assert 0.0 <= result["hnsw_recall@10"] <= 1.0
+    time.sleep(1)
+    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert list(run_tmpdir.glob("ragmux-bench-*")) == []

@@ -9,6 +9,7 @@ from retrieval.ranking import (
     edit_distance,
     fuse,
     or_query,
+    phrase_and_exclusion_filter,
     positive_text,
     uses_websearch_syntax,
     within_distance,
@@ -65,6 +66,20 @@ def test_websearch_syntax_detection():
     assert uses_websearch_syntax("-excluded word")
     assert not uses_websearch_syntax("oregon orchards")
     assert not uses_websearch_syntax("well-known ERR-4521")
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("what is the speed of sound", None),
+        ("exact or approximate methods", None),  # a plain question: "or" is just a word to BM25
+        ('"return policy" refunds -shipping', '"return policy" -shipping'),
+        ("refunds -shipping -fees", "-shipping -fees"),
+        ('say "" nothing', None),
+    ],
+)
+def test_only_phrases_and_exclusions_restrict_bm25(query, expected):
+    assert phrase_and_exclusion_filter(query) == expected
 
 
 def test_positive_text_keeps_phrases_and_drops_exclusions():

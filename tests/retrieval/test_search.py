@@ -219,3 +219,9 @@ def test_hybrid_finds_an_exact_identifier_the_embedding_model_misses(build_store
     assert "printers.txt" not in names(vector)
     hybrid = store_search(store=store, query="ERR-4521", overrides={"mode": "hybrid"})
     assert names(hybrid)[0] == "printers.txt"
+
+
+def test_a_question_with_or_in_it_still_ranks_by_any_word_under_bm25(build_store):
+    store = build_store({"exact.txt": "exact methods", "approx.txt": "approximate methods", "none.txt": "nothing"})
+    result = store_search(store=store, query="what exact or approximate methods", overrides={"mode": "lexical"})
+    assert sorted(names(result)) == ["approx.txt", "exact.txt"]

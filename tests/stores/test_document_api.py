@@ -290,3 +290,14 @@ def test_concurrent_uploads_never_exceed_the_quota(api, fake_connection):
         statuses = list(pool.map(send, range(10)))
     assert sorted(statuses) == [202] * 5 + [422] * 5
     assert Document.objects.filter(store_id=store["id"]).count() == 5
+
+
+def test_empty_files_are_never_duplicates_and_each_fails_as_empty(api, fake_connection, ingest_now):
+    store = make_store(api, fake_connection)
+    response = upload(api("editor"), store, text_file("471.txt", b""), text_file("995.txt", b""))
+    assert response.status_code == 202
+    ingest_now()
+    assert sorted(Document.objects.values_list("filename", "status", "error")) == [
+        ("471.txt", "failed", "the document contains no text"),
+        ("995.txt", "failed", "the document contains no text"),
+    ]

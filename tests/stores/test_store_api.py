@@ -174,3 +174,51 @@ def test_only_admins_write_stores(api, fake_connection, persona):
 def test_who_reads_stores(api, fake_connection, persona, status):
     create_store(api("admin"), fake_connection)
     assert api(persona).get("/admin/api/rag-stores").status_code == status
+
+
+@pytest.mark.parametrize(
+    ("change", "recommended"),
+    [
+        ({"chunk_size": 1500}, True),
+        ({"chunk_overlap": 100}, True),
+        ({"contextual_chunks": False}, True),
+        ({"chunking_strategy": "words"}, True),
+        ({"top_k": 8}, False),
+        ({"search_backend": "pgvector"}, False),
+        ({"fts_config": "english"}, False),
+        ({"max_distance": 0.4}, False),
+    ],
+)
+def test_reprocess_is_recommended_only_for_chunk_shaping_changes(api, fake_connection, change, recommended):
+    from stores.services import IncomingFile, document_upload
+
+    admin = api("admin")
+    store = create_store(admin, fake_connection)
+    empty = admin.patch(f"/admin/api/rag-stores/{store['id']}", json=change).json()
+    assert empty["reprocess_recommended"] is False  # nothing to reprocess yet
+    document_upload(store=RagStore.objects.get(pk=store["id"]), files=[IncomingFile(filename="a.txt", data=b"x")])
+    admin.put(
+        f"/admin/api/rag-stores/{store['id']}", json={"name": "handbook", "embedding_connection_id": fake_connection.id}
+    )
+    changed = admin.patch(f"/admin/api/rag-stores/{store['id']}", json=change).json()
+    assert changed["reprocess_recommended"] is recommended
+
+
+def test_the_embedding_connection_is_fixed_once_the_store_holds_chunks(api, fake_connection, ingest_now):
+    from stores.services import IncomingFile, document_upload
+
+    other = connection_create(
+        name="other",
+        provider_type="openai",
+        base_url=fake_connection.base_url,
+        model_name="other-model",
+        dimensions=None,
+        api_key="",
+    )
+    admin = api("admin")
+    store = create_store(admin, fake_connection)
+    document_upload(store=RagStore.objects.get(pk=store["id"]), files=[IncomingFile(filename="a.txt", data=b"text")])
+    ingest_now()
+    response = admin.patch(f"/admin/api/rag-stores/{store['id']}", json={"embedding_connection_id": other.id})
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "embedding_connection_locked"

@@ -1,0 +1,100 @@
+"""BM25 skips most postings of common terms (MaxScore pruning); the top n must stay exactly what
+full scoring gives: same chunks, same order (ties by chunk id), same scores as bm25s."""
+
+import random
+
+import bm25s
+import numpy as np
+import pytest
+from django.db import connection
+
+from retrieval import sql
+from retrieval.ranking import phrase_and_exclusion_filter, positive_text
+from retrieval.search import store_search
+from stores.models import RagStore
+from stores.services import IncomingFile, document_upload, store_create
+from tests.retrieval.test_bm25 import chunk_tokens, query_tokens
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# A Zipf-like vocabulary: the first words are in nearly every chunk, the last in a handful, so
+# queries mix postings lists of very different lengths, as in real text.
+WORDS = [f"word{rank}" for rank in range(1, 61)]
+ZIPF_WEIGHTS = [1 / rank for rank in range(1, 61)]
+
+
+def random_text(rng: random.Random, low: int, high: int) -> str:
+    return " ".join(rng.choices(WORDS, weights=ZIPF_WEIGHTS, k=rng.randint(low, high)))
+
+
+@pytest.fixture
+def zipf_store(fake_connection, ingest_now):
+    rng = random.Random(20261130)
+    texts = [random_text(rng, 3, 40) for _ in range(180)]
+    texts += texts[:6]  # identical chunks: exact ties the order must break by chunk id
+    created = store_create(name="zipf", values={"embedding_connection_id": fake_connection.id, "chunk_size": 20000})
+    files = [IncomingFile(filename=f"doc{n}.txt", data=f"{text} doc{n}".encode()) for n, text in enumerate(texts)]
+    assert document_upload(store=created, files=files).error is None
+    ingest_now()
+    return RagStore.objects.get(pk=created.pk)
+
+
+def matching_chunks(store: RagStore, query: str) -> set[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM chunks WHERE store_id = %s AND tsv @@ websearch_to_tsquery('simple', %s)", [store.pk, query]
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def expected_top(store: RagStore, query: str, limit: int) -> list[tuple[int, float]]:
+    ids, tokens = chunk_tokens(store)
+    reference = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
+    reference.index(tokens, show_progress=False)
+    scores = reference.get_scores(query_tokens(positive_text(query)))
+    phrase_filter = phrase_and_exclusion_filter(query)
+    allowed = matching_chunks(store, phrase_filter) if phrase_filter else set(ids)
+    ranked = sorted(
+        ((chunk_id, score) for chunk_id, score in zip(ids, scores, strict=True) if score > 0 and chunk_id in allowed),
+        key=lambda pair: (-round(pair[1], 9), pair[0]),
+    )
+    return ranked[:limit]
+
+
+def assert_same_top(store: RagStore, query: str, limit: int) -> None:
+    expected = expected_top(store, query, limit)
+    result = store_search(
+        store=store, query=query, overrides={"mode": "lexical", "backend": "bm25", "top_k": limit}, candidates=limit
+    )
+    assert [hit.chunk_id for hit in result.hits] == [chunk_id for chunk_id, _ in expected], (query, limit)
+    np.testing.assert_allclose([hit.lex_score for hit in result.hits], [s for _, s in expected], atol=1e-4)
+
+
+@pytest.mark.parametrize("lookup_steps", [1, 2, sql.BM25_LOOKUP_STEPS])
+def test_pruned_top_n_equals_full_scoring(zipf_store, monkeypatch, lookup_steps):
+    # One step looks every common term up at once; more steps re-tighten the bounds in between.
+    monkeypatch.setattr(sql, "BM25_LOOKUP_STEPS", lookup_steps)
+    rng = random.Random(lookup_steps)
+    queries = [" ".join(rng.sample(WORDS, rng.randint(1, 6))) for _ in range(25)]
+    queries += ["word1 word2 word3", "word1 word60", "word59 word60", "doc3 word1", "doc181 word1 word2"]
+    for query in queries:
+        for limit in (1, 3, 10):
+            assert_same_top(zipf_store, query, limit)
+
+
+def test_pruning_keeps_phrase_and_exclusion_semantics(zipf_store):
+    queries = [
+        '"word1 word2" word40',
+        '"word1 word1" word7 word50',
+        "word1 word45 -word2",
+        "word3 word30 -word1",
+        '"word2 word1" -word5 word55',
+        "word58 or word1",
+    ]
+    for query in queries:
+        for limit in (1, 3, 10):
+            assert_same_top(zipf_store, query, limit)
+
+
+def test_every_ranked_chunk_is_returned_when_the_limit_exceeds_them(zipf_store):
+    assert_same_top(zipf_store, "word20 word1", 1000)
