@@ -18,9 +18,11 @@ import argparse
 import hashlib
 import os
 import time
+from contextlib import contextmanager
+from functools import partial
+from unittest import mock
 
 import numpy as np
-
 from harness import BenchEnvironment, fresh_store, local_connection, percentile, print_table, report
 
 DIMENSIONS = 384
@@ -115,7 +117,7 @@ def fill_store(store, texts: list[str], vectors: np.ndarray) -> tuple[np.ndarray
     from ingestion.pipeline import model_key
     from stores.models import Document, RagStore
     from stores.text_stats import TOKEN_COUNT_SQL, lock_store_stats
-    from stores.vector_tables import column_type, ensure_embedding_table, index_name, table_name
+    from stores.vector_tables import column_type, ensure_embedding_table, index_name
 
     steps: dict[str, float] = {}
     started = time.monotonic()
@@ -134,9 +136,15 @@ def fill_store(store, texts: list[str], vectors: np.ndarray) -> tuple[np.ndarray
     documents = Document.objects.bulk_create(
         [
             Document(
-                store=store, filename=f"synthetic-{n}.txt", title=f"synthetic {n}", mime="text/plain",
-                original=b"", size_bytes=0, content_sha256=hashlib.sha256(f"{store.pk}:{n}".encode()).hexdigest(),
-                status="ready", progress_percent=100,
+                store=store,
+                filename=f"synthetic-{n}.txt",
+                title=f"synthetic {n}",
+                mime="text/plain",
+                original=b"",
+                size_bytes=0,
+                content_sha256=hashlib.sha256(f"{store.pk}:{n}".encode()).hexdigest(),
+                status="ready",
+                progress_percent=100,
                 chunk_count=min(CHUNKS_PER_DOCUMENT, len(texts) - n * CHUNKS_PER_DOCUMENT),
             )
             for n in range(document_count)
@@ -147,6 +155,7 @@ def fill_store(store, texts: list[str], vectors: np.ndarray) -> tuple[np.ndarray
     steps["documents"] = time.monotonic() - started
 
     key = model_key(store.embedding_connection)
+    token_count = TOKEN_COUNT_SQL.format(content="x.content")
     chunk_ids = np.zeros(len(texts), dtype=np.int64)
     insert_started = time.monotonic()
     for start in range(0, len(texts), FILL_BATCH):
@@ -157,7 +166,7 @@ def fill_store(store, texts: list[str], vectors: np.ndarray) -> tuple[np.ndarray
             cursor.execute(
                 f"""
                 INSERT INTO chunks (store_id, document_id, index, content, section, page, embedded_hash, token_count)
-                SELECT %s, x.document_id, x.idx, x.content, '', NULL, x.digest, {TOKEN_COUNT_SQL.format(content="x.content")}
+                SELECT %s, x.document_id, x.idx, x.content, '', NULL, x.digest, {token_count}
                 FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[]) AS x(document_id, idx, content, digest)
                 RETURNING id, document_id, index
                 """,
@@ -169,8 +178,12 @@ def fill_store(store, texts: list[str], vectors: np.ndarray) -> tuple[np.ndarray
                     hashes,
                 ],
             )
-            position_of = {(d, i): d_index for d_index, (d, i) in enumerate(
-                (document_ids[p // CHUNKS_PER_DOCUMENT], p % CHUNKS_PER_DOCUMENT) for p in positions)}
+            position_of = {
+                (d, i): d_index
+                for d_index, (d, i) in enumerate(
+                    (document_ids[p // CHUNKS_PER_DOCUMENT], p % CHUNKS_PER_DOCUMENT) for p in positions
+                )
+            }
             batch_ids = np.zeros(len(batch_texts), dtype=np.int64)
             for chunk_id, document_id, index in cursor.fetchall():
                 batch_ids[position_of[(document_id, index)]] = chunk_id
@@ -271,10 +284,11 @@ def replay(statements: list[tuple[str, object]]) -> None:
                 cursor.fetchall()
 
 
-def timed(call) -> float:
+def timed(call, *args, **kwargs) -> tuple[float, object]:
+    """(milliseconds, result) of one call."""
     started = time.perf_counter()
-    call()
-    return (time.perf_counter() - started) * 1000
+    result = call(*args, **kwargs)
+    return (time.perf_counter() - started) * 1000, result
 
 
 def measure_configuration(store, queries, query_vectors, mode, backend) -> tuple[list[float], list[float], list]:
@@ -284,15 +298,13 @@ def measure_configuration(store, queries, query_vectors, mode, backend) -> tuple
     overrides = {"mode": mode, "top_k": TOP_K, **({"backend": backend} if backend else {})}
     search_ms, raw_ms, hits = [], [], []
     for query, vector in zip(queries, query_vectors, strict=True):
-        def search(query=query, vector=vector):
-            return store_search(store=store, query=query, overrides=overrides, query_vector=vector)
-
+        search = partial(store_search, store=store, query=query, overrides=overrides, query_vector=vector)
         # The first run records the statements and warms the caches both timings then share.
         statements = capture_statements(search)
-        result = []
-        search_ms.append(timed(lambda search=search: result.append(search())))
-        raw_ms.append(timed(lambda statements=statements: replay(statements)))
-        hits.append([hit.chunk_id for hit in result[0].hits])
+        elapsed, result = timed(search)
+        search_ms.append(elapsed)
+        raw_ms.append(timed(replay, statements)[0])
+        hits.append([hit.chunk_id for hit in result.hits])
     return search_ms, raw_ms, hits
 
 
@@ -322,22 +334,42 @@ def ef_sweep(store, query_vectors, expected, chunk_count: int) -> list[dict]:
     for ef in EF_SWEEP:
         latencies, found = [], []
         for vector in query_vectors:
-            text = format_vector(vector.tolist())
-            candidates = []
-            latencies.append(timed(lambda text=text, candidates=candidates: candidates.extend(sql.vector_candidates(
-                store_id=store.pk, width=DIMENSIONS, query_vector=text, limit=limit, ef_search=ef, exact=False,
-                max_scan_tuples=sql.DEFAULT_MAX_SCAN_TUPLES))))
+            elapsed, candidates = timed(
+                sql.vector_candidates,
+                store_id=store.pk,
+                width=DIMENSIONS,
+                query_vector=format_vector(vector.tolist()),
+                limit=limit,
+                ef_search=ef,
+                exact=False,
+                max_scan_tuples=sql.DEFAULT_MAX_SCAN_TUPLES,
+            )
+            latencies.append(elapsed)
             found.append([chunk_id for chunk_id, _ in candidates[:RECALL_AT]])
-        rows.append({"ef_search": ef, "recall@10": round(recall(found, expected), 4),
-                     "p50_ms": round(percentile(latencies, 50), 3), "p95_ms": round(percentile(latencies, 95), 3)})
+        rows.append(
+            {
+                "ef_search": ef,
+                "recall@10": round(recall(found, expected), 4),
+                "p50_ms": round(percentile(latencies, 50), 3),
+                "p95_ms": round(percentile(latencies, 95), 3),
+            }
+        )
     return rows
 
 
-def metrics_round_trip_ms(samples: int) -> list[float]:
-    """What ``ragmux.metrics.observe`` (one Redis pipeline per search) costs."""
+@contextmanager
+def timing_metrics(samples: list[float]):
+    """Times every ``ragmux.metrics.observe`` call (one Redis round trip per search) into
+    ``samples`` while still recording the metric."""
     from ragmux import metrics
 
-    return [timed(lambda: metrics.observe("ragmux_bench_probe_seconds", 0.01, mode="bench")) for _ in range(samples)]
+    original = metrics.observe
+
+    def observe(*args, **kwargs):
+        samples.append(timed(original, *args, **kwargs)[0])
+
+    with mock.patch.object(metrics, "observe", observe):
+        yield
 
 
 def main() -> None:
@@ -365,9 +397,11 @@ def main() -> None:
         store = fresh_store(STORE_NAME, local_connection(), search_backend="bm25", search_mode="hybrid")
         chunk_ids, steps = fill_store(store, texts, vectors)
         fill_seconds = generate_seconds + sum(steps.values())
-        print(f"filled {chunk_count} chunks ({clusters} clusters, {VOCABULARY} words, Zipf s={ZIPF_EXPONENT}) in "
-              f"{fill_seconds:.1f}s: generate {generate_seconds:.1f}s, "
-              + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in steps.items()))
+        print(
+            f"filled {chunk_count} chunks ({clusters} clusters, {VOCABULARY} words, Zipf s={ZIPF_EXPONENT}) in "
+            f"{fill_seconds:.1f}s: generate {generate_seconds:.1f}s, "
+            + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in steps.items())
+        )
 
         queries = synthetic_texts(rng, words, cdf, query_count, WORDS_PER_QUERY)
         anchors = rng.choice(chunk_count, size=query_count, replace=False)
@@ -375,15 +409,19 @@ def main() -> None:
         expected = [exact_neighbours(vectors, chunk_ids, q, RECALL_AT) for q in query_vectors]
         ef_search = max(settings.HNSW_EF_SEARCH_MIN, 4 * 3 * TOP_K)
         load = os.getloadavg()
-        print(f"{query_count} queries of {WORDS_PER_QUERY[0]}-{WORDS_PER_QUERY[1]} words, top_k {TOP_K}; "
-              f"HNSW path: {chunk_count > settings.VECTOR_EXACT_SCAN_MAX_CHUNKS}, ef_search {ef_search}; "
-              f"load average {load[0]:.2f}")
+        print(
+            f"{query_count} queries of {WORDS_PER_QUERY[0]}-{WORDS_PER_QUERY[1]} words, top_k {TOP_K}; "
+            f"HNSW path: {chunk_count > settings.VECTOR_EXACT_SCAN_MAX_CHUNKS}, ef_search {ef_search}; "
+            f"load average {load[0]:.2f}"
+        )
 
-        results, rows, recall_at_10 = [], [], None
-        for mode, backend in CONFIGURATIONS:
-            search_ms, raw_ms, hits = measure_configuration(
-                store, queries, [q.tolist() for q in query_vectors], mode, backend
-            )
+        results, recall_at_10, observe_ms = [], None, []
+        # The slow full-text configurations go last, so the others are measured close together.
+        for mode, backend in sorted(CONFIGURATIONS, key=lambda configuration: configuration[1] == "pgvector"):
+            with timing_metrics(observe_ms):
+                search_ms, raw_ms, hits = measure_configuration(
+                    store, queries, [q.tolist() for q in query_vectors], mode, backend
+                )
             if mode == "vector":
                 recall_at_10 = recall([h[:RECALL_AT] for h in hits], expected)
             entry = {
@@ -394,31 +432,45 @@ def main() -> None:
                 "raw_p50_ms": round(percentile(raw_ms, 50), 3),
                 "raw_p95_ms": round(percentile(raw_ms, 95), 3),
                 "overhead_p50_ms": round(percentile(search_ms, 50) - percentile(raw_ms, 50), 3),
+                "load_average_1m": round(os.getloadavg()[0], 2),
             }
             results.append(entry)
-            rows.append((mode, backend or "-", *(f"{entry[k]:.2f}" for k in list(entry)[2:])))
+        results.sort(key=lambda entry: CONFIGURATIONS.index((entry["mode"], entry["backend"])))
+        timings = ("p50_ms", "p95_ms", "raw_p50_ms", "raw_p95_ms", "overhead_p50_ms")
+        rows = [
+            (e["mode"], e["backend"] or "-", *(f"{e[k]:.2f}" for k in timings), e["load_average_1m"]) for e in results
+        ]
 
         sweep = ef_sweep(store, query_vectors, expected, chunk_count)
-        observe_ms = metrics_round_trip_ms(200)
 
-        print_table(rows, ("mode", "backend", "p50 ms", "p95 ms", "raw p50 ms", "raw p95 ms", "overhead p50 ms"))
-        print(f"HNSW recall@{RECALL_AT} (vector mode against exact search): {recall_at_10:.4f} at ef_search {ef_search}")
+        print_table(
+            rows, ("mode", "backend", "p50 ms", "p95 ms", "raw p50 ms", "raw p95 ms", "overhead p50 ms", "load after")
+        )
+        print(
+            f"HNSW recall@{RECALL_AT} (vector mode against exact search): {recall_at_10:.4f} at ef_search {ef_search}"
+        )
         if sweep:
-            print_table([(r["ef_search"], r["recall@10"], f"{r['p50_ms']:.2f}", f"{r['p95_ms']:.2f}") for r in sweep],
-                        ("ef_search", "recall@10", "raw p50 ms", "raw p95 ms"))
-        print(f"metrics.observe (Redis round trip per search): p50 {percentile(observe_ms, 50):.3f} ms")
-        report({
-            "chunks": chunk_count,
-            "queries": query_count,
-            "results": results,
-            "hnsw_recall@10": round(recall_at_10, 4),
-            "ef_search": ef_search,
-            "ef_sweep": sweep,
-            "metrics_observe_p50_ms": round(percentile(observe_ms, 50), 3),
-            "fill_seconds": round(fill_seconds, 1),
-            "fill_steps_seconds": {name: round(seconds, 1) for name, seconds in steps.items()},
-            "load_average_1m": round(load[0], 2),
-        })
+            print_table(
+                [(r["ef_search"], r["recall@10"], f"{r['p50_ms']:.2f}", f"{r['p95_ms']:.2f}") for r in sweep],
+                ("ef_search", "recall@10", "raw p50 ms", "raw p95 ms"),
+            )
+        print(
+            f"metrics.observe inside the search function (a Redis round trip): p50 {percentile(observe_ms, 50):.3f} ms"
+        )
+        report(
+            {
+                "chunks": chunk_count,
+                "queries": query_count,
+                "results": results,
+                "hnsw_recall@10": round(recall_at_10, 4),
+                "ef_search": ef_search,
+                "ef_sweep": sweep,
+                "metrics_observe_p50_ms": round(percentile(observe_ms, 50), 3),
+                "fill_seconds": round(fill_seconds, 1),
+                "fill_steps_seconds": {name: round(seconds, 1) for name, seconds in steps.items()},
+                "load_average_1m": round(load[0], 2),
+            }
+        )
 
 
 if __name__ == "__main__":

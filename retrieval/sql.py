@@ -95,7 +95,7 @@ def fulltext_candidates(*, store_id: int, config: str, query: str, limit: int) -
 
 # Common terms are looked up for the surviving candidates one term per step, the more selective
 # first, re-tightening the bounds after each; terms beyond the last step share it.
-BM25_LOOKUP_STEPS = 4
+BM25_LOOKUP_STEPS = 3
 # The first floor fully scores this many times n chunks, the ones the rarest term scores best.
 BM25_FLOOR_SAMPLE = 2
 # Relative margin on every "this bound is below the floor" test, so floating-point rounding of a
@@ -157,6 +157,8 @@ def _bm25_statement(*, filtered: bool, lookup_steps: int) -> str:
     never dropped, so the result and its order (score, then chunk id) are those of full
     scoring. With a filter, floors count only chunks that pass it.
     """
+    contribution = _CONTRIBUTION
+    slack = "(1 + %(slack)s::float8)"
     passes_filter = (
         "WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = ranked.chunk_id"
         " AND c.tsv @@ websearch_to_tsquery('simple', %(filter)s))"
@@ -164,63 +166,55 @@ def _bm25_statement(*, filtered: bool, lookup_steps: int) -> str:
         else ""
     )
 
-    def best(scores: str, *, offset: str, columns: str = "score") -> str:
+    def best(scores: str, *, offset: str, columns: str = "score", order: str = "score DESC") -> str:
         # The inner sort (kept apart by OFFSET 0) lets the planner check a filter in score order,
         # only until enough chunks passed; the outer ORDER BY is what guarantees the order.
-        return (
-            f"SELECT {columns} FROM (SELECT chunk_id, score FROM {scores} ORDER BY score DESC OFFSET 0) ranked "
-            f"{passes_filter} ORDER BY score DESC {offset}"
-        )
+        inner = f"SELECT chunk_id, score FROM {scores} ORDER BY {order} OFFSET 0"
+        return f"SELECT {columns} FROM ({inner}) ranked {passes_filter} ORDER BY {order} {offset}"
 
     def postings(terms: str, condition: str = "") -> str:
-        return (
-            f"FROM {terms} w JOIN chunk_terms ct ON ct.store_id = %(store)s AND ct.term = w.term {condition} "
-            "CROSS JOIN stats"
-        )
+        join = f"JOIN chunk_terms ct ON ct.store_id = %(store)s AND ct.term = w.term {condition}"
+        return f"FROM {terms} w {join} CROSS JOIN stats"
 
     def still_to_add(step: int) -> str:
         return f"(SELECT coalesce(sum(idf), 0) FROM lookup WHERE step >= {step})"
 
-    def raise_floor(step: int) -> str:
+    steps = []
+    for step in range(1, lookup_steps + 1):
+        previous = f"survivors_{step - 1}"
         # Before the first lookup, one essential term's partial scores are that term's own, whose
         # n-th best the first floor already is at least: nothing to sort.
         settled = "f.floor = '-infinity'" + (" OR (SELECT count(*) FROM essential) = 1" if step == 1 else "")
-        return (
-            f"SELECT CASE WHEN {settled} THEN f.floor ELSE greatest(f.floor, coalesce(("
-            f"{best(f'survivors_{step - 1}', offset='OFFSET %(limit)s - 1 LIMIT 1')}), f.floor)) END AS floor"
-        )
-
-    steps = []
-    for step in range(1, lookup_steps + 1):
+        nth_best = best(previous, offset="OFFSET %(limit)s - 1 LIMIT 1")
+        kept = f"(s.score + f.still_to_add) * {slack} >= f.floor"
+        kept_ids = f"ARRAY(SELECT s.chunk_id FROM {previous} s, floor_{step} f WHERE {kept})"
+        step_postings = postings("lookup", f"AND ct.chunk_id = ANY({kept_ids})") + f" WHERE w.step = {step}"
         # Every step but the last adds one term, whose postings name each chunk once.
-        one_term = step < lookup_steps
-        kept = f"(s.score + {still_to_add(step)}) * (1 + %(slack)s::float8) >= f.floor"
+        if step < lookup_steps:
+            found = f"SELECT ct.chunk_id, {contribution} AS score {step_postings}"
+        else:
+            found = f"SELECT ct.chunk_id, sum({contribution}) AS score {step_postings} GROUP BY ct.chunk_id"
         steps.append(
             f"""
             floor_{step} AS MATERIALIZED (
-                {raise_floor(step)} FROM floor_{step - 1} f
+                SELECT CASE WHEN {settled} THEN f.floor
+                            ELSE greatest(f.floor, coalesce(({nth_best}), f.floor)) END AS floor,
+                       {still_to_add(step)} AS still_to_add
+                FROM floor_{step - 1} f
             ), survivors_{step} AS MATERIALIZED (
                 SELECT s.chunk_id, s.score + coalesce(found.score, 0) AS score
-                FROM survivors_{step - 1} s CROSS JOIN floor_{step} f LEFT JOIN (
-                    SELECT ct.chunk_id, {_CONTRIBUTION if one_term else f"sum({_CONTRIBUTION})"} AS score
-                    {postings("lookup", f"AND ct.chunk_id = ANY(ARRAY("
-                                        f"SELECT s.chunk_id FROM survivors_{step - 1} s, floor_{step} f WHERE {kept}))")}
-                    WHERE w.step = {step} {"" if one_term else "GROUP BY ct.chunk_id"}
-                ) found ON found.chunk_id = s.chunk_id
+                FROM {previous} s CROSS JOIN floor_{step} f LEFT JOIN ({found}) found ON found.chunk_id = s.chunk_id
                 WHERE {kept}
             )"""
         )
     # Only the chain ending at the last step that holds a lookup term is evaluated: CTEs are
     # computed when first read, and the other branches are cut by their one-time filters.
-    finals = [
-        f"SELECT chunk_id, score FROM survivors_{step} WHERE coalesce((SELECT max(step) FROM lookup), 0) = {step}"
-        for step in range(lookup_steps + 1)
-    ]
-    phrase_filter = (
-        "JOIN chunks c ON c.id = scored.chunk_id AND c.tsv @@ websearch_to_tsquery('simple', %(filter)s)"
-        if filtered
-        else ""
+    last_step = "coalesce((SELECT max(step) FROM lookup), 0)"
+    scored = " UNION ALL ".join(
+        f"SELECT chunk_id, score FROM survivors_{step} WHERE {last_step} = {step}" for step in range(lookup_steps + 1)
     )
+    sample = best("rarest", offset="LIMIT %(sample)s", columns="chunk_id, score")
+    sample_others = postings("weights", "AND ct.chunk_id = ANY(ARRAY(SELECT chunk_id FROM sample))")
     return f"""
         WITH query_terms AS (
             SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector('simple', %(text)s))
@@ -237,49 +231,41 @@ def _bm25_statement(*, filtered: bool, lookup_steps: int) -> str:
                 FROM store_terms st, stats
                 WHERE st.store_id = %(store)s AND st.term IN (SELECT term FROM query_terms)
             ) ranked_terms
+        ), rarest AS MATERIALIZED (
+            SELECT ct.chunk_id, {contribution} AS score {postings("weights")} WHERE w.rarity = 1
         ), sample AS MATERIALIZED (
-            {
-        best(
-            f"(SELECT ct.chunk_id, {_CONTRIBUTION} AS score {postings('weights')} WHERE w.rarity = 1) rarest",
-            offset="LIMIT %(sample)s",
-            columns="chunk_id, score",
-        )
-    }
+            {sample}
         ), floor_0 AS MATERIALIZED (
             -- Bounds only hold when every idf is positive (always, unless the statistics are
             -- inconsistent); otherwise nothing is pruned.
             SELECT CASE WHEN (SELECT bool_and(idf > 0) FROM weights) THEN coalesce((
-                SELECT s.score + coalesce(other.score, 0) AS score
+                SELECT s.score + coalesce(others.score, 0) AS score
                 FROM sample s LEFT JOIN (
-                    SELECT ct.chunk_id, sum({_CONTRIBUTION}) AS score
-                    {postings("weights", "AND ct.chunk_id = ANY(ARRAY(SELECT chunk_id FROM sample))")}
-                    WHERE w.rarity > 1
-                    GROUP BY ct.chunk_id
-                ) other ON other.chunk_id = s.chunk_id
+                    SELECT ct.chunk_id, sum({contribution}) AS score {sample_others}
+                    WHERE w.rarity > 1 GROUP BY ct.chunk_id
+                ) others ON others.chunk_id = s.chunk_id
                 ORDER BY 1 DESC OFFSET %(limit)s - 1 LIMIT 1
             ), 0) ELSE '-infinity'::float8 END AS floor
         ), essential AS MATERIALIZED (
-            SELECT w.term, w.idf FROM weights w, floor_0 f WHERE w.bound_through * (1 + %(slack)s::float8) >= f.floor
+            SELECT w.term, w.idf FROM weights w, floor_0 f WHERE w.bound_through * {slack} >= f.floor
         ), lookup AS MATERIALIZED (
             SELECT term, idf, least(row_number() OVER (ORDER BY rarity), {lookup_steps}) AS step
             FROM weights WHERE term NOT IN (SELECT term FROM essential)
         ), survivors_0 AS MATERIALIZED (
-            SELECT partial.chunk_id, partial.score
+            SELECT s.chunk_id, s.score
             FROM (
-                -- One essential term needs no aggregate: its postings name each chunk once.
-                SELECT ct.chunk_id, {_CONTRIBUTION} AS score {postings("essential")}
-                WHERE (SELECT count(*) FROM essential) = 1
+                -- A single essential term is the rarest, already scored.
+                SELECT chunk_id, score FROM rarest WHERE (SELECT count(*) FROM essential) = 1
                 UNION ALL
-                SELECT ct.chunk_id, sum({_CONTRIBUTION}) AS score {postings("essential")}
+                SELECT ct.chunk_id, sum({contribution}) AS score {postings("essential")}
                 WHERE (SELECT count(*) FROM essential) > 1
                 GROUP BY ct.chunk_id
-            ) partial, floor_0 f
-            WHERE (partial.score + {still_to_add(1)}) * (1 + %(slack)s::float8) >= f.floor
+            ) s, floor_0 f
+            WHERE (s.score + {still_to_add(1)}) * {slack} >= f.floor
         ), {",".join(steps)}, scored AS (
-            {" UNION ALL ".join(finals)}
+            {scored}
         )
-        SELECT scored.chunk_id, scored.score FROM scored {phrase_filter}
-        ORDER BY scored.score DESC, scored.chunk_id LIMIT %(limit)s
+        {best("scored", offset="LIMIT %(limit)s", columns="chunk_id, score", order="score DESC, chunk_id")}
     """
 
 

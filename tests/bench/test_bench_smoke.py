@@ -127,3 +127,31 @@ def test_search_latency_smoke_reports_every_mode_and_backend_and_leaves_nothing_
     time.sleep(1)
     assert processes_left_by_run(run_tmpdir, workers_before) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
+
+
+@pytest.mark.slow
+def test_ingest_smoke_reports_throughput_and_leaves_nothing_running(run_tmpdir):
+    workers_before = running_workers()
+
+    finished = run_bench("ingest.py", run_tmpdir, "--smoke")
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert {
+        "documents",
+        "chunks",
+        "seconds",
+        "documents_per_s",
+        "chunks_per_s",
+        "raw_embedder_chunks_per_s",
+        "ratio",
+        "embedding_cache_hits",
+        "failed_documents",
+        "worker_peak_rss_mb",
+    } <= result.keys()
+    assert result["documents"] == 20
+    assert result["chunks"] >= 20 and result["chunks_per_s"] > 0 and result["raw_embedder_chunks_per_s"] > 0
+    assert result["worker_peak_rss_mb"] > 0
+    time.sleep(1)
+    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert list(run_tmpdir.glob("ragmux-bench-*")) == []

@@ -79,6 +79,16 @@ def test_an_oversize_block_splits_on_sentences_then_on_words():
     ]
 
 
+def test_overlap_prefers_whole_sentences():
+    blocks = [Block("First part here. Short one. Tail bit."), Block("Next block with more words.")]
+
+    # A word-boundary suffix of 15 characters would be "one. Tail bit.": half a sentence.
+    assert contents(blocks, strategy="section", chunk_size=45, chunk_overlap=15) == [
+        "First part here. Short one. Tail bit.",
+        "Tail bit.\n\nNext block with more words.",
+    ]
+
+
 def test_overlap_applies_between_pieces_of_a_split_block():
     blocks = [Block("Alpha beta gamma. Delta epsilon zeta. Eta theta iota.")]
 
