@@ -62,10 +62,25 @@ class BenchEnvironment:
         from django.conf import settings
 
         self.worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "ragmux", "worker", "--loglevel", "warning",
-             "--concurrency", str(settings.INGEST_WORKERS), "--without-mingle", "--without-gossip"],
-            cwd=REPO, env=dict(os.environ), start_new_session=True,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "ragmux",
+                "worker",
+                "--loglevel",
+                "warning",
+                "--concurrency",
+                str(settings.INGEST_WORKERS),
+                "--without-mingle",
+                "--without-gossip",
+            ],
+            cwd=REPO,
+            env=dict(os.environ),
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         threading.Thread(target=self._sample_worker_memory, daemon=True).start()
 

@@ -59,25 +59,46 @@ def raw_embedder_seconds(texts: list[str], *, workers: int, threads: int, batch:
         return time.monotonic() - started
 
 
-def upload_paced(store, corpus: list[dict]) -> None:
-    """Uploads in small batches, keeping the pending backlog under MAX_PENDING_DOCUMENTS."""
+def upload_paced(store, corpus: list[dict], *, as_text: bool = False) -> dict[str, str]:
+    """Uploads in small batches, keeping the pending backlog under MAX_PENDING_DOCUMENTS. Every
+    document carries its BEIR id as ``source``.
+
+    By default each document is a file ``<_id>.txt``; ``as_text`` sends it through the text
+    endpoint instead, titled by its BEIR title (so its file name is ``<title>.txt``). Returns
+    BEIR id → reason for the documents refused at upload (duplicates of an earlier document's
+    bytes; empty text, which the text endpoint refuses before storing anything)."""
     from django.conf import settings
 
+    from ragmux.errors import InvalidInput
     from stores.models import Document
-    from stores.services import IncomingFile, document_upload
+    from stores.services import IncomingFile, document_ingest_text, document_upload
 
+    refused = {}
     for start in range(0, len(corpus), UPLOAD_BATCH):
         wait_for(
             lambda: Document.objects.filter(status="pending").count() + UPLOAD_BATCH <= settings.MAX_PENDING_DOCUMENTS,
             timeout=3600,
             poll=0.2,
         )
-        batch = corpus[start : start + UPLOAD_BATCH]
-        files = [IncomingFile(filename=f"{d['_id']}.txt", data=document_text(d).encode()) for d in batch]
-        for incoming in files:  # one request per document, as an uploader would
-            result = document_upload(store=store, files=[incoming])
-            if result.error is not None and result.error.code != "duplicate_document":
-                raise SystemExit(f"upload failed: {result.error.message}")
+        for document in corpus[start : start + UPLOAD_BATCH]:  # one request per document, as an uploader would
+            source, text = document["_id"], document_text(document)
+            try:
+                if as_text:
+                    result = document_ingest_text(
+                        store=store, title=document.get("title") or source, content=text, source=source, tags=[]
+                    )
+                else:
+                    incoming = IncomingFile(filename=f"{source}.txt", data=text.encode(), source=source)
+                    result = document_upload(store=store, files=[incoming])
+            except InvalidInput as error:
+                refused[source] = f"refused at upload: {error.message}"
+                continue
+            if result.error is None:
+                continue
+            if result.error.code != "duplicate_document":
+                raise SystemExit(f"upload of {source} failed: {result.error.message}")
+            refused[source] = f"refused at upload: {result.error.message}"
+    return refused
 
 
 def main() -> None:
@@ -106,7 +127,7 @@ def main() -> None:
         )
 
         started = time.monotonic()
-        upload_paced(store, corpus)
+        refused = upload_paced(store, corpus)
         documents = Document.objects.filter(store=store)
         settled = wait_for(lambda: not documents.filter(status__in=("pending", "processing")).exists(), timeout=7200)
         elapsed = time.monotonic() - started
@@ -153,14 +174,17 @@ def main() -> None:
             "embedding_cache_hits": chunk_count - unique_hashes,
             "failed_documents": len(failed),
             "failed": [f"{name}: {error}" for name, error in failed],
+            "refused": [f"{source}: {reason}" for source, reason in refused.items()],
             "worker_peak_rss_mb": round(environment.peak_worker_rss / 2**20, 1),
         }
         print_table(
-            [(name, value) for name, value in result.items() if name not in ("failed", "dataset")],
+            [(name, value) for name, value in result.items() if name not in ("failed", "refused", "dataset")],
             ("measure", "value"),
         )
         for line in result["failed"]:
             print(f"failed: {line}")
+        for line in result["refused"]:
+            print(f"refused: {line}")
         report(result)
 
 

@@ -40,6 +40,10 @@ RECALL_DEPTH = 100
 RRF_K = 60
 SMOKE_DOCUMENTS = 30
 SMOKE_QUERIES = 10
+INGEST_PATHS = {
+    "file": "file uploads named <_id>.txt",
+    "text": "text ingest titled by each document's BEIR title (file name <title>.txt)",
+}
 WEIGHTED = {"vector": 1.0, "lexical": 1.5}
 
 # (name, search overrides); everything not named comes from the store's default settings.
@@ -62,14 +66,9 @@ PLAIN_WORDS = ("hybrid bm25, plain-word queries (diagnostic)", {"mode": "hybrid"
 # --------------------------------------------------------------------------------------------
 
 
-def document_id(filename: str) -> str:
-    """Documents are uploaded as `<_id>.txt`."""
-    return filename.removesuffix(".txt")
-
-
-def collapse_to_documents(filenames: Iterable[str]) -> list[str]:
+def collapse_to_documents(sources: Iterable[str]) -> list[str]:
     """The documents of a chunk ranking, each at its best chunk (order of first appearance)."""
-    return list(dict.fromkeys(document_id(name) for name in filenames))
+    return list(dict.fromkeys(sources))
 
 
 def ndcg(ranking: Sequence[str], judgements: dict[str, int], depth: int = NDCG_DEPTH) -> float:
@@ -135,22 +134,17 @@ def store_setting(text: str) -> tuple[str, object]:
 # --------------------------------------------------------------------------------------------
 
 
-def ingest(store, corpus: list[dict]) -> dict[str, str]:
-    """Uploads the corpus and waits until every document settled. Returns filename → reason for
-    the documents that can never be retrieved: the failed ones, and uploads refused because the
-    same bytes were already stored (upload_paced passes over `duplicate_document`)."""
+def ingest(store, corpus: list[dict], *, as_text: bool) -> dict[str, str]:
+    """Uploads the corpus and waits until every document settled. Returns BEIR id → reason for
+    the documents that can never be retrieved: the failed ones and those refused at upload."""
     from stores.models import Document
 
-    upload_paced(store, corpus)
+    refused = upload_paced(store, corpus, as_text=as_text)
     documents = Document.objects.filter(store=store)
     if not wait_for(lambda: not documents.filter(status__in=("pending", "processing")).exists(), timeout=7200):
         raise SystemExit("ingestion did not settle within two hours")
-    unusable = dict(documents.filter(status="failed").values_list("filename", "error"))
-    stored = set(documents.values_list("filename", flat=True))
-    for filename in (f"{doc['_id']}.txt" for doc in corpus):
-        if filename not in stored:
-            unusable[filename] = "not stored: same bytes as an earlier document (duplicate_document)"
-    return dict(sorted(unusable.items()))
+    unusable = {**refused, **dict(documents.filter(status="failed").values_list("source", "error"))}
+    return {doc["_id"]: unusable[doc["_id"]] for doc in corpus if doc["_id"] in unusable}
 
 
 def store_settings(store) -> dict:
@@ -174,7 +168,7 @@ def ragmux_rankings(store, queries: dict[str, str], vectors: dict[str, list[floa
             candidates=POOL,
             query_vector=vectors[query_id],
         )
-        rankings[query_id] = collapse_to_documents(hit.filename for hit in result.hits)
+        rankings[query_id] = collapse_to_documents(hit.source for hit in result.hits)
     return rankings
 
 
@@ -184,7 +178,7 @@ def ragmux_rankings(store, queries: dict[str, str], vectors: dict[str, list[floa
 
 
 class StoredChunks:
-    """The store's chunks as the baselines see them: ids, filenames, `simple` lexeme bags (from
+    """The store's chunks as the baselines see them: ids, document sources (BEIR ids), `simple` lexeme bags (from
     each chunk's tsvector, a lexeme repeated once per position) and unit-length vectors."""
 
     def __init__(self, store):
@@ -193,9 +187,9 @@ class StoredChunks:
         from stores.models import Chunk
         from stores.vector_tables import table_name
 
-        rows = list(Chunk.objects.filter(store=store).order_by("id").values_list("id", "document__filename"))
+        rows = list(Chunk.objects.filter(store=store).order_by("id").values_list("id", "document__source"))
         self.ids = np.array([chunk_id for chunk_id, _ in rows], dtype=np.int64)
-        self.filename = dict(rows)
+        self.source = dict(rows)
         position = {chunk_id: n for n, chunk_id in enumerate(self.ids.tolist())}
         self.lexemes: list[list[str]] = [[] for _ in rows]
         self.vectors = np.zeros((len(rows), store.dimensions), dtype=np.float32)
@@ -216,7 +210,7 @@ class StoredChunks:
         self.vectors /= np.maximum(np.linalg.norm(self.vectors, axis=1, keepdims=True), 1e-12)
 
     def documents(self, chunk_ids: Iterable[int]) -> list[str]:
-        return collapse_to_documents(self.filename[chunk_id] for chunk_id in chunk_ids)
+        return collapse_to_documents(self.source[chunk_id] for chunk_id in chunk_ids)
 
 
 def bm25s_chunk_rankings(chunks: StoredChunks, query_lexemes: dict[str, list[str]]) -> dict[str, list[int]]:
@@ -281,6 +275,12 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="a non-default store setting, e.g. chunk_size=6000 (repeatable; the headline figures use none)",
     )
+    parser.add_argument(
+        "--ingest",
+        choices=sorted(INGEST_PATHS),
+        default="file",
+        help="how each BEIR document enters the store (default: file)",
+    )
     args = parser.parse_args()
 
     with BenchEnvironment(worker=True):
@@ -291,7 +291,7 @@ def main() -> None:
         corpus, queries, qrels = load_beir(args.dataset, limit=SMOKE_DOCUMENTS if args.smoke else None)
         query_text, qrels = evaluation_set(queries, qrels, {doc["_id"] for doc in corpus}, args.smoke)
         store = fresh_store("bench-quality", local_connection(), **dict(args.store_setting))
-        never_retrieved = ingest(store, corpus)
+        never_retrieved = ingest(store, corpus, as_text=args.ingest == "text")
         settings = store_settings(store)
         print(f"dataset {args.dataset}: {len(corpus)} documents, {len(query_text)} judged queries")
         described = (
@@ -300,8 +300,9 @@ def main() -> None:
             else "defaults except " + ", ".join(name for name, _ in args.store_setting)
         )
         print(f"store settings ({described}): " + ", ".join(f"{name} {value}" for name, value in settings.items()))
-        for filename, reason in never_retrieved.items():
-            print(f"never retrieved: {filename}: {reason}")
+        print(f"ingested as {INGEST_PATHS[args.ingest]}")
+        for source, reason in never_retrieved.items():
+            print(f"never retrieved: {source}: {reason}")
 
         vectors = {query_id: embed_query(store, text) for query_id, text in query_text.items()}
         results = []
@@ -340,6 +341,7 @@ def main() -> None:
             {
                 "dataset": str(args.dataset),
                 "settings": settings,
+                "ingest": args.ingest,
                 "documents": len(corpus),
                 "never_retrieved": list(never_retrieved),
                 "chunks": len(chunks.ids),

@@ -122,8 +122,13 @@ def ingest_now():
 CHROMIUM = "/usr/bin/chromium"
 # Without these, Chromium keeps reaching for Google's services, which this network refuses.
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import psutil
+import psycopg
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,9 +29,14 @@ def run_tmpdir():
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_bench(script: str, tmpdir: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {name: value for name, value in os.environ.items() if name not in SUITE_SERVICE_VARIABLES}
-    env["TMPDIR"] = str(tmpdir)
+def run_bench(script: str, tmpdir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Runs a bench script without the suite's services (so it starts the embedded default), or
+    with the services ``env`` names."""
+    env = {
+        **{name: value for name, value in os.environ.items() if name not in SUITE_SERVICE_VARIABLES},
+        **(env or {}),
+        "TMPDIR": str(tmpdir),
+    }
     return subprocess.run(
         [sys.executable, f"bench/{script}", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
     )
@@ -155,3 +161,40 @@ def test_ingest_smoke_reports_throughput_and_leaves_nothing_running(run_tmpdir):
     time.sleep(1)
     assert processes_left_by_run(run_tmpdir, workers_before) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
+
+
+@pytest.fixture
+def bench_services():
+    """DATABASE_URL / REDIS_URL for a bench run given services: a database of its own on the
+    suite's PostgreSQL server, and a Redis database the suite's workers do not read."""
+    server = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
+    name = f"bench_given_services_{os.getpid()}"
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield {
+        "DATABASE_URL": f"{server}/{name}",
+        "REDIS_URL": os.environ["REDIS_URL"].rsplit("/", 1)[0] + "/9",
+        "DJANGO_SECRET_KEY": os.environ["DJANGO_SECRET_KEY"],
+        "RAGMUX_ENCRYPTION_KEY": os.environ["RAGMUX_ENCRYPTION_KEY"],
+    }
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.slow
+def test_ingest_smoke_uses_the_given_services_and_starts_nothing_embedded(run_tmpdir, bench_services):
+    workers_before = running_workers()
+
+    finished = run_bench("ingest.py", run_tmpdir, "--smoke", env=bench_services)
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert json.loads(finished.stdout.strip().splitlines()[-1])["documents"] == 20
+    with psycopg.connect(bench_services["DATABASE_URL"]) as given:
+        statuses = given.execute(
+            "SELECT d.status, count(*) FROM documents d JOIN rag_stores s ON s.id = d.store_id "
+            "WHERE s.name = 'bench-ingest' GROUP BY d.status"
+        ).fetchall()
+    assert statuses == [("ready", 20)]
+    time.sleep(1)
+    assert processes_left_by_run(run_tmpdir, workers_before) == []
