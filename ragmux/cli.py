@@ -328,7 +328,12 @@ def build_parser() -> argparse.ArgumentParser:
     create.set_defaults(func=cmd_createadmin)
 
     rotate = sub.add_parser("rotate-key", help="re-encrypt every stored credential with a new key")
-    rotate.add_argument("--new", help="the new key (32 bytes, base64url); generated when omitted")
+    rotate.add_argument(
+        "--new",
+        metavar="KEY",
+        help="the new key (32 bytes, base64url), written --new=KEY since a key may start with '-'; "
+        "generated when omitted",
+    )
     rotate.set_defaults(func=cmd_rotate_key)
 
     ingest = sub.add_parser("ingest-dir", help="upload every supported file under a folder into a store")

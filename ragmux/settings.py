@@ -254,5 +254,10 @@ LOGGING = {
     "formatters": {"line": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "line"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL.upper()},
-    "loggers": {"django.server": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+    # Celery's per-task lines would repeat every INGEST_REQUEUE_INTERVAL for the lease sweep;
+    # ingestion logs its own "document ingested" line, and failures are still logged as errors.
+    "loggers": {
+        name: {"level": "WARNING"}
+        for name in ("django.server", "httpx", "celery.beat", "celery.app.trace", "celery.worker.strategy")
+    },
 }

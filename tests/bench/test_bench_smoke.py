@@ -88,19 +88,21 @@ QUALITY_CONFIGS = [
 
 
 @pytest.mark.slow
-def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(run_tmpdir):
+@pytest.mark.parametrize("ingest", ["file", "text"])
+def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(run_tmpdir, ingest):
     workers_before = running_workers()
 
-    finished = run_bench("quality.py", run_tmpdir, "--smoke")
+    finished = run_bench("quality.py", run_tmpdir, "--smoke", "--ingest", ingest)
 
     assert finished.returncode == 0, finished.stderr[-3000:]
     result = json.loads(finished.stdout.strip().splitlines()[-1])
     assert {"dataset", "settings", "results"} <= result.keys()
     assert result["settings"]["search_backend"] == "bm25"  # the store kept its default settings
+    assert result["ingest"] == ingest and result["never_retrieved"] == []
     assert [row["config"] for row in result["results"]] == QUALITY_CONFIGS
     for row in result["results"]:
         assert 0.0 <= row["ndcg@10"] <= 1.0 and 0.0 <= row["recall@100"] <= 1.0
-        assert row["documents_ranked"] > 0
+        assert row["documents_ranked"] > 1  # hits are told apart by the document they came from
     time.sleep(1)  # the worker's children may take a moment to go after their parent
     assert processes_left_by_run(run_tmpdir, workers_before) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []  # the scratch folder was removed
