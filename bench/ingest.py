@@ -84,20 +84,19 @@ def upload_paced(store, corpus: list[dict], *, as_text: bool = False) -> dict[st
             source, text = document["_id"], document_text(document)
             try:
                 if as_text:
-                    result = document_ingest_text(
+                    error = document_ingest_text(
                         store=store, title=document.get("title") or source, content=text, source=source, tags=[]
-                    )
+                    ).error
                 else:
                     incoming = IncomingFile(filename=f"{source}.txt", data=text.encode(), source=source)
-                    result = document_upload(store=store, files=[incoming])
-            except InvalidInput as error:
-                refused[source] = f"refused at upload: {error.message}"
+                    error = document_upload(store=store, files=[incoming]).error
+            except InvalidInput as invalid:
+                error = invalid
+            if error is None:
                 continue
-            if result.error is None:
-                continue
-            if result.error.code != "duplicate_document":
-                raise SystemExit(f"upload of {source} failed: {result.error.message}")
-            refused[source] = f"refused at upload: {result.error.message}"
+            if not isinstance(error, InvalidInput) and error.code != "duplicate_document":
+                raise SystemExit(f"upload of {source} failed: {error.message}")
+            refused[source] = f"refused at upload: {error.message}"
     return refused
 
 

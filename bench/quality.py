@@ -178,8 +178,9 @@ def ragmux_rankings(store, queries: dict[str, str], vectors: dict[str, list[floa
 
 
 class StoredChunks:
-    """The store's chunks as the baselines see them: ids, document sources (BEIR ids), `simple` lexeme bags (from
-    each chunk's tsvector, a lexeme repeated once per position) and unit-length vectors."""
+    """The store's chunks as the baselines see them: ids, document sources (BEIR ids), `simple`
+    lexeme bags (from each chunk's tsvector, a lexeme repeated once per position) and unit-length
+    vectors."""
 
     def __init__(self, store):
         from django.db import connection

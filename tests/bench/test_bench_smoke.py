@@ -176,8 +176,13 @@ def bench_services():
     suite's PostgreSQL server, and a Redis database the suite's workers do not read."""
     server = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
     name = f"bench_given_services_{os.getpid()}"
+
+    def drop_database():
+        with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    drop_database()
     with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{name}"')
     yield {
         "DATABASE_URL": f"{server}/{name}",
@@ -185,8 +190,7 @@ def bench_services():
         "DJANGO_SECRET_KEY": os.environ["DJANGO_SECRET_KEY"],
         "RAGMUX_ENCRYPTION_KEY": os.environ["RAGMUX_ENCRYPTION_KEY"],
     }
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    drop_database()
 
 
 @pytest.mark.slow

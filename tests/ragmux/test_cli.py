@@ -85,8 +85,14 @@ class Served:
 
     def __init__(self, data_dir, port, *, log_file):
         env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_ONLY}
-        env.update({"RAGMUX_DATA_DIR": str(data_dir), "PORT": str(port), "INGEST_WORKERS": "1"})
-        env["INGEST_REQUEUE_INTERVAL"] = "0.5"
+        env.update(
+            {
+                "RAGMUX_DATA_DIR": str(data_dir),
+                "PORT": str(port),
+                "INGEST_WORKERS": "1",
+                "INGEST_REQUEUE_INTERVAL": "0.5",  # several lease sweeps while the test runs
+            }
+        )
         with open(log_file, "a") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "ragmux.cli", "serve"], env=env, stdout=subprocess.PIPE, stderr=log, text=True
