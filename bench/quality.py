@@ -9,6 +9,11 @@ side, the first 100 chunks kept) is collapsed to documents in order of first app
 Documents that failed ingestion, or were refused as duplicates of an earlier one, are never
 retrieved. Every query is embedded once and the vector shared by all configurations. One
 diagnostic row reruns hybrid bm25 on the queries with their websearch operators removed.
+
+The reference rows recompute the method behind the dataset README's figures on whole
+documents, with the store's embedding model, and the headline (hybrid bm25) is compared with
+their RRF query by query: the difference of the means with a bootstrap 95 % confidence
+interval, so a gap can be told from the noise of a few hundred queries.
 Last line: one JSON object.
 """
 
@@ -25,6 +30,7 @@ import numpy as np
 from harness import (
     DEFAULT_DATASET,
     BenchEnvironment,
+    document_text,
     fresh_store,
     load_beir,
     local_connection,
@@ -45,6 +51,8 @@ INGEST_PATHS = {
     "text": "text ingest titled by each document's BEIR title (file name <title>.txt)",
 }
 WEIGHTED = {"vector": 1.0, "lexical": 1.5}
+BOOTSTRAP_RESAMPLES = 10_000
+EMBED_BATCH = 32
 
 # (name, search overrides); everything not named comes from the store's default settings.
 CONFIGURATIONS: list[tuple[str, dict]] = [
@@ -59,6 +67,10 @@ CONFIGURATIONS: list[tuple[str, dict]] = [
 # Not a setting: the same search with the queries' websearch operators taken out, to measure what
 # reading natural questions containing "or" or "-word" as websearch syntax costs.
 PLAIN_WORDS = ("hybrid bm25, plain-word queries (diagnostic)", {"mode": "hybrid", "backend": "bm25"})
+HEADLINE = "hybrid bm25"
+REFERENCE_LEXICAL = "reference bm25s, whole documents"
+REFERENCE_DENSE = "reference exact dense, whole documents"
+REFERENCE_FUSED = "reference rrf, whole documents"
 
 
 # --------------------------------------------------------------------------------------------
@@ -110,6 +122,22 @@ def evaluate(rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -
         "recall@100": sum(recall(ranking, judged) for ranking, judged in ranked) / len(ranked),
         "documents_ranked": sum(len(ranking) for ranking, _ in ranked) / len(ranked),
     }
+
+
+def per_query_ndcg(rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> list[float]:
+    return [ndcg(rankings.get(query_id, []), judged) for query_id, judged in qrels.items()]
+
+
+def paired_difference(
+    ours: Sequence[float], theirs: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0
+) -> tuple[float, float, float]:
+    """Mean of ``ours − theirs`` over paired per-query scores and its 95 % confidence interval by
+    the percentile bootstrap over queries: (difference, low, high)."""
+    differences = np.asarray(ours, dtype=np.float64) - np.asarray(theirs, dtype=np.float64)
+    resampled = np.random.default_rng(seed).integers(0, len(differences), size=(resamples, len(differences)))
+    means = differences[resampled].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(differences.mean()), float(low), float(high)
 
 
 def without_search_operators(query: str) -> str:
@@ -208,39 +236,83 @@ class StoredChunks:
             )
             for chunk_id, vector in cursor.fetchall():
                 self.vectors[position[chunk_id]] = vector
-        self.vectors /= np.maximum(np.linalg.norm(self.vectors, axis=1, keepdims=True), 1e-12)
+        self.vectors = unit_rows(self.vectors)
 
     def documents(self, chunk_ids: Iterable[int]) -> list[str]:
         return collapse_to_documents(self.source[chunk_id] for chunk_id in chunk_ids)
 
 
-def bm25s_chunk_rankings(chunks: StoredChunks, query_lexemes: dict[str, list[str]]) -> dict[str, list[int]]:
-    """Top chunks by bm25s (Lucene BM25, k1 1.2, b 0.75); chunks matching no query term are left out."""
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    return matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+
+
+def bm25s_index(corpus_tokens):
+    """A bm25s index (Lucene BM25, k1 1.2, b 0.75) of token lists or of `bm25s.tokenize` output."""
     import bm25s
 
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # its index-building chatter is not a result
     retriever = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
-    retriever.index(chunks.lexemes, show_progress=False)
-    rankings = {}
-    for query_id, lexemes in query_lexemes.items():
-        known = [lexeme for lexeme in lexemes if lexeme in retriever.vocab_dict]
-        if not known:
-            rankings[query_id] = []
-            continue
-        scores = retriever.get_scores(known)
-        matching = scores > 0
-        rankings[query_id] = top_ids(chunks.ids[matching], scores[matching], POOL)
-    return rankings
+    retriever.index(corpus_tokens, show_progress=False)
+    return retriever
 
 
-def dense_chunk_rankings(chunks: StoredChunks, vectors: dict[str, list[float]]) -> dict[str, list[int]]:
-    """Top chunks by exact cosine similarity (brute force)."""
-    rankings = {}
-    for query_id, vector in vectors.items():
-        query = np.asarray(vector, dtype=np.float32)
-        similarity = chunks.vectors @ (query / max(np.linalg.norm(query), 1e-12))
-        rankings[query_id] = top_ids(chunks.ids, similarity, POOL)
-    return rankings
+def bm25s_top(retriever, ids: np.ndarray, query_terms: list) -> list[int]:
+    """The best ``POOL`` ids by BM25 for terms the index knows; items matching none are left out."""
+    if not query_terms:
+        return []
+    scores = retriever.get_scores(query_terms)
+    matching = scores > 0
+    return top_ids(ids[matching], scores[matching], POOL)
+
+
+def exact_dense_rankings(ids: np.ndarray, unit_vectors: np.ndarray, vectors: dict[str, list[float]]):
+    """Top ids by exact cosine similarity (brute force) for each query vector."""
+    return {
+        query_id: top_ids(ids, unit_vectors @ unit_rows(np.asarray([vector], dtype=np.float32))[0], POOL)
+        for query_id, vector in vectors.items()
+    }
+
+
+def bm25s_chunk_rankings(chunks: StoredChunks, query_lexemes: dict[str, list[str]]) -> dict[str, list[int]]:
+    """Top chunks by bm25s over the chunks' `simple` lexemes."""
+    retriever = bm25s_index(chunks.lexemes)
+    return {
+        query_id: bm25s_top(retriever, chunks.ids, [lexeme for lexeme in lexemes if lexeme in retriever.vocab_dict])
+        for query_id, lexemes in query_lexemes.items()
+    }
+
+
+def reference_rankings(
+    corpus: list[dict], query_text: dict[str, str], vectors: dict[str, list[float]], embed
+) -> dict[str, dict[str, list[str]]]:
+    """The reference method of the dataset's README, recomputed on whole documents (title and
+    text, no chunking, no header): bm25s over its own lowercase word tokens (no stemming, no stop
+    words), exact cosine over the documents embedded by ``embed`` (the store's model), and the
+    RRF of their top 100. Empty documents are left out, so they are never retrieved."""
+    import bm25s
+
+    documents = [doc for doc in corpus if document_text(doc)]
+    ids = np.arange(len(documents), dtype=np.int64)
+    texts = [document_text(doc) for doc in documents]
+    tokens = bm25s.tokenize(texts, stopwords=None, show_progress=False)
+    retriever = bm25s_index(tokens)
+    lexical = {}
+    for query_id, text in query_text.items():
+        words = bm25s.tokenize([text], stopwords=None, show_progress=False, return_ids=False)[0]
+        lexical[query_id] = bm25s_top(retriever, ids, [tokens.vocab[word] for word in words if word in tokens.vocab])
+    embedded = [
+        vector for start in range(0, len(texts), EMBED_BATCH) for vector in embed(texts[start : start + EMBED_BATCH])
+    ]
+    dense = exact_dense_rankings(ids, unit_rows(np.asarray(embedded, dtype=np.float32)), vectors)
+    fused = {query_id: reciprocal_rank_fusion([dense[query_id], lexical[query_id]])[:POOL] for query_id in dense}
+    return {
+        name: {query_id: [documents[n]["_id"] for n in ranked] for query_id, ranked in rankings.items()}
+        for name, rankings in (
+            (REFERENCE_LEXICAL, lexical),
+            (REFERENCE_DENSE, dense),
+            (REFERENCE_FUSED, fused),
+        )
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -285,6 +357,7 @@ def main() -> None:
     args = parser.parse_args()
 
     with BenchEnvironment(worker=True):
+        from gateway.providers.embeddings import embedding_provider
         from retrieval.ranking import uses_websearch_syntax
         from retrieval.search import embed_query
         from retrieval.sql import query_lexemes
@@ -306,25 +379,28 @@ def main() -> None:
             print(f"never retrieved: {source}: {reason}")
 
         vectors = {query_id: embed_query(store, text) for query_id, text in query_text.items()}
-        results = []
-        for name, overrides in CONFIGURATIONS:
-            results.append((name, evaluate(ragmux_rankings(store, query_text, vectors, overrides), qrels)))
+        rankings = {name: ragmux_rankings(store, query_text, vectors, overrides) for name, overrides in CONFIGURATIONS}
         plain_words = {query_id: without_search_operators(text) for query_id, text in query_text.items()}
         name, overrides = PLAIN_WORDS
-        results.append((name, evaluate(ragmux_rankings(store, plain_words, vectors, overrides), qrels)))
+        rankings[name] = ragmux_rankings(store, plain_words, vectors, overrides)
         syntax_queries = [query_id for query_id, text in query_text.items() if uses_websearch_syntax(text)]
 
         chunks = StoredChunks(store)
         lexical = bm25s_chunk_rankings(chunks, {query_id: query_lexemes(text) for query_id, text in query_text.items()})
-        dense = dense_chunk_rankings(chunks, vectors)
+        dense = exact_dense_rankings(chunks.ids, chunks.vectors, vectors)
         fused = {query_id: reciprocal_rank_fusion([dense[query_id], lexical[query_id]])[:POOL] for query_id in dense}
         for name, chunk_rankings in (
             ("baseline bm25s", lexical),
             ("baseline exact dense", dense),
             ("baseline rrf(bm25s, dense)", fused),
         ):
-            document_rankings = {query_id: chunks.documents(ranked) for query_id, ranked in chunk_rankings.items()}
-            results.append((name, evaluate(document_rankings, qrels)))
+            rankings[name] = {query_id: chunks.documents(ranked) for query_id, ranked in chunk_rankings.items()}
+        provider = embedding_provider(store.embedding_connection)
+        rankings.update(reference_rankings(corpus, query_text, vectors, lambda texts: provider.embed(texts).vectors))
+        results = [(name, evaluate(ranked, qrels)) for name, ranked in rankings.items()]
+        difference, low, high = paired_difference(
+            per_query_ndcg(rankings[HEADLINE], qrels), per_query_ndcg(rankings[REFERENCE_FUSED], qrels)
+        )
 
         print(f"{len(chunks.ids)} chunks; document level, candidate pools of {POOL} chunks")
         print(
@@ -338,6 +414,10 @@ def main() -> None:
             ],
             ("config", "nDCG@10", "recall@100", "documents ranked"),
         )
+        print(
+            f"{HEADLINE} − {REFERENCE_FUSED}: {difference:+.4f} nDCG@10, 95 % CI [{low:+.4f}, {high:+.4f}] "
+            f"(paired bootstrap over the {len(qrels)} queries, {BOOTSTRAP_RESAMPLES} resamples)"
+        )
         report(
             {
                 "dataset": str(args.dataset),
@@ -348,6 +428,12 @@ def main() -> None:
                 "chunks": len(chunks.ids),
                 "queries": len(query_text),
                 "websearch_syntax_queries": syntax_queries,
+                "versus_reference": {
+                    "config": HEADLINE,
+                    "reference": REFERENCE_FUSED,
+                    "ndcg@10_difference": round(difference, 4),
+                    "ci95": [round(low, 4), round(high, 4)],
+                },
                 "results": [
                     {"config": name, **{measure: round(value, 4) for measure, value in scores.items()}}
                     for name, scores in results

@@ -1,0 +1,82 @@
+"""The quality bench's own arithmetic: the whole-document reference and the paired comparison with it."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from quality import (  # noqa: E402  (the bench folder is not a package)
+    REFERENCE_DENSE,
+    REFERENCE_FUSED,
+    REFERENCE_LEXICAL,
+    paired_difference,
+    reference_rankings,
+)
+
+
+def test_paired_difference_of_identical_scores_is_exactly_zero():
+    assert paired_difference([0.2, 0.5, 0.9], [0.2, 0.5, 0.9]) == (0.0, 0.0, 0.0)
+
+
+def test_paired_difference_of_a_constant_shift_is_that_shift_with_no_spread():
+    difference, low, high = paired_difference([0.3, 0.6, 0.8, 0.1], [0.2, 0.5, 0.7, 0.0])
+
+    assert difference == pytest.approx(0.1) and low == pytest.approx(0.1) and high == pytest.approx(0.1)
+
+
+def test_paired_difference_interval_excludes_zero_only_when_every_query_agrees():
+    better_everywhere = paired_difference([0.5 + 0.01 * n for n in range(40)], [0.4 + 0.005 * n for n in range(40)])
+    # Half the queries gain 0.1, half lose 0.1: the mean is 0, and the interval straddles it.
+    even = paired_difference([0.6, 0.4] * 20, [0.5, 0.5] * 20)
+
+    assert better_everywhere[1] > 0
+    assert even[0] == pytest.approx(0.0)
+    assert even[1] < 0 < even[2]
+
+
+def test_paired_difference_is_reproducible_and_pairs_queries_rather_than_pooling_them():
+    ours = [0.9, 0.1, 0.5, 0.7, 0.3, 0.2, 0.8, 0.6]
+    theirs = [score - 0.01 for score in ours]
+
+    # Unpaired, these two lists would be indistinguishable; paired, every query is 0.01 better.
+    assert paired_difference(ours, theirs) == paired_difference(ours, theirs)
+    assert paired_difference(ours, theirs)[1] == pytest.approx(0.01)
+
+
+CORPUS = [
+    {"_id": "d1", "title": "", "text": "alpha beta"},
+    {"_id": "d2", "title": "", "text": "alpha alpha gamma"},
+    {"_id": "empty", "title": "", "text": "  "},
+    {"_id": "d4", "title": "Delta", "text": "epsilon"},
+]
+
+
+def embed_by_keyword(texts):
+    """Documents about delta point one way, everything else the other."""
+    return [[1.0, 0.0] if "delta" in text.lower() else [0.0, 3.0] for text in texts]
+
+
+def test_reference_rankings_are_bm25_dense_and_their_fusion_over_whole_documents():
+    rankings = reference_rankings(
+        CORPUS,
+        {"q1": "Alpha", "q2": "delta"},
+        {"q1": [2.0, 0.0], "q2": [0.0, 1.0]},
+        embed_by_keyword,
+    )
+
+    # BM25 (k1 1.2, b 0.75): d2 has "alpha" twice in three words and beats d1 (once in two);
+    # documents without the word are not ranked at all. The title counts as text ("Delta").
+    assert rankings[REFERENCE_LEXICAL] == {"q1": ["d2", "d1"], "q2": ["d4"]}
+    # Exact cosine, ties broken by corpus order.
+    assert rankings[REFERENCE_DENSE] == {"q1": ["d4", "d1", "d2"], "q2": ["d1", "d2", "d4"]}
+    # RRF k 60: d2 1/61 + 1/63 edges out d1 2/62; d4 has its dense rank alone.
+    assert rankings[REFERENCE_FUSED]["q1"] == ["d2", "d1", "d4"]
+    assert rankings[REFERENCE_FUSED]["q2"] == ["d4", "d1", "d2"]
+
+
+def test_reference_rankings_never_retrieve_an_empty_document():
+    rankings = reference_rankings(CORPUS, {"q": "alpha"}, {"q": [0.0, 1.0]}, embed_by_keyword)
+
+    assert all("empty" not in ranked for by_query in rankings.values() for ranked in by_query.values())
