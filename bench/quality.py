@@ -54,20 +54,20 @@ WEIGHTED = {"vector": 1.0, "lexical": 1.5}
 BOOTSTRAP_RESAMPLES = 10_000
 EMBED_BATCH = 32
 
+HEADLINE = "hybrid bm25"  # the default store's own search, the one the acceptance figures judge
 # (name, search overrides); everything not named comes from the store's default settings.
 CONFIGURATIONS: list[tuple[str, dict]] = [
     ("vector", {"mode": "vector"}),
     ("lexical pgvector (ts_rank_cd)", {"mode": "lexical", "backend": "pgvector"}),
     ("lexical bm25", {"mode": "lexical", "backend": "bm25"}),
     ("hybrid pgvector", {"mode": "hybrid", "backend": "pgvector"}),
-    ("hybrid bm25", {"mode": "hybrid", "backend": "bm25"}),
+    (HEADLINE, {"mode": "hybrid", "backend": "bm25"}),
     ("hybrid bm25 + typo tolerance", {"mode": "hybrid", "backend": "bm25", "typo_tolerance": True}),
     ("hybrid bm25 weights 1:1.5", {"mode": "hybrid", "backend": "bm25", "fusion_weights": WEIGHTED}),
 ]
 # Not a setting: the same search with the queries' websearch operators taken out, to measure what
 # reading natural questions containing "or" or "-word" as websearch syntax costs.
 PLAIN_WORDS = ("hybrid bm25, plain-word queries (diagnostic)", {"mode": "hybrid", "backend": "bm25"})
-HEADLINE = "hybrid bm25"
 REFERENCE_LEXICAL = "reference bm25s, whole documents"
 REFERENCE_DENSE = "reference exact dense, whole documents"
 REFERENCE_FUSED = "reference rrf, whole documents"
@@ -113,19 +113,19 @@ def top_ids(ids: np.ndarray, scores: np.ndarray, limit: int) -> list[int]:
     return ids[order].tolist()
 
 
+def per_query_ndcg(rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> list[float]:
+    return [ndcg(rankings.get(query_id, []), judged) for query_id, judged in qrels.items()]
+
+
 def evaluate(rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dict[str, float]:
     """Means over every judged query (a missing ranking scores 0) of nDCG@10, recall@100 and the
     number of documents ranked: a pool of 100 chunks collapses to fewer than 100 documents."""
     ranked = [(rankings.get(query_id, []), judged) for query_id, judged in qrels.items()]
     return {
-        "ndcg@10": sum(ndcg(ranking, judged) for ranking, judged in ranked) / len(ranked),
+        "ndcg@10": sum(per_query_ndcg(rankings, qrels)) / len(ranked),
         "recall@100": sum(recall(ranking, judged) for ranking, judged in ranked) / len(ranked),
         "documents_ranked": sum(len(ranking) for ranking, _ in ranked) / len(ranked),
     }
-
-
-def per_query_ndcg(rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> list[float]:
-    return [ndcg(rankings.get(query_id, []), judged) for query_id, judged in qrels.items()]
 
 
 def paired_difference(

@@ -415,13 +415,12 @@ def main() -> None:
             f"load average {load[0]:.2f}"
         )
 
+        vector_lists = [q.tolist() for q in query_vectors]
         results, recall_at_10, observe_ms = [], None, []
         # The slow full-text configurations go last, so the others are measured close together.
         for mode, backend in sorted(CONFIGURATIONS, key=lambda configuration: configuration[1] == "pgvector"):
             with timing_metrics(observe_ms):
-                search_ms, raw_ms, hits = measure_configuration(
-                    store, queries, [q.tolist() for q in query_vectors], mode, backend
-                )
+                search_ms, raw_ms, hits = measure_configuration(store, queries, vector_lists, mode, backend)
             if mode == "vector":
                 recall_at_10 = recall([h[:RECALL_AT] for h in hits], expected)
             entry = {
