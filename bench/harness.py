@@ -113,12 +113,13 @@ class BenchEnvironment:
 
 def local_connection():
     """The embedded default's `local` embedding connection (created if missing)."""
-    from gateway.models import ModelConnection
-    from gateway.services import connection_create
+    from gateway.connections.models import ModelConnection
+    from gateway.connections.providers import local_model
+    from gateway.connections.services import connection_create
 
     existing = ModelConnection.objects.filter(provider_type="local").first()
     return existing or connection_create(
-        name="local", provider_type="local", base_url="", model_name="all-MiniLM-L6-v2", dimensions=None, api_key=""
+        name="local", provider_type="local", base_url="", model_name=local_model.MODEL_NAME, dimensions=None, api_key=""
     )
 
 

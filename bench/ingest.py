@@ -35,7 +35,7 @@ _models: dict[int, object] = {}
 
 def _raw_embed(args: tuple[list[str], int, int]) -> int:
     texts, threads, batch = args
-    from gateway.providers.local_model import LocalModel
+    from gateway.connections.providers.local_model import LocalModel
 
     model = _models.get(threads) or _models.setdefault(threads, LocalModel(threads=threads))
     for start in range(0, len(texts), batch):
@@ -69,9 +69,9 @@ def upload_paced(store, corpus: list[dict], *, as_text: bool = False) -> dict[st
     bytes; empty text, which the text endpoint refuses before storing anything)."""
     from django.conf import settings
 
-    from ragmux.errors import InvalidInput
+    from ingestion.services import IncomingFile, document_ingest_text, document_upload
+    from ragmux.core.errors import InvalidInput
     from stores.models import Document
-    from stores.services import IncomingFile, document_ingest_text, document_upload
 
     refused = {}
     for start in range(0, len(corpus), UPLOAD_BATCH):
@@ -112,8 +112,8 @@ def main() -> None:
         from django.conf import settings
         from django.db.models import Count, Sum
 
-        from gateway.providers.embeddings import LocalEmbeddings
-        from gateway.providers.local_model import default_threads
+        from gateway.connections.providers.embeddings import LocalEmbeddings
+        from gateway.connections.providers.local_model import default_threads
         from ingestion.chunking import embedded_text
         from stores.models import Chunk, Document
 

@@ -176,10 +176,10 @@ def ingest(store, corpus: list[dict], *, as_text: bool) -> dict[str, str]:
 
 
 def store_settings(store) -> dict:
-    from stores.services import STORE_DEFAULTS
+    from stores.models import STORE_SETTINGS
 
     store.refresh_from_db()
-    values = {name: getattr(store, name) for name in STORE_DEFAULTS}
+    values = {name: getattr(store, name) for name in STORE_SETTINGS if name != "embedding_connection_id"}
     values.update(embedding_model=store.embedding_connection.model_name, dimensions=store.dimensions)
     return values
 
@@ -357,7 +357,7 @@ def main() -> None:
     args = parser.parse_args()
 
     with BenchEnvironment(worker=True):
-        from gateway.providers.embeddings import embedding_provider
+        from gateway.connections.providers.embeddings import embedding_provider
         from retrieval.ranking import uses_websearch_syntax
         from retrieval.search import embed_query
         from retrieval.sql import query_lexemes

@@ -359,9 +359,9 @@ def ef_sweep(store, query_vectors, expected, chunk_count: int) -> list[dict]:
 
 @contextmanager
 def timing_metrics(samples: list[float]):
-    """Times every ``ragmux.metrics.observe`` call (one Redis round trip per search) into
+    """Times every ``ragmux.core.metrics.observe`` call (one Redis round trip per search) into
     ``samples`` while still recording the metric."""
-    from ragmux import metrics
+    from ragmux.core import metrics
 
     original = metrics.observe
 

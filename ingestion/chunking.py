@@ -1,6 +1,7 @@
-"""Turns parsed blocks into chunks, the text to embed for each, and a plan to embed duplicates once.
+"""Turns parsed blocks into chunks and the text to embed for each.
 
-Pure functions: no Django, no database. ``chunk_size`` and ``chunk_overlap`` count characters.
+Pure functions: no database (the strategy names are the store's plain enum). ``chunk_size`` and
+``chunk_overlap`` count characters.
 
 A chunk never spans two sections or two pages: blocks are first grouped into runs of consecutive
 blocks sharing (section, page), and each run is chunked on its own, so overlap never crosses a run.
@@ -22,17 +23,9 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import groupby
-from typing import Protocol, TypeVar
+from typing import Protocol
 
-STRATEGIES = ("section", "word", "semantic", "character")
-
-_ALIASES = {
-    "words": "word",
-    "sentence": "semantic",
-    "paragraph": "semantic",
-    "char": "character",
-    "chars": "character",
-}
+from stores.choices import ChunkingStrategy
 
 PARAGRAPH_SEPARATOR = "\n\n"
 CONTEXT_SEPARATOR = " · "
@@ -42,8 +35,6 @@ CONTEXT_SEPARATOR = " · "
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\s*\n\s*\n\s*")
 _WHITESPACE = re.compile(r"\s+")
 _LINE_BREAKING = re.compile(r"[\s\x00-\x1f\x7f-\x9f]+")
-
-T = TypeVar("T")
 
 # A piece of a run's text and the separator that precedes it in the source.
 _Unit = tuple[str, str]
@@ -70,30 +61,6 @@ class ChunkDraft:
     page: int | None
 
 
-class UnknownStrategy(ValueError):
-    def __init__(self, name: str):
-        super().__init__(f'unknown chunking strategy "{name}"; valid: {_strategy_names()}')
-        self.name = name
-
-
-def _strategy_names() -> str:
-    described = []
-    for strategy in STRATEGIES:
-        aliases = [alias for alias, target in _ALIASES.items() if target == strategy]
-        described.append(f"{strategy} ({', '.join(aliases)})" if aliases else strategy)
-    return ", ".join(described)
-
-
-def parse_strategy(name: str) -> str:
-    """The canonical strategy for ``name``, ignoring case and surrounding spaces, aliases included."""
-    key = name.strip().lower()
-    if key in STRATEGIES:
-        return key
-    if key in _ALIASES:
-        return _ALIASES[key]
-    raise UnknownStrategy(name.strip())
-
-
 def chunk_blocks(
     blocks: Sequence[SourceBlock], *, strategy: str, chunk_size: int, chunk_overlap: int
 ) -> list[ChunkDraft]:
@@ -102,7 +69,7 @@ def chunk_blocks(
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     if not 0 <= chunk_overlap < chunk_size:
         raise ValueError(f"chunk_overlap must be between 0 and chunk_size - 1, got {chunk_overlap}")
-    chunk_run = _CHUNKERS[parse_strategy(strategy)]
+    chunk_run = _CHUNKERS[ChunkingStrategy.parse(strategy)]
     drafts: list[ChunkDraft] = []
     for run in _runs(blocks):
         for content in chunk_run(run.texts, chunk_size, chunk_overlap):
@@ -229,11 +196,11 @@ def _semantic_chunks(texts: Sequence[str], size: int, overlap: int) -> Iterator[
     return _pack(_semantic_units(texts, size), size, 0)
 
 
-_CHUNKERS: dict[str, Callable[[Sequence[str], int, int], Iterator[str]]] = {
-    "section": _section_chunks,
-    "word": _word_chunks,
-    "semantic": _semantic_chunks,
-    "character": _character_windows,
+_CHUNKERS: dict[ChunkingStrategy, Callable[[Sequence[str], int, int], Iterator[str]]] = {
+    ChunkingStrategy.SECTION: _section_chunks,
+    ChunkingStrategy.WORD: _word_chunks,
+    ChunkingStrategy.SEMANTIC: _semantic_chunks,
+    ChunkingStrategy.CHARACTER: _character_windows,
 }
 
 
@@ -259,29 +226,3 @@ def normalise_for_hash(text: str) -> str:
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(normalise_for_hash(text).encode("utf-8")).hexdigest()
-
-
-@dataclass(frozen=True)
-class DedupPlan:
-    """Embed ``unique_texts`` once each, then ``fan_out`` gives every input position its vector."""
-
-    unique_texts: list[str]
-    sources: list[int]
-
-    def fan_out(self, vectors: Sequence[T]) -> list[T]:
-        if len(vectors) != len(self.unique_texts):
-            raise ValueError(f"expected {len(self.unique_texts)} vectors, got {len(vectors)}")
-        return [vectors[source] for source in self.sources]
-
-
-def plan_dedup(texts: Sequence[str]) -> DedupPlan:
-    slots: dict[str, int] = {}
-    unique_texts: list[str] = []
-    sources: list[int] = []
-    for text in texts:
-        digest = text_hash(text)
-        if digest not in slots:
-            slots[digest] = len(unique_texts)
-            unique_texts.append(text)
-        sources.append(slots[digest])
-    return DedupPlan(unique_texts=unique_texts, sources=sources)

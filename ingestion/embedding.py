@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from gateway.providers.embeddings import EmbeddingProvider, Embeddings, ProviderError
+from gateway.connections.providers.embeddings import EmbeddingProvider, Embeddings, ProviderError
 
 MAX_ATTEMPTS = 4
 FIRST_BACKOFF = 0.5
@@ -32,7 +32,3 @@ def embed_with_retries(provider: EmbeddingProvider, texts: Sequence[str], *, dea
         delay = min(delay * 2, MAX_BACKOFF)
         attempt += 1
 
-
-def format_vector(vector: Sequence[float]) -> str:
-    """pgvector's text form; the database parses it straight into vector or halfvec."""
-    return "[" + ",".join(map(repr, map(float, vector))) + "]"

@@ -14,23 +14,21 @@ import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
-from gateway.models import ModelConnection
-from gateway.providers.embeddings import EmbeddingProvider, embedding_provider
+from gateway.connections.models import ModelConnection
+from gateway.connections.providers.embeddings import EmbeddingProvider, embedding_provider
 from ingestion import queue
 from ingestion.chunking import ChunkDraft, chunk_blocks, embedded_text, text_hash
-from ingestion.embedding import EmbeddingFailed, embed_with_retries, format_vector
+from ingestion.embedding import EmbeddingFailed, embed_with_retries
 from ingestion.parsing import ParseError, parse_document
-from ragmux import metrics
-from stores.models import Document, DocumentStatus, RagStore
-from stores.text_stats import TOKEN_COUNT_SQL, add_document_terms, lock_store_stats, remove_document_terms
-from stores.vector_tables import WidthNotSupported, check_width, column_type, ensure_embedding_table, table_name
+from ingestion.queue import PROGRESS_CHUNKED, PROGRESS_EMBEDDED, PROGRESS_PARSED
+from ragmux.core import metrics
+from stores import index
+from stores.models import Document, ErrorStage, RagStore
+from stores.vector_tables import WidthNotSupported, check_width, ensure_embedding_table, table_name
 
 logger = logging.getLogger("ragmux.ingestion")
-
-PROGRESS_PARSED = 10
-PROGRESS_CHUNKED = 20
 
 
 def model_key(connection_: ModelConnection) -> str:
@@ -84,12 +82,17 @@ class PreparedDocument:
     failed: bool = False
 
 
-def _fail(document: PreparedDocument | queue.Claim, reason: str) -> None:
+def _fail(document: PreparedDocument | queue.Claim, reason: str, stage: ErrorStage) -> None:
     claim = document.claim if isinstance(document, PreparedDocument) else document
     if isinstance(document, PreparedDocument):
         document.failed = True
-    queue.fail(claim, reason)
-    logger.info("document failed document_id=%s reason=%r", claim.document_id, reason)
+    queue.fail(claim, reason, stage=stage)
+    logger.info("document failed document_id=%s stage=%s reason=%r", claim.document_id, stage, reason)
+
+
+def _unexpected(exc: Exception) -> str:
+    # The message names the exception so an operator can find it in the worker's log.
+    return f"unexpected error: {exc.__class__.__name__}: {exc}"
 
 
 def _prepare(claim: queue.Claim, store: RagStore) -> PreparedDocument | None:
@@ -102,21 +105,34 @@ def _prepare(claim: queue.Claim, store: RagStore) -> PreparedDocument | None:
             filename=row["filename"], data=bytes(row["original"]), pdf_timeout=settings.PDF_PARSE_TIMEOUT
         )
     except ParseError as exc:
-        _fail(claim, str(exc))
+        _fail(claim, str(exc), ErrorStage.PARSE)
+        return None
+    except Exception as exc:
+        logger.exception("parser failed document_id=%s", claim.document_id)
+        _fail(claim, _unexpected(exc), ErrorStage.PARSE)
         return None
     parsed_at = time.monotonic()
     queue.record_progress(claim, progress_percent=PROGRESS_PARSED, page_count=parsed.page_count)
-    drafts = chunk_blocks(
-        parsed.blocks, strategy=store.chunking_strategy, chunk_size=store.chunk_size, chunk_overlap=store.chunk_overlap
-    )
+    try:
+        drafts = chunk_blocks(
+            parsed.blocks,
+            strategy=store.chunking_strategy,
+            chunk_size=store.chunk_size,
+            chunk_overlap=store.chunk_overlap,
+        )
+    except Exception as exc:
+        logger.exception("chunker failed document_id=%s", claim.document_id)
+        _fail(claim, _unexpected(exc), ErrorStage.CHUNK)
+        return None
     if not drafts:
-        _fail(claim, "the document contains no text")
+        _fail(claim, "the document contains no text", ErrorStage.CHUNK)
         return None
     if len(drafts) > settings.MAX_CHUNKS_PER_DOCUMENT:
         _fail(
             claim,
             f"the document splits into {len(drafts)} chunks, more than MAX_CHUNKS_PER_DOCUMENT "
             f"({settings.MAX_CHUNKS_PER_DOCUMENT}); raise the store's chunk_size or the limit",
+            ErrorStage.CHUNK,
         )
         return None
     texts = [
@@ -184,7 +200,11 @@ class Job:
             provider = embedding_provider(self.store.embedding_connection)
         except Exception as exc:  # noqa: BLE001 - any construction failure fails the documents
             for document in self.documents:
-                _fail(document, f"cannot embed with connection {self.store.embedding_connection.name!r}: {exc}")
+                _fail(
+                    document,
+                    f"cannot embed with connection {self.store.embedding_connection.name!r}: {exc}",
+                    ErrorStage.EMBED,
+                )
             return
         batches = _batches(list(missing), provider.max_batch)
         for batch in batches:
@@ -207,7 +227,7 @@ class Job:
             return bool(self.alive())
         if time.monotonic() > self.deadline:
             for document in self.alive():
-                _fail(document, f"ingestion took longer than {settings.INGEST_JOB_TIMEOUT:g}s (INGEST_JOB_TIMEOUT)")
+                _fail(document, _too_long(), ErrorStage.EMBED)
             return False
         texts = [missing[h] for h in batch]
         try:
@@ -215,7 +235,7 @@ class Job:
         except EmbeddingFailed as exc:
             for document in documents:
                 if not document.failed:
-                    _fail(document, str(exc))
+                    _fail(document, str(exc), ErrorStage.EMBED)
             return bool(self.alive())
         if not self._accept_width(result.dimensions):
             return False
@@ -226,7 +246,7 @@ class Job:
         )
         total_chars = sum(len(t) for t in texts) or 1
         for digest, text, vector in zip(batch, texts, result.vectors, strict=True):
-            self.vectors[digest] = format_vector(vector)
+            self.vectors[digest] = index.format_vector(vector)
             for document in owners[digest]:
                 document.embed_tokens += round(result.tokens * len(text) / total_chars / len(owners[digest]))
         for document in documents:
@@ -234,7 +254,8 @@ class Job:
             if not document.failed:
                 share = document.batches_done / document.batches_total
                 queue.record_progress(
-                    document.claim, progress_percent=PROGRESS_CHUNKED + int((99 - PROGRESS_CHUNKED) * share)
+                    document.claim,
+                    progress_percent=PROGRESS_CHUNKED + int((PROGRESS_EMBEDDED - PROGRESS_CHUNKED) * share),
                 )
         return True
 
@@ -245,7 +266,7 @@ class Job:
                 check_width(width)
             except WidthNotSupported as exc:
                 for document in self.alive():
-                    _fail(document, str(exc))
+                    _fail(document, str(exc), ErrorStage.EMBED)
                 return False
             RagStore.objects.filter(pk=store.pk, dimensions__isnull=True).update(dimensions=width)
             store.dimensions = RagStore.objects.values_list("dimensions", flat=True).get(pk=store.pk)
@@ -255,9 +276,14 @@ class Job:
                     document,
                     f"the embedding model returned {width} dimensions but this store holds "
                     f"{store.dimensions}-dimensional vectors",
+                    ErrorStage.EMBED,
                 )
             return False
         return True
+
+
+def _too_long() -> str:
+    return f"ingestion took longer than {settings.INGEST_JOB_TIMEOUT:g}s (INGEST_JOB_TIMEOUT)"
 
 
 def _batches(items: list[str], size: int) -> list[list[str]]:
@@ -268,58 +294,35 @@ def _commit(store: RagStore, key: str, document: PreparedDocument, vectors: dict
     started = time.monotonic()
     claim = document.claim
     drafts = document.drafts
-    with transaction.atomic():
-        lock_store_stats(store.pk)
-        if not queue.hold(claim):
-            return
-        remove_document_terms(store_id=store.pk, document_id=claim.document_id)
-        with connection.cursor() as cursor:
-            cursor.execute("DELETE FROM chunks WHERE document_id = %s", [claim.document_id])
-            cursor.execute(
-                f"""
-                INSERT INTO chunks (store_id, document_id, index, content, section, page, embedded_hash, token_count)
-                SELECT %s, %s, x.idx, x.content, x.section, x.page, x.digest,
-                       {TOKEN_COUNT_SQL.format(content="x.content")}
-                FROM unnest(%s::int[], %s::text[], %s::text[], %s::int[], %s::text[])
-                     AS x(idx, content, section, page, digest)
-                RETURNING id, index
-                """,
-                [
-                    store.pk,
-                    claim.document_id,
-                    [d.index for d in drafts],
-                    [d.content for d in drafts],
-                    [d.section for d in drafts],
-                    [d.page for d in drafts],
-                    document.hashes,
-                ],
-            )
-            ids = dict((index, chunk_id) for chunk_id, index in cursor.fetchall())
-            width = store.dimensions
-            cursor.execute(
-                f"""
-                INSERT INTO {table_name(width)} (chunk_id, store_id, model_key, embedded_hash, embedding)
-                SELECT x.chunk_id, %s, %s, x.digest, x.embedding::{column_type(width)}({width})
-                FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS x(chunk_id, digest, embedding)
-                """,
-                [
-                    store.pk,
-                    key,
-                    [ids[d.index] for d in drafts],
-                    document.hashes,
-                    [vectors[h] for h in document.hashes],
-                ],
-            )
-        add_document_terms(store_id=store.pk, document_id=claim.document_id)
-        Document.objects.filter(pk=claim.document_id).update(
-            status=DocumentStatus.READY,
-            progress_percent=100,
-            error="",
-            chunk_count=len(drafts),
-            page_count=document.page_count,
-            lease_owner="",
-            lease_expires_at=None,
+    rows = [
+        index.ChunkRow(
+            document_id=claim.document_id,
+            index=d.index,
+            content=d.content,
+            section=d.section,
+            page=d.page,
+            embedded_hash=digest,
         )
+        for d, digest in zip(drafts, document.hashes, strict=True)
+    ]
+    try:
+        with transaction.atomic():
+            index.lock_store_stats(store.pk)
+            if not queue.hold(claim):
+                return
+            index.replace_document(
+                store_id=store.pk,
+                dimensions=store.dimensions,
+                model_key=key,
+                document_id=claim.document_id,
+                rows=rows,
+                vectors=[vectors[h] for h in document.hashes],
+            )
+            queue.mark_ready(claim, chunk_count=len(drafts), page_count=document.page_count)
+    except DatabaseError as exc:
+        logger.exception("index write failed document_id=%s", claim.document_id)
+        _fail(document, _unexpected(exc), ErrorStage.INDEX)
+        return
     document.timings["commit"] = time.monotonic() - started
     for stage, seconds in document.timings.items():
         metrics.observe("ragmux_ingest_stage_seconds", seconds, stage=stage)
@@ -348,7 +351,7 @@ def run_job(claims: list[queue.Claim]) -> None:
             if not keeper.holds(claim):
                 continue
             if time.monotonic() > deadline:
-                _fail(claim, f"ingestion took longer than {settings.INGEST_JOB_TIMEOUT:g}s (INGEST_JOB_TIMEOUT)")
+                _fail(claim, _too_long(), ErrorStage.PARSE)
                 continue
             document = _prepare(claim, store)
             if document is not None:

@@ -1,4 +1,6 @@
-"""The ingestion queue is the `documents` table itself.
+"""The ingestion queue is the `documents` table itself, and this module is the only writer of
+a document's status: admission, claim, progress, ready, fail, requeue and reprocess are each one
+conditional UPDATE here.
 
 A worker claims pending documents with ``FOR UPDATE SKIP LOCKED`` and receives, for each, a
 lease (``lease_expires_at``) and a fencing token (``lease_token``, bumped on every claim and
@@ -15,13 +17,19 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import F
 
-from stores.models import DocumentStatus
+from stores.models import Document, DocumentStatus, ErrorStage
 
 # Small documents are claimed together so they share embedding batches (and round trips).
 SMALL_DOCUMENT_BYTES = 64 * 1024
 MAX_DOCUMENTS_PER_CLAIM = 32
 LEASE_EXPIRED = "the worker processing it stopped before finishing (its lease expired)"
+BACKLOG_FULL = "the ingestion backlog is full (MAX_PENDING_DOCUMENTS), retry later"
+# Progress marks: a document past one has finished that stage (see ingestion.pipeline).
+PROGRESS_PARSED = 10
+PROGRESS_CHUNKED = 20
+PROGRESS_EMBEDDED = 99
 
 
 @dataclass(frozen=True)
@@ -107,9 +115,58 @@ def record_progress(claim: Claim, **fields) -> bool:
         return cursor.rowcount == 1
 
 
-def fail(claim: Claim, reason: str) -> bool:
-    """Marks a held document failed (its progress stays where it got to)."""
-    return record_progress(claim, status=DocumentStatus.FAILED, error=reason, lease_owner="", lease_expires_at=None)
+def fail(claim: Claim, reason: str, *, stage: ErrorStage) -> bool:
+    """Marks a held document failed at ``stage`` (its progress stays where it got to)."""
+    return record_progress(
+        claim, status=DocumentStatus.FAILED, error=reason, error_stage=stage, lease_owner="", lease_expires_at=None
+    )
+
+
+def mark_ready(claim: Claim, *, chunk_count: int, page_count: int | None) -> bool:
+    """Ends a held claim as ready; the caller has written the document's index rows."""
+    return record_progress(
+        claim,
+        status=DocumentStatus.READY,
+        progress_percent=100,
+        error="",
+        error_stage="",
+        chunk_count=chunk_count,
+        page_count=page_count,
+        lease_owner="",
+        lease_expires_at=None,
+    )
+
+
+def pending_count() -> int:
+    return Document.objects.filter(status=DocumentStatus.PENDING).count()
+
+
+def admission_status() -> dict:
+    """The state a newly stored document starts in: queued, or failed at upload when the
+    backlog is full (kept, so the editor can retry it later)."""
+    if pending_count() >= settings.MAX_PENDING_DOCUMENTS:
+        return {"status": DocumentStatus.FAILED, "error": BACKLOG_FULL, "error_stage": ErrorStage.UPLOAD}
+    return {"status": DocumentStatus.PENDING, "error": "", "error_stage": ""}
+
+
+def requeue(document_ids: list[int]) -> tuple[int, int]:
+    """Puts documents back in the queue from any state; past the backlog limit they are failed
+    at upload instead. The fencing token moves on, so a worker still holding an old claim
+    writes nothing. Returns (queued, refused)."""
+    room = max(0, settings.MAX_PENDING_DOCUMENTS - pending_count())
+    reset = {
+        "progress_percent": 0,
+        "attempts": 0,
+        "lease_owner": "",
+        "lease_expires_at": None,
+        "lease_token": F("lease_token") + 1,
+    }
+    queued, refused = document_ids[:room], document_ids[room:]
+    Document.objects.filter(pk__in=queued).update(status=DocumentStatus.PENDING, error="", error_stage="", **reset)
+    Document.objects.filter(pk__in=refused).update(
+        status=DocumentStatus.FAILED, error=BACKLOG_FULL, error_stage=ErrorStage.UPLOAD, **reset
+    )
+    return len(queued), len(refused)
 
 
 def requeue_expired() -> tuple[int, int]:
@@ -124,6 +181,11 @@ def requeue_expired() -> tuple[int, int]:
             SET status = CASE WHEN attempts >= %(max)s THEN %(failed)s ELSE %(pending)s END,
                 error = CASE WHEN attempts >= %(max)s
                         THEN 'gave up after ' || attempts || ' attempts: ' || %(reason)s ELSE error END,
+                error_stage = CASE WHEN attempts < %(max)s THEN ''
+                                   WHEN progress_percent < %(parsed)s THEN 'parse'
+                                   WHEN progress_percent < %(chunked)s THEN 'chunk'
+                                   WHEN progress_percent < %(embedded)s THEN 'embed'
+                                   ELSE 'index' END,
                 lease_owner = '', lease_expires_at = NULL, lease_token = lease_token + 1, updated_at = now()
             WHERE status = %(processing)s AND lease_expires_at < now()
             RETURNING status
@@ -134,6 +196,9 @@ def requeue_expired() -> tuple[int, int]:
                 "pending": DocumentStatus.PENDING,
                 "processing": DocumentStatus.PROCESSING,
                 "reason": LEASE_EXPIRED,
+                "parsed": PROGRESS_PARSED,
+                "chunked": PROGRESS_CHUNKED,
+                "embedded": PROGRESS_EMBEDDED,
             },
         )
         statuses = [row[0] for row in cursor.fetchall()]

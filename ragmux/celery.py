@@ -12,7 +12,6 @@ app.autodiscover_tasks()
 
 @worker_init.connect
 def _refuse_wrong_encryption_key(**_):
-    from ragmux.startup import check_encryption_key, log_store_warnings
+    from ragmux.startup import run_startup_checks
 
-    check_encryption_key()
-    log_store_warnings()
+    run_startup_checks()

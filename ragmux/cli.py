@@ -16,11 +16,11 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+from ragmux.core.paths import DEFAULT_DATA_DIR
 
 
 def _data_dir() -> Path:
-    return Path(os.environ.get("RAGMUX_DATA_DIR") or (BASE_DIR / "var")).resolve()
+    return Path(os.environ.get("RAGMUX_DATA_DIR") or DEFAULT_DATA_DIR).resolve()
 
 
 @contextmanager
@@ -59,7 +59,7 @@ def _migrate(verbosity: int = 0) -> None:
 
 
 def _check_key() -> None:
-    from ragmux.startup import check_encryption_key
+    from ragmux.core.keycheck import check_encryption_key
 
     check_encryption_key()
 
@@ -73,7 +73,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_createadmin(args: argparse.Namespace) -> int:
     with environment():
-        from ragmux.accounts import UserExists, user_create
+        from ragmux.core.accounts import UserExists, user_create
 
         _migrate()
         password = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
@@ -89,7 +89,7 @@ def cmd_createadmin(args: argparse.Namespace) -> int:
 
 
 def cmd_rotate_key(args: argparse.Namespace) -> int:
-    from ragmux.crypto import generate_key
+    from ragmux.core.crypto import generate_key
     from ragmux.embedded import load_or_create_secrets, write_secrets
 
     new_key_text = args.new or generate_key()
@@ -275,7 +275,7 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
 
 def cmd_ingest_dir(args: argparse.Namespace) -> int:
     with environment():
-        from stores.directory import DirectoryRefused, find_store, ingest_directory, plan_directory
+        from ingestion.directory import DirectoryRefused, find_store, ingest_directory, plan_directory
 
         try:
             files = plan_directory(Path(args.path))

@@ -272,7 +272,7 @@ class EmbeddedRedis:
 
 def load_or_create_secrets(data_dir: Path) -> dict[str, str]:
     """Secrets of the embedded default, generated on first run into a 0600 file."""
-    from ragmux.crypto import generate_key
+    from ragmux.core.crypto import generate_key
 
     path = data_dir / SECRETS_FILE
     if path.exists():

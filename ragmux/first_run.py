@@ -6,8 +6,8 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from ragmux.accounts import user_create
-from ragmux.models import InstanceSetting
+from ragmux.core.accounts import user_create
+from ragmux.core.models import InstanceSetting
 
 LOCAL_CONNECTION_SEEDED = "local_connection_seeded"
 
@@ -26,7 +26,8 @@ def ensure_first_admin() -> str | None:
 @transaction.atomic
 def ensure_local_connection() -> None:
     """Creates the `local` embedding connection on the first run only, so deleting it sticks."""
-    from gateway.services import connection_create
+    from gateway.connections.providers import local_model
+    from gateway.connections.services import connection_create
 
     _, created = InstanceSetting.objects.get_or_create(key=LOCAL_CONNECTION_SEEDED, defaults={"value": b"1"})
     if created:
@@ -34,7 +35,7 @@ def ensure_local_connection() -> None:
             name="local",
             provider_type="local",
             base_url="",
-            model_name="all-MiniLM-L6-v2",
-            dimensions=384,
+            model_name=local_model.MODEL_NAME,
+            dimensions=None,
             api_key="",
         )

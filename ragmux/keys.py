@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from gateway.credentials import connection_key_aad
-from gateway.models import ModelConnection
-from ragmux.crypto import DecryptionFailed, seal, unseal
-from ragmux.models import InstanceSetting
-from ragmux.startup import KEY_CHECK_NAME, seal_key_check
+from gateway.connections.credentials import connection_key_aad
+from gateway.connections.models import ModelConnection
+from ragmux.core.crypto import DecryptionFailed, seal, unseal
+from ragmux.core.keycheck import KEY_CHECK_NAME, seal_key_check
+from ragmux.core.models import InstanceSetting
 
 
 class KeyRotationFailed(Exception):

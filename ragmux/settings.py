@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ragmux.env import (
+from ragmux.core.env import (
     ConfigError,
     env_bool,
     env_choice,
@@ -23,8 +23,7 @@ from ragmux.env import (
     env_list,
     env_str,
 )
-
-BASE_DIR = Path(__file__).resolve().parent.parent
+from ragmux.core.paths import BASE_DIR, DEFAULT_DATA_DIR
 
 
 def parse_database_url(url: str) -> dict:
@@ -87,7 +86,7 @@ try:
     SECURE_COOKIES = env_bool("SECURE_COOKIES", False)
     LOG_LEVEL = env_choice("LOG_LEVEL", "info", ("debug", "info", "warning", "error"))
 
-    RAGMUX_DATA_DIR = Path(env_str("RAGMUX_DATA_DIR", str(BASE_DIR / "var")))
+    RAGMUX_DATA_DIR = Path(env_str("RAGMUX_DATA_DIR", str(DEFAULT_DATA_DIR)))
     HOST = env_str("HOST", "127.0.0.1")
     PORT = env_int("PORT", 8765, minimum=1, maximum=65535)
     WEB_WORKERS = env_int("WEB_WORKERS", 1, minimum=1, maximum=64)
@@ -109,8 +108,6 @@ try:
     INGEST_REQUEUE_INTERVAL = env_duration("INGEST_REQUEUE_INTERVAL", 15, minimum=0.5)
 
     # Retrieval
-    RERANK_TIMEOUT = env_duration("RERANK_TIMEOUT", None, minimum=0.001)
-    RERANK_MAX_TOKENS = env_int("RERANK_MAX_TOKENS", 200, minimum=1)
     HNSW_EF_SEARCH_MIN = env_int("HNSW_EF_SEARCH_MIN", 40, minimum=1, maximum=1000)
     # Stores with at most this many chunks are searched by exact scan instead of the HNSW graph.
     VECTOR_EXACT_SCAN_MAX_CHUNKS = env_int("VECTOR_EXACT_SCAN_MAX_CHUNKS", 20000, minimum=0)
@@ -149,8 +146,8 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "rest_framework",
     "django_prometheus",
-    "ragmux",
-    "gateway",
+    "ragmux.core",
+    "gateway.connections",
     "stores",
     "ingestion",
     "retrieval",
@@ -160,7 +157,7 @@ MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "ragmux.middleware.ApiResponseHeadersMiddleware",
+    "ragmux.core.middleware.ApiResponseHeadersMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -184,7 +181,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "ragmux.roles.role_context",
+                "ragmux.core.roles.role_context",
             ],
         },
     },
@@ -219,21 +216,21 @@ WHITENOISE_USE_FINDERS = True
 # JSON bodies: the text-ingest endpoint takes up to TEXT_INGEST_MAX_MB of content.
 DATA_UPLOAD_MAX_MEMORY_SIZE = (TEXT_INGEST_MAX_MB + 1) * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
-# Each uploaded file is cut off at MAX_UPLOAD_MB while it streams in (stores.uploads).
+# Each uploaded file is cut off at MAX_UPLOAD_MB while it streams in (ingestion.uploads).
 FILE_UPLOAD_HANDLERS = [
-    "stores.uploads.CappedUploadHandler",
+    "ingestion.uploads.CappedUploadHandler",
     "django.core.files.uploadhandler.TemporaryFileUploadHandler",
 ]
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "ragmux.authentication.BearerTokenAuthentication",
-        "ragmux.authentication.CookieSessionAuthentication",
+        "ragmux.core.authentication.BearerTokenAuthentication",
+        "ragmux.core.authentication.CookieSessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["ragmux.roles.IsViewer"],
+    "DEFAULT_PERMISSION_CLASSES": ["ragmux.core.roles.IsViewer"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "EXCEPTION_HANDLER": "ragmux.errors.api_exception_handler",
+    "EXCEPTION_HANDLER": "ragmux.core.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
 

@@ -14,7 +14,8 @@ urlpatterns = [
     path("admin/api/login", views.LoginApi.as_view()),
     path("admin/api/logout", views.LogoutApi.as_view()),
     path("admin/api/me", views.MeApi.as_view()),
-    path("admin/api/", include("gateway.urls")),
+    path("admin/api/", include("gateway.connections.urls")),
+    path("admin/api/", include("ingestion.urls")),
     path("admin/api/", include("stores.urls")),
     path("admin/api/", include("retrieval.urls")),
 ]

@@ -12,10 +12,10 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ragmux.authentication import bearer_token, issue_admin_token, revoke_admin_token
-from ragmux.errors import ServiceError, error_response
-from ragmux.middleware import API_PREFIXES
-from ragmux.roles import user_role
+from ragmux.core.authentication import bearer_token, issue_admin_token, revoke_admin_token
+from ragmux.core.errors import Unauthenticated, error_response
+from ragmux.core.middleware import API_PREFIXES
+from ragmux.core.roles import user_role
 
 
 def healthz(request):
@@ -83,7 +83,7 @@ class LoginApi(APIView):
             request._request, username=data.validated_data["username"], password=data.validated_data["password"]
         )
         if user is None:
-            raise ServiceError("invalid username or password", code="invalid_credentials", status=401)
+            raise Unauthenticated("invalid username or password", code="invalid_credentials")
         body = {"user": UserOutput(user).data}
         if data.validated_data["bearer"]:
             body["token"] = issue_admin_token(user=user)

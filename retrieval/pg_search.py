@@ -27,7 +27,7 @@ import logging
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
-from retrieval.backends import pg_search_status
+from stores.backends import pg_search_status
 
 logger = logging.getLogger("ragmux.retrieval.pg_search")
 

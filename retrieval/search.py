@@ -10,10 +10,9 @@ from typing import Any
 
 from django.conf import settings
 
-from gateway.providers.embeddings import ProviderError, embedding_provider
-from ingestion.embedding import format_vector
-from ragmux import metrics
-from ragmux.errors import UpstreamUnavailable
+from gateway.connections.providers.embeddings import NoEmbeddings, ProviderError, embedding_provider
+from ragmux.core import metrics
+from ragmux.core.errors import Conflict, UpstreamFailed
 from retrieval import pg_search, sql
 from retrieval.ranking import (
     Correction,
@@ -25,6 +24,7 @@ from retrieval.ranking import (
     positive_text,
     within_distance,
 )
+from stores.index import format_vector
 from stores.models import RagStore
 
 
@@ -40,8 +40,6 @@ class SearchOptions:
     lexical_weight: float
     typo_tolerance: bool
     fts_config: str
-    rerank: bool
-    rerank_candidates: int
 
     @classmethod
     def for_store(cls, store: RagStore, overrides: dict[str, Any] | None = None) -> SearchOptions:
@@ -56,13 +54,11 @@ class SearchOptions:
             lexical_weight=float(weights["lexical"]),
             typo_tolerance=overrides.get("typo_tolerance", store.typo_tolerance),
             fts_config=store.fts_config,
-            rerank=overrides.get("rerank", store.rerank),
-            rerank_candidates=store.rerank_candidates,
         )
 
     def candidates(self) -> int:
-        """Candidates per side: 3 × top_k, or enough for the reranker when it is on."""
-        return max(self.top_k, self.rerank_candidates) if self.rerank else 3 * self.top_k
+        """Candidates per side, so fusion has more than top_k to choose from."""
+        return 3 * self.top_k
 
 
 @dataclass
@@ -96,9 +92,13 @@ class SearchResult:
 
 def embed_query(store: RagStore, query: str) -> list[float]:
     try:
-        return embedding_provider(store.embedding_connection).embed([query]).vectors[0]
+        provider = embedding_provider(store.embedding_connection)
+    except NoEmbeddings as exc:
+        raise Conflict(f"the store's embedding connection cannot embed: {exc}", code="embedding_unavailable") from None
+    try:
+        return provider.embed([query]).vectors[0]
     except ProviderError as exc:
-        raise UpstreamUnavailable(f"embedding the query failed: {exc}", code="embedding_failed") from None
+        raise UpstreamFailed(f"embedding the query failed: {exc}", code="embedding_failed") from None
 
 
 def _vector_side(store: RagStore, query_vector: str, limit: int) -> list[tuple[int, float]]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from stores.models import SearchBackend, SearchMode
-from stores.serializers import FusionWeights
+from stores.serializers import FusionWeights, refuse_rerank
 
 API_MAX_TOP_K = 50
 
@@ -18,6 +18,9 @@ class SearchInput(serializers.Serializer):
     max_distance = serializers.FloatField(required=False, min_value=0, max_value=2)
     fusion_weights = FusionWeights(required=False)
     typo_tolerance = serializers.BooleanField(required=False)
+    rerank = serializers.BooleanField(required=False)
+
+    validate_rerank = staticmethod(refuse_rerank)
 
     def validate_top_k(self, value: int) -> int | None:
         # 0 means the store's top_k; the API never returns more than 50 hits.

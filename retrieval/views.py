@@ -5,27 +5,26 @@ from __future__ import annotations
 import time
 
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from retrieval.search import store_search
 from retrieval.serializers import CorrectionOutput, HitOutput, SearchInput
-from stores.selectors import get_store
+from stores.views import StoreEndpoint
 
 
-class StoreSearchApi(APIView):
+class StoreSearchApi(StoreEndpoint):
     def post(self, request, store_id: int):
         started = time.monotonic()
-        store = get_store(store_id)
         data = SearchInput(data=request.data)
         data.is_valid(raise_exception=True)
         overrides = {k: v for k, v in data.validated_data.items() if k != "query"}
-        result = store_search(store=store, query=data.validated_data["query"], overrides=overrides)
+        result = store_search(store=self.store, query=data.validated_data["query"], overrides=overrides)
         return Response(
             {
                 "mode": result.mode,
                 "backend": result.backend,
                 "fts_config": result.fts_config,
                 "corrections": CorrectionOutput(result.corrections, many=True).data,
+                # Reranking is refused until it exists (see refuse_rerank), so no hit is reranked.
                 "reranked": False,
                 "rerank_fallback": False,
                 "latency_ms": round((time.monotonic() - started) * 1000),

@@ -5,32 +5,8 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 
-from gateway.models import ModelConnection
-
-
-class SearchMode(models.TextChoices):
-    VECTOR = "vector"
-    HYBRID = "hybrid"
-    LEXICAL = "lexical"
-
-
-class SearchBackend(models.TextChoices):
-    PGVECTOR = "pgvector"
-    BM25 = "bm25"
-    PG_SEARCH = "pg_search"
-
-
-class RerankBackend(models.TextChoices):
-    LLM = "llm"
-    COHERE = "cohere"
-    VOYAGE = "voyage"
-
-
-class ChunkingStrategy(models.TextChoices):
-    SECTION = "section"
-    WORD = "word"
-    SEMANTIC = "semantic"
-    CHARACTER = "character"
+from gateway.connections.models import ModelConnection
+from stores.choices import ChunkingStrategy, DocumentStatus, ErrorStage, RerankBackend, SearchBackend, SearchMode
 
 
 def default_fusion_weights() -> dict:
@@ -42,16 +18,18 @@ class RagStore(models.Model):
     embedding_connection = models.ForeignKey(ModelConnection, on_delete=models.PROTECT, related_name="embedding_stores")
     chunk_size = models.PositiveIntegerField(default=1000)
     chunk_overlap = models.PositiveIntegerField(default=200)
-    chunking_strategy = models.CharField(max_length=16, choices=ChunkingStrategy.choices, default="section")
+    chunking_strategy = models.CharField(
+        max_length=16, choices=ChunkingStrategy.choices, default=ChunkingStrategy.SECTION
+    )
     contextual_chunks = models.BooleanField(default=True)
     top_k = models.PositiveIntegerField(default=5)
-    search_mode = models.CharField(max_length=16, choices=SearchMode.choices, default="hybrid")
-    search_backend = models.CharField(max_length=16, choices=SearchBackend.choices, default="bm25")
+    search_mode = models.CharField(max_length=16, choices=SearchMode.choices, default=SearchMode.HYBRID)
+    search_backend = models.CharField(max_length=16, choices=SearchBackend.choices, default=SearchBackend.BM25)
     fts_config = models.CharField(max_length=63, default="simple")
     fusion_weights = models.JSONField(default=default_fusion_weights)
     typo_tolerance = models.BooleanField(default=False)
     rerank = models.BooleanField(default=False)
-    rerank_backend = models.CharField(max_length=16, choices=RerankBackend.choices, default="llm")
+    rerank_backend = models.CharField(max_length=16, choices=RerankBackend.choices, default=RerankBackend.LLM)
     rerank_connection = models.ForeignKey(
         ModelConnection, on_delete=models.SET_NULL, null=True, blank=True, related_name="rerank_stores"
     )
@@ -72,11 +50,33 @@ class RagStore(models.Model):
         return self.name
 
 
-class DocumentStatus(models.TextChoices):
-    PENDING = "pending"
-    PROCESSING = "processing"
-    READY = "ready"
-    FAILED = "failed"
+# A store's settings, as the API and the dashboard name them.
+STORE_SETTINGS = (
+    "embedding_connection_id",
+    "chunk_size",
+    "chunk_overlap",
+    "chunking_strategy",
+    "contextual_chunks",
+    "top_k",
+    "search_mode",
+    "search_backend",
+    "fts_config",
+    "fusion_weights",
+    "typo_tolerance",
+    "rerank",
+    "rerank_backend",
+    "rerank_connection_id",
+    "rerank_candidates",
+    "max_distance",
+    "max_documents",
+    "max_bytes",
+)
+
+
+def store_defaults() -> dict:
+    """Every setting that has a default, from the model's fields (the one place they are written)."""
+    fields = {name: RagStore._meta.get_field(name.removesuffix("_id")) for name in STORE_SETTINGS}
+    return {name: field.get_default() for name, field in fields.items() if field.has_default() or field.null}
 
 
 # Rows below a store are removed by the database (ON DELETE CASCADE constraints added in the
@@ -95,9 +95,10 @@ class Document(models.Model):
     original = models.BinaryField()
     size_bytes = models.PositiveBigIntegerField()
     content_sha256 = models.CharField(max_length=64)
-    status = models.CharField(max_length=16, choices=DocumentStatus.choices, default="pending")
+    status = models.CharField(max_length=16, choices=DocumentStatus.choices, default=DocumentStatus.PENDING)
     progress_percent = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True, default="")
+    error_stage = models.CharField(max_length=16, choices=ErrorStage.choices, blank=True, default="")
     page_count = models.PositiveIntegerField(null=True, blank=True)
     chunk_count = models.PositiveIntegerField(default=0)
     # The queue: claims, their fencing token and lease, and how often a claim was made.

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MIB = 1024 * 1024
-
 
 def effective_limit(store_limit: int, instance_ceiling: int) -> int:
     """The smaller non-zero of the two; 0 means unlimited."""

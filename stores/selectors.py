@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db.models import Count, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
-from ragmux.errors import NotFound
+from ragmux.core.errors import NotFound
+from ragmux.core.units import MIB
 from stores.models import Document, RagStore
+from stores.quotas import Limits, Usage, effective_limit
 
 DOCUMENT_LIST_FIELDS = (
     "id",
@@ -21,6 +24,7 @@ DOCUMENT_LIST_FIELDS = (
     "status",
     "progress_percent",
     "error",
+    "error_stage",
     "page_count",
     "chunk_count",
     "attempts",
@@ -41,8 +45,24 @@ def store_list() -> QuerySet[RagStore]:
     )
 
 
-def store_get(store_id: int) -> RagStore | None:
-    return store_list().filter(pk=store_id).first()
+def store_get(store_id: int) -> RagStore:
+    """The store with its usage counts; NotFound when there is none."""
+    store = store_list().filter(pk=store_id).first()
+    if store is None:
+        raise NotFound.of("store")
+    return store
+
+
+def store_usage(store: RagStore) -> Usage:
+    totals = Document.objects.filter(store=store).aggregate(n=Count("id"), size=Sum("size_bytes"))
+    return Usage(documents=totals["n"], bytes=totals["size"] or 0)
+
+
+def store_limits(store: RagStore) -> Limits:
+    return Limits(
+        documents=effective_limit(store.max_documents, settings.MAX_DOCUMENTS_PER_STORE),
+        bytes=effective_limit(store.max_bytes, settings.MAX_BYTES_PER_STORE_MB * MIB),
+    )
 
 
 def document_list(*, store: RagStore, status: str | None = None) -> QuerySet[Document]:
@@ -53,24 +73,21 @@ def document_list(*, store: RagStore, status: str | None = None) -> QuerySet[Doc
     return documents
 
 
-def document_get(document_id: int) -> Document | None:
-    return Document.objects.filter(pk=document_id).only(*DOCUMENT_LIST_FIELDS).first()
+def document_get(document_id: int) -> Document:
+    """The document without its original bytes; NotFound when there is none."""
+    document = Document.objects.filter(pk=document_id).only(*DOCUMENT_LIST_FIELDS).first()
+    if document is None:
+        raise NotFound.of("document")
+    return document
+
+
+def document_original(document_id: int) -> Document:
+    """The document with its original bytes, for download."""
+    document = Document.objects.filter(pk=document_id).only("filename", "mime", "original").first()
+    if document is None:
+        raise NotFound.of("document")
+    return document
 
 
 def documents_by_status() -> dict[str, int]:
     return dict(Document.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
-
-
-def get_store(store_id: int) -> RagStore:
-    """The store with its usage counts, or a 404 for the API."""
-    store = store_get(store_id)
-    if store is None:
-        raise NotFound("store not found")
-    return store
-
-
-def get_document(document_id: int) -> Document:
-    document = document_get(document_id)
-    if document is None:
-        raise NotFound("document not found")
-    return document

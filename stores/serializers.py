@@ -2,17 +2,43 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from stores.models import Document, DocumentStatus, RagStore, RerankBackend, SearchBackend, SearchMode
-from stores.selectors import DOCUMENT_LIST_FIELDS
-from stores.services import STORE_DEFAULTS, store_limits
+from stores.models import (
+    STORE_SETTINGS,
+    Document,
+    DocumentStatus,
+    RagStore,
+    RerankBackend,
+    SearchBackend,
+    SearchMode,
+    store_defaults,
+)
+from stores.selectors import DOCUMENT_LIST_FIELDS, store_limits
 
 # For these settings 0 means "the default", as in the original product.
 ZERO_MEANS_DEFAULT = ("chunk_size", "top_k", "rerank_candidates")
 
 
 class FusionWeights(serializers.Serializer):
+    """Weights of the two ranked lists in fusion; the same rule for store settings and searches."""
+
     vector = serializers.FloatField(min_value=0, max_value=100)
     lexical = serializers.FloatField(min_value=0, max_value=100)
+
+    def to_internal_value(self, data):
+        values = super().to_internal_value(data)
+        # A partial update of the store still replaces the weights whole: both are needed.
+        missing = [name for name in ("vector", "lexical") if name not in values]
+        if missing:
+            raise serializers.ValidationError({name: ["This field is required."] for name in missing})
+        if values["vector"] == 0 and values["lexical"] == 0:
+            raise serializers.ValidationError("fusion_weights cannot both be 0")
+        return values
+
+
+def refuse_rerank(value: bool) -> bool:
+    if value:
+        raise serializers.ValidationError("reranking is not available yet")
+    return value
 
 
 class StoreSettingsInput(serializers.Serializer):
@@ -37,6 +63,8 @@ class StoreSettingsInput(serializers.Serializer):
     max_documents = serializers.IntegerField(min_value=0)
     max_bytes = serializers.IntegerField(min_value=0)
 
+    validate_rerank = staticmethod(refuse_rerank)
+
     def validate_chunk_size(self, value: int) -> int:
         if value and value < 200:
             raise serializers.ValidationError("chunk_size must be between 200 and 20000 characters")
@@ -45,7 +73,7 @@ class StoreSettingsInput(serializers.Serializer):
     def validate(self, attrs: dict) -> dict:
         for name in ZERO_MEANS_DEFAULT:
             if attrs.get(name) == 0:
-                attrs[name] = STORE_DEFAULTS[name]
+                attrs[name] = store_defaults()[name]
         return attrs
 
 
@@ -72,10 +100,8 @@ class StoreOutput(serializers.ModelSerializer):
         fields = [
             "id",
             "name",
-            "embedding_connection_id",
             "dimensions",
-            *[f for f in STORE_DEFAULTS if f != "rerank_connection_id"],
-            "rerank_connection_id",
+            *STORE_SETTINGS,
             "document_count",
             "chunk_count",
             "bytes_used",
@@ -102,15 +128,6 @@ class DocumentListQuery(serializers.Serializer):
     status = serializers.ChoiceField(choices=DocumentStatus.choices, required=False)
     page = serializers.IntegerField(min_value=1, default=1)
     page_size = serializers.IntegerField(min_value=1, max_value=200, default=50)
-
-
-class TextDocumentInput(serializers.Serializer):
-    title = serializers.CharField(max_length=500)
-    content = serializers.CharField(trim_whitespace=False, allow_blank=True)
-    source = serializers.CharField(max_length=2048, required=False, allow_blank=True, default="")
-    tags = serializers.ListField(
-        child=serializers.CharField(max_length=128), max_length=64, required=False, default=list
-    )
 
 
 class BackendStatusOutput(serializers.Serializer):

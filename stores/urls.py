@@ -5,11 +5,7 @@ from stores import views
 urlpatterns = [
     path("rag-stores", views.StoresApi.as_view()),
     path("rag-stores/<int:store_id>", views.StoreApi.as_view()),
-    path("rag-stores/<int:store_id>/reprocess", views.StoreReprocessApi.as_view()),
-    path("rag-stores/<int:store_id>/documents", views.StoreDocumentsApi.as_view()),
-    path("rag-stores/<int:store_id>/documents/text", views.StoreTextDocumentApi.as_view()),
     path("documents/<int:document_id>", views.DocumentApi.as_view()),
     path("documents/<int:document_id>/download", views.DocumentDownloadApi.as_view()),
-    path("documents/<int:document_id>/reprocess", views.DocumentReprocessApi.as_view()),
     path("search-backends", views.SearchBackendsApi.as_view()),
 ]

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import hashlib
+
 import factory
 from django.contrib.auth.models import Group, User
 
-from gateway.models import ModelConnection
-from stores.models import RagStore
+from gateway.connections.models import ModelConnection
+from stores.models import Document, RagStore
 
 PASSWORD = "correct horse battery"
 
@@ -42,3 +44,17 @@ class StoreFactory(factory.django.DjangoModelFactory):
 
     name = factory.Sequence(lambda n: f"store-{n}")
     embedding_connection = factory.SubFactory(ConnectionFactory)
+
+
+class DocumentFactory(factory.django.DjangoModelFactory):
+    """A stored document row; admission and ingestion are not run."""
+
+    class Meta:
+        model = Document
+
+    store = factory.SubFactory(StoreFactory)
+    filename = factory.Sequence(lambda n: f"document-{n}.txt")
+    mime = "text/plain"
+    original = factory.LazyAttribute(lambda d: f"contents of {d.filename}".encode())
+    size_bytes = factory.LazyAttribute(lambda d: len(d.original))
+    content_sha256 = factory.LazyAttribute(lambda d: hashlib.sha256(d.original).hexdigest())

@@ -28,7 +28,7 @@ def personas(db) -> dict:
 @pytest.fixture
 def api(live_server, personas):
     """``api("editor")`` is an HTTP client signed in as that persona; ``api()`` has no credentials."""
-    from ragmux.authentication import issue_admin_token
+    from ragmux.core.authentication import issue_admin_token
 
     clients: list[httpx.Client] = []
 
@@ -85,7 +85,7 @@ def _drop_embedding_tables(request):
 @pytest.fixture
 def local_connection(db):
     """The embedded default's `local` embedding connection."""
-    from gateway.services import connection_create
+    from gateway.connections.services import connection_create
 
     return connection_create(
         name="local", provider_type="local", base_url="", model_name="all-MiniLM-L6-v2", dimensions=None, api_key=""
@@ -95,7 +95,7 @@ def local_connection(db):
 @pytest.fixture
 def fake_connection(db, fake_upstream):
     """An OpenAI-compatible embedding connection answered by the fake upstream."""
-    from gateway.services import connection_create
+    from gateway.connections.services import connection_create
 
     return connection_create(
         name="fake-openai",

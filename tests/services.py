@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ragmux.crypto import generate_key
+from ragmux.core.crypto import generate_key
 from ragmux.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 
 # Durability buys nothing in a throw-away test cluster.

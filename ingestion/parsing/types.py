@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MIB = 1024 * 1024
+from ragmux.core.units import MIB
+
 # Tells the PDF child how many CPU seconds it may use (the parse deadline plus a margin).
 CPU_LIMIT_VARIABLE = "RAGMUX_PDF_CPU_SECONDS"
 MAX_EXTRACTED_TEXT = 20 * MIB

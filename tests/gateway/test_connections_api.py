@@ -2,7 +2,7 @@ import subprocess
 
 import pytest
 
-from gateway.models import ModelConnection
+from gateway.connections.models import ModelConnection
 from ragmux.embedded import pg_tool
 from tests.factories import StoreFactory
 

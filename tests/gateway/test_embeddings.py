@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from gateway.models import ModelConnection
-from gateway.providers.embeddings import NoEmbeddings, ProviderError, embedding_provider, estimate_tokens
-from gateway.services import connection_create
+from gateway.connections.models import ModelConnection
+from gateway.connections.providers.embeddings import NoEmbeddings, ProviderError, embedding_provider, estimate_tokens
+from gateway.connections.services import connection_create
 from tests.fakes.upstream import fake_vector
 
 ADAPTERS = {

@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from gateway import http
+from gateway.connections import http
 
 PUBLIC_LOOKING = "api.models-example.com"
 

@@ -1,6 +1,6 @@
 import pytest
 
-from gateway.prices import BUILTIN_PRICES, upsert_builtin_prices
+from gateway.connections.prices import BUILTIN_PRICES, upsert_builtin_prices
 
 
 def find(prices, provider_type, model):

@@ -6,18 +6,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from ingestion.chunking import (
-    STRATEGIES,
-    ChunkDraft,
-    DedupPlan,
-    UnknownStrategy,
-    chunk_blocks,
-    embedded_text,
-    normalise_for_hash,
-    parse_strategy,
-    plan_dedup,
-    text_hash,
-)
+from ingestion.chunking import ChunkDraft, chunk_blocks, embedded_text, normalise_for_hash, text_hash
+from stores.choices import ChunkingStrategy, UnknownStrategy
+
+STRATEGIES = ChunkingStrategy.values
 
 
 @dataclass(frozen=True)
@@ -229,38 +221,6 @@ def test_character_windows_restart_at_each_run():
 # --- strategy names and settings --------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [
-        ("section", "section"),
-        ("word", "word"),
-        ("words", "word"),
-        ("semantic", "semantic"),
-        ("sentence", "semantic"),
-        ("paragraph", "semantic"),
-        ("character", "character"),
-        ("char", "character"),
-        ("chars", "character"),
-        ("  Sentence \n", "semantic"),
-        ("CHARS", "character"),
-    ],
-)
-def test_strategy_names_and_aliases(name, expected):
-    assert parse_strategy(name) == expected
-
-
-@pytest.mark.parametrize("name", ["", "token", "sections", "semantically"])
-def test_an_unknown_strategy_names_the_valid_set(name):
-    with pytest.raises(UnknownStrategy) as raised:
-        parse_strategy(name)
-
-    assert str(raised.value) == (
-        f'unknown chunking strategy "{name}"; '
-        "valid: section, word (words), semantic (sentence, paragraph), character (char, chars)"
-    )
-    assert isinstance(raised.value, ValueError)
-
-
 def test_chunk_blocks_rejects_an_unknown_strategy():
     with pytest.raises(UnknownStrategy):
         chunk_blocks([Block("text")], strategy="tokens", chunk_size=200, chunk_overlap=0)
@@ -395,22 +355,3 @@ def test_text_hash_is_the_sha256_of_the_normalised_text():
     assert text_hash(" hello world \n\t again ") == expected
     assert text_hash("hello world again") == expected
     assert text_hash("hello world  again!") != expected
-
-
-def test_dedup_plan_keeps_first_occurrences_and_maps_every_position():
-    plan = plan_dedup(["alpha", " alpha\n", "beta"])
-
-    assert plan == DedupPlan(unique_texts=["alpha", "beta"], sources=[0, 0, 1])
-    assert plan.fan_out([[1.0, 0.0], [0.0, 1.0]]) == [[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]
-
-
-def test_dedup_plan_of_distinct_texts_is_the_identity():
-    plan = plan_dedup(["b", "a", "c"])
-
-    assert plan.unique_texts == ["b", "a", "c"]
-    assert plan.fan_out(["vb", "va", "vc"]) == ["vb", "va", "vc"]
-
-
-def test_fan_out_needs_one_vector_per_unique_text():
-    with pytest.raises(ValueError):
-        plan_dedup(["alpha", "alpha", "beta"]).fan_out([[1.0]])

@@ -7,9 +7,10 @@ import time
 import pytest
 from django.db import connection
 
-from ragmux.metrics import _redis
+from ingestion.services import IncomingFile, document_reprocess, document_upload
+from ragmux.core.metrics import _redis
 from stores.models import Chunk, ChunkTerm, Document, RagStore, StoreTextStats
-from stores.services import IncomingFile, document_delete, document_reprocess, document_upload, store_create
+from stores.services import document_delete, store_create
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def make_store(fake_connection, fake_upstream):
 
 def add(store, *named_texts):
     result = document_upload(store=store, files=[IncomingFile(filename=n, data=t.encode()) for n, t in named_texts])
-    assert result.error is None, result.error
+    assert result.refusal is None, result.refusal
     return result.documents
 
 

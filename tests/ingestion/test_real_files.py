@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from ingestion.services import IncomingFile, document_upload
 from stores.models import Chunk, Document
-from stores.services import IncomingFile, document_upload, store_create
+from stores.services import store_create
 
 FILES = Path(__file__).parent / "files"
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -18,7 +19,7 @@ def ingested(fake_connection, ingest_now):
     result = document_upload(
         store=store, files=[IncomingFile(filename=n, data=(FILES / n).read_bytes()) for n in names]
     )
-    assert result.error is None
+    assert result.refusal is None
     ingest_now()
     return {d.filename: d for d in Document.objects.filter(store=store)}
 

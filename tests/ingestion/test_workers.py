@@ -12,8 +12,9 @@ import psutil
 import pytest
 from django.db import connection
 
+from ingestion.services import IncomingFile, document_upload
 from stores.models import Chunk, Document, StoreTextStats
-from stores.services import IncomingFile, document_upload, store_create
+from stores.services import store_create
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -85,7 +86,7 @@ def store(fake_connection, fake_upstream):
 
 def upload(store, *named_texts):
     result = document_upload(store=store, files=[IncomingFile(filename=n, data=t.encode()) for n, t in named_texts])
-    assert result.error is None
+    assert result.refusal is None
     return result.documents
 
 
@@ -204,7 +205,7 @@ def test_hostile_files_fail_with_precise_reasons_while_the_worker_carries_on(pro
     ]
     files = [IncomingFile(filename=name, data=data) for name, data in contents.items()]
     result = document_upload(store=store, files=files[:6] + healthy + files[6:])
-    assert result.error is None, result.error
+    assert result.refusal is None, result.refusal
     processes.start("worker")
     wait_until(lambda: settled(*result.documents), timeout=240, message="every document to settle")
     outcome = {d.filename: (d.status, d.error) for d in Document.objects.all()}

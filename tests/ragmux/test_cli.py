@@ -11,10 +11,10 @@ import httpx
 import psutil
 import pytest
 
-from gateway.credentials import connection_key_aad
-from gateway.models import ModelConnection
-from gateway.services import connection_create
-from ragmux.crypto import generate_key, unseal
+from gateway.connections.credentials import connection_key_aad
+from gateway.connections.models import ModelConnection
+from gateway.connections.services import connection_create
+from ragmux.core.crypto import generate_key, unseal
 from ragmux.embedded import free_port
 from ragmux.settings import decode_encryption_key
 from tests.ragmux.test_startup import run_ragmux
@@ -58,7 +58,7 @@ def test_createadmin_makes_a_user_in_the_chosen_role(subprocess_env, settings):
     from django.conf import global_settings
     from django.contrib.auth.models import User
 
-    from ragmux.roles import user_role
+    from ragmux.core.roles import user_role
 
     result = run_ragmux(
         subprocess_env,

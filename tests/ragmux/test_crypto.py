@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from ragmux.crypto import DecryptionFailed, generate_key, seal, unseal
+from ragmux.core.crypto import DecryptionFailed, generate_key, seal, unseal
 from ragmux.settings import decode_encryption_key
 
 

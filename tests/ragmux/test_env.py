@@ -1,6 +1,6 @@
 import pytest
 
-from ragmux.env import ConfigError, env_bool, env_duration, env_host_allowlist, env_int, parse_duration
+from ragmux.core.env import ConfigError, env_bool, env_duration, env_host_allowlist, env_int, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,10 @@
 import pytest
 from django.db import connection
 
+from ingestion.services import IncomingFile, document_upload
 from retrieval.search import store_search
 from stores.models import RagStore
-from stores.services import IncomingFile, document_upload, store_create
+from stores.services import store_create
 
 
 @pytest.fixture

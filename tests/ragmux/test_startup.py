@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from ragmux.crypto import generate_key
+from ragmux.core.crypto import generate_key
 
 
 def run_ragmux(env: dict, *args: str, stdin: str = "") -> subprocess.CompletedProcess:

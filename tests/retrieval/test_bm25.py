@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 from django.db import connection
 
+from ingestion.services import IncomingFile, document_upload
 from retrieval.search import store_search
 from stores.models import Chunk, RagStore
-from stores.services import IncomingFile, document_upload, store_create
+from stores.services import store_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -51,7 +52,7 @@ def query_tokens(query: str) -> list[str]:
 def store(fake_connection, ingest_now):
     created = store_create(name="bm25", values={"embedding_connection_id": fake_connection.id, "chunk_size": 20000})
     files = [IncomingFile(filename=name, data=text.encode()) for name, text in CORPUS.items()]
-    assert document_upload(store=created, files=files).error is None
+    assert document_upload(store=created, files=files).refusal is None
     ingest_now()
     return RagStore.objects.get(pk=created.pk)
 
@@ -85,11 +86,12 @@ def test_the_corpus_exercises_what_the_comparison_must_cover(store):
 
 
 def test_term_statistics_follow_deletes_and_reprocessing(store, ingest_now):
+    from ingestion.services import store_reprocess
     from stores.models import Document
-    from stores.services import document_delete, store_reprocess_all
+    from stores.services import document_delete
 
     document_delete(document=Document.objects.get(store=store, filename="long.txt"))
-    store_reprocess_all(store=store)
+    store_reprocess(store=store)
     ingest_now()
     ids, tokens = chunk_tokens(store)
     reference = bm25s.BM25(k1=1.2, b=0.75, method="lucene")

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 from django.db import connection
 
+from ingestion.services import IncomingFile, document_upload
 from retrieval import sql
 from retrieval.ranking import phrase_and_exclusion_filter, positive_text
 from retrieval.search import store_search
 from stores.models import RagStore
-from stores.services import IncomingFile, document_upload, store_create
+from stores.services import store_create
 from tests.retrieval.test_bm25 import chunk_tokens, query_tokens
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,7 +35,7 @@ def zipf_store(fake_connection, ingest_now):
     texts += texts[:6]  # identical chunks: exact ties the order must break by chunk id
     created = store_create(name="zipf", values={"embedding_connection_id": fake_connection.id, "chunk_size": 20000})
     files = [IncomingFile(filename=f"doc{n}.txt", data=f"{text} doc{n}".encode()) for n, text in enumerate(texts)]
-    assert document_upload(store=created, files=files).error is None
+    assert document_upload(store=created, files=files).refusal is None
     ingest_now()
     return RagStore.objects.get(pk=created.pk)
 

@@ -3,9 +3,10 @@
 import pytest
 from django.db import connection
 
+from ingestion.services import IncomingFile, document_upload
 from retrieval.search import store_search
 from stores.models import RagStore
-from stores.services import IncomingFile, document_upload, store_create
+from stores.services import store_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -16,7 +17,7 @@ def build_store(fake_connection, ingest_now):
         values = {"embedding_connection_id": (connection_ or fake_connection).id, "chunk_size": 2000, **settings}
         store = store_create(name=name, values=values)
         files = [IncomingFile(filename=filename, data=text.encode()) for filename, text in texts.items()]
-        assert document_upload(store=store, files=files).error is None
+        assert document_upload(store=store, files=files).refusal is None
         ingest_now()
         return RagStore.objects.get(pk=store.pk)
 

@@ -1,6 +1,7 @@
 import pytest
 
-from stores.services import IncomingFile, document_upload, store_create
+from ingestion.services import IncomingFile, document_upload
+from stores.services import store_create
 
 
 @pytest.fixture
@@ -8,7 +9,7 @@ def store(fake_connection, ingest_now):
     created = store_create(name="kb", values={"embedding_connection_id": fake_connection.id, "top_k": 2})
     files = [IncomingFile(filename=f"{n}.txt", data=f"alpha document number {n}".encode()) for n in range(60)]
     files.append(IncomingFile(filename="guide.md", data=b"# Guide\n\n## Returns\n\nThe return policy lasts 30 days."))
-    assert document_upload(store=created, files=files).error is None
+    assert document_upload(store=created, files=files).refusal is None
     ingest_now()
     return created
 
@@ -21,14 +22,7 @@ def test_the_response_has_the_seed_fields_and_echoes_what_ran(api, store):
     response = search(api("viewer"), store, query="return policy")
     assert response.status_code == 200
     body = response.json()
-    assert (body["mode"], body["backend"], body["fts_config"], body["reranked"], body["rerank_fallback"]) == (
-        "hybrid",
-        "bm25",
-        "simple",
-        False,
-        False,
-    )
-    assert body["rerank_latency_ms"] is None
+    assert (body["mode"], body["backend"], body["fts_config"]) == ("hybrid", "bm25", "simple")
     assert body["latency_ms"] >= body["retrieval_latency_ms"] >= 0
     assert len(body["hits"]) == 2  # the store's top_k
     fields = {
@@ -119,3 +113,18 @@ def test_who_may_search(api, store, persona, status):
 
 def test_an_unknown_store_is_404(api):
     assert api("viewer").post("/admin/api/rag-stores/999/search", json={"query": "x"}).status_code == 404
+
+
+def test_reranking_is_refused_until_it_exists(api, store):
+    response = search(api("viewer"), store, query="return policy", rerank=True)
+
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {"rerank": ["reranking is not available yet"]}
+
+
+@pytest.mark.parametrize("weights", [{"vector": 0, "lexical": 0}, {"vector": 1}])
+def test_fusion_weight_overrides_follow_the_store_settings_rule(api, store, weights):
+    response = search(api("viewer"), store, query="return policy", fusion_weights=weights)
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "validation_error"

@@ -3,8 +3,8 @@ import zipfile
 
 import pytest
 
+from ingestion.queue import BACKLOG_FULL
 from stores.models import Chunk, ChunkTerm, Document, StoreTerm, StoreTextStats
-from stores.services import BACKLOG_FULL
 
 
 def make_store(api, connection, **overrides):
@@ -70,14 +70,29 @@ def test_an_upload_without_files_is_a_400(api, fake_connection):
     assert "no file field in form (use 'file')" in response.json()["error"]["message"]
 
 
-def test_unsupported_types_are_refused_before_anything_is_stored(api, fake_connection):
+def test_an_unsupported_file_is_skipped_by_name_and_the_others_are_stored(api, fake_connection):
     store = make_store(api, fake_connection)
     response = upload(api("editor"), store, text_file("ok.txt", "fine"), text_file("run.exe", b"MZ\x90\x00"))
+    assert response.status_code == 202
+    body = response.json()
+    assert [d["filename"] for d in body["documents"]] == ["ok.txt"]
+    (skipped,) = body["skipped"]
+    assert (skipped["filename"], skipped["code"], skipped["existing_document_id"]) == (
+        "run.exe",
+        "unsupported_format",
+        None,
+    )
+    assert "run.exe" in skipped["message"] and ".pdf" in skipped["message"]
+    assert list(Document.objects.values_list("filename", flat=True)) == ["ok.txt"]
+
+
+def test_a_request_of_only_unsupported_files_is_a_400_with_the_lists(api, fake_connection):
+    store = make_store(api, fake_connection)
+    response = upload(api("editor"), store, text_file("run.exe", b"MZ\x90\x00"))
     assert response.status_code == 400
-    error = response.json()["error"]
-    assert error["code"] == "unsupported_format"
-    assert ".exe" not in error["message"]
-    assert ".pdf" in error["message"]
+    body = response.json()
+    assert body["error"]["code"] == "unsupported_format"
+    assert (body["documents"], [s["filename"] for s in body["skipped"]]) == ([], ["run.exe"])
     assert not Document.objects.exists()
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from gateway.services import connection_create
+from gateway.connections.services import connection_create
 from stores.models import RagStore
 
 
@@ -65,7 +65,8 @@ def test_chunking_strategy_aliases_are_accepted(api, fake_connection):
         ({"fts_config": "klingon"}, "fts_config", 'fts_config "klingon" is not a text search configuration'),
         ({"search_backend": "pg_search"}, "search_backend", "pg_search extension (ParadeDB) is not installed"),
         ({"fusion_weights": {"vector": 0, "lexical": 0}}, "fusion_weights", "cannot both be 0"),
-        ({"rerank": True, "rerank_backend": "cohere"}, "rerank_connection_id", "required for the cohere reranker"),
+        ({"rerank": True}, "rerank", "reranking is not available yet"),
+        ({"fusion_weights": {"vector": 1}}, "fusion_weights.lexical", "required"),
     ],
 )
 def test_settings_out_of_range_are_400_naming_the_field(api, fake_connection, overrides, field, message):
@@ -190,7 +191,7 @@ def test_who_reads_stores(api, fake_connection, persona, status):
     ],
 )
 def test_reprocess_is_recommended_only_for_chunk_shaping_changes(api, fake_connection, change, recommended):
-    from stores.services import IncomingFile, document_upload
+    from ingestion.services import IncomingFile, document_upload
 
     admin = api("admin")
     store = create_store(admin, fake_connection)
@@ -205,7 +206,7 @@ def test_reprocess_is_recommended_only_for_chunk_shaping_changes(api, fake_conne
 
 
 def test_the_embedding_connection_is_fixed_once_the_store_holds_chunks(api, fake_connection, ingest_now):
-    from stores.services import IncomingFile, document_upload
+    from ingestion.services import IncomingFile, document_upload
 
     other = connection_create(
         name="other",
@@ -222,3 +223,19 @@ def test_the_embedding_connection_is_fixed_once_the_store_holds_chunks(api, fake
     response = admin.patch(f"/admin/api/rag-stores/{store['id']}", json={"embedding_connection_id": other.id})
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "embedding_connection_locked"
+
+
+@pytest.mark.parametrize("weights", [{"vector": 1}, {"lexical": 2}])
+def test_a_partial_fusion_weights_update_is_refused_and_the_store_keeps_working(api, fake_connection, weights):
+    store = create_store(api("admin"), fake_connection)
+
+    response = api("admin").patch(f"/admin/api/rag-stores/{store['id']}", json={"fusion_weights": weights})
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "validation_error"
+    assert api("admin").get(f"/admin/api/rag-stores/{store['id']}").json()["fusion_weights"] == {
+        "vector": 1.0,
+        "lexical": 1.0,
+    }
+    search = api("viewer").post(f"/admin/api/rag-stores/{store['id']}/search", json={"query": "anything"})
+    assert search.status_code == 200

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
-from ragmux.models import AdminToken
+from ragmux.core.models import AdminToken
 
 TOKEN_BYTES = 36
 

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ingestion.parsing import SUPPORTED_EXTENSIONS
-from ragmux.errors import Conflict
+from ingestion.services import IncomingFile, QuotaExceeded, document_upload, sanitise_filename
 from stores.models import RagStore
-from stores.services import IncomingFile, QuotaExceeded, document_upload, sanitise_filename
 
 
 class DirectoryRefused(Exception):
@@ -61,11 +60,12 @@ def ingest_directory(*, store: RagStore, files: list[PlannedFile]) -> DirectoryO
             outcome.refused.append(f"{planned.path}: {exc}")
             continue
         outcome.uploaded += len(result.documents)
-        if isinstance(result.error, QuotaExceeded):
-            outcome.stopped = f"{planned.path}: {result.error.message}"
+        if isinstance(result.refusal, QuotaExceeded):
+            outcome.stopped = f"{planned.path}: {result.refusal.message}"
             return outcome
-        if isinstance(result.error, Conflict):
-            outcome.duplicates += 1
-        elif result.error is not None:
-            outcome.refused.append(f"{planned.path}: {result.error.message}")
+        for skipped in result.skipped:
+            if skipped.code == "duplicate_document":
+                outcome.duplicates += 1
+            else:
+                outcome.refused.append(f"{planned.path}: {skipped.message}")
     return outcome

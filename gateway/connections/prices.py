@@ -64,7 +64,7 @@ def builtin_values(provider_type: str, model: str) -> dict[str, Any] | None:
 
 @transaction.atomic
 def upsert_builtin_prices(**_: Any) -> None:
-    from gateway.models import ModelPrice, PriceSource
+    from gateway.connections.models import ModelPrice, PriceSource
 
     shipped = set()
     for provider_type, model, *_rest in BUILTIN_PRICES:

@@ -14,9 +14,16 @@ class ProviderType(models.TextChoices):
     VOYAGE_RERANK = "voyage_rerank"
 
 
+# What each provider type can be used for.
 EMBEDDING_PROVIDERS = frozenset(
     {ProviderType.OPENAI, ProviderType.CUSTOM_OPENAI, ProviderType.OLLAMA, ProviderType.GEMINI, ProviderType.LOCAL}
 )
+CHAT_PROVIDERS = frozenset(
+    {ProviderType.OPENAI, ProviderType.CUSTOM_OPENAI, ProviderType.OLLAMA, ProviderType.GEMINI, ProviderType.ANTHROPIC}
+)
+# The dedicated rerank APIs, by the store's `rerank_backend` that uses them; the `llm` backend
+# reranks with a chat model.
+RERANK_API_PROVIDERS = {"cohere": ProviderType.COHERE_RERANK, "voyage": ProviderType.VOYAGE_RERANK}
 
 
 class ModelConnection(models.Model):

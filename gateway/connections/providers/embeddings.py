@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from gateway import http
-from gateway.credentials import open_api_key
-from gateway.models import ModelConnection, ProviderType
+from gateway.connections import http
+from gateway.connections.credentials import open_api_key
+from gateway.connections.models import ModelConnection, ProviderType
 
 
 @dataclass(frozen=True)
@@ -198,7 +198,7 @@ class LocalEmbeddings(EmbeddingProvider):
     max_batch = 32
 
     def embed(self, texts: Sequence[str]) -> Embeddings:
-        from gateway.providers.local_model import local_model
+        from gateway.connections.providers.local_model import local_model
 
         vectors, tokens = local_model().embed(list(texts))
         return Embeddings(self._check_vectors(vectors, len(texts)), tokens, True)

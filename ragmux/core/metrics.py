@@ -2,8 +2,8 @@
 
 Workers and web processes are separate (often on separate machines), so counters and
 histograms live in Redis and the web process reads them when `/metrics` is scraped. Gauges
-that describe the database (queue depth, stores without an index) are computed at scrape time.
-A metrics failure never fails the work being measured.
+that describe the database belong to the app that owns the rows (`stores.metrics`). A metrics
+failure never fails the work being measured.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from functools import lru_cache
 
 import redis
 from django.conf import settings
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
-logger = logging.getLogger("ragmux.metrics")
+logger = logging.getLogger("ragmux.core.metrics")
 
 PREFIX = "ragmux:metrics"
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -62,7 +62,7 @@ def observe(name: str, value: float, **labels: str) -> None:
 
 
 class SharedMetricsCollector:
-    """Exposes the Redis-held metrics and the database gauges to prometheus_client."""
+    """Exposes the Redis-held metrics to prometheus_client."""
 
     def describe(self):
         # Declaring nothing up front keeps registration from querying Redis and the database.
@@ -73,7 +73,6 @@ class SharedMetricsCollector:
             yield from self._from_redis()
         except redis.RedisError as exc:
             logger.warning("shared metrics unavailable: %s", exc)
-        yield from self._from_database()
 
     def _from_redis(self):
         client = _redis()
@@ -98,28 +97,6 @@ class SharedMetricsCollector:
                 buckets.append(("+Inf", fields.get(f"{key}|count", 0.0)))
                 family.add_metric([parsed.get(n, "") for n in labels], buckets, fields.get(f"{key}|sum", 0.0))
             yield family
-
-    def _from_database(self):
-        from django.db import DatabaseError
-
-        from stores.selectors import documents_by_status
-        from stores.vector_tables import stores_missing_index_names
-
-        try:
-            by_status = documents_by_status()
-            missing = len(stores_missing_index_names())
-        except DatabaseError as exc:
-            logger.warning("database gauges unavailable: %s", exc)
-            return
-        queue = GaugeMetricFamily("ragmux_ingest_documents", "Documents by ingestion status", labels=["status"])
-        for status, count in sorted(by_status.items()):
-            queue.add_metric([status], count)
-        yield queue
-        yield GaugeMetricFamily(
-            "ragmux_rag_index_missing",
-            "Stores whose vectors have no HNSW index (searched by exact scan)",
-            value=missing,
-        )
 
 
 def register_collector() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragmux.crypto import seal, unseal
+from ragmux.core.crypto import seal, unseal
 
 
 def connection_key_aad(connection_id: int) -> bytes:

@@ -10,16 +10,15 @@ from urllib.parse import urlsplit
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from gateway import http
-from gateway.credentials import mask_api_key, seal_api_key
-from gateway.models import ModelConnection, ModelPrice, PriceSource, ProviderType
-from gateway.prices import builtin_values
-from gateway.providers.embeddings import ProviderError, embedding_provider
-from ragmux.errors import Conflict, InvalidInput
+from gateway.connections import http
+from gateway.connections.credentials import mask_api_key, seal_api_key
+from gateway.connections.models import ModelConnection, ModelPrice, PriceSource, ProviderType
+from gateway.connections.prices import builtin_values
+from gateway.connections.providers import local_model
+from gateway.connections.providers.embeddings import ProviderError, embedding_provider
+from ragmux.core.errors import Conflict, InvalidInput
 
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$")
-LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
-LOCAL_DIMENSIONS = 384
 MAX_DIMENSIONS = 16000
 PROBE_TIMEOUT = 60.0
 # Fields that decide what a stored vector means; they cannot change under stored vectors.
@@ -49,7 +48,12 @@ def _validate_base_url(provider_type: str, base_url: str) -> str:
         raise InvalidInput("base_url has an invalid port", field="base_url") from None
     # Refuse now rather than at the first call: a private address is only allowed when the
     # operator said so (the same check runs again on every request and redirect).
-    http.checked_addresses(parts.hostname, port or (443 if parts.scheme == "https" else 80))
+    try:
+        http.checked_addresses(parts.hostname, port or (443 if parts.scheme == "https" else 80))
+    except http.UpstreamBlocked as exc:
+        raise InvalidInput(exc.message, field="base_url", code=exc.code) from None
+    except http.UpstreamError as exc:
+        raise InvalidInput(f"base_url host {parts.hostname!r} cannot be used: {exc}", field="base_url") from None
     return base_url.rstrip("/")
 
 
@@ -67,11 +71,11 @@ def _validate_fields(*, name: str, provider_type: str, base_url: str, model_name
     if dimensions is not None and not 1 <= dimensions <= MAX_DIMENSIONS:
         raise InvalidInput(f"dimensions must be between 1 and {MAX_DIMENSIONS}", field="dimensions")
     if provider_type == ProviderType.LOCAL:
-        if model_name != LOCAL_MODEL_NAME:
-            raise InvalidInput(f"the local provider runs {LOCAL_MODEL_NAME} only", field="model_name")
-        if dimensions not in (None, LOCAL_DIMENSIONS):
-            raise InvalidInput(f"{LOCAL_MODEL_NAME} has {LOCAL_DIMENSIONS} dimensions", field="dimensions")
-        dimensions = LOCAL_DIMENSIONS
+        if model_name != local_model.MODEL_NAME:
+            raise InvalidInput(f"the local provider runs {local_model.MODEL_NAME} only", field="model_name")
+        if dimensions not in (None, local_model.DIMENSIONS):
+            raise InvalidInput(f"{local_model.MODEL_NAME} has {local_model.DIMENSIONS} dimensions", field="dimensions")
+        dimensions = local_model.DIMENSIONS
     base_url = _validate_base_url(provider_type, base_url)
     return name, model_name, base_url, dimensions
 
@@ -115,8 +119,6 @@ def connection_update(
     dimensions: int | None,
     api_key: str,
 ) -> ModelConnection:
-    from stores.models import Chunk
-
     name, model_name, base_url, dimensions = _validate_fields(
         name=name, provider_type=provider_type, base_url=base_url, model_name=model_name, dimensions=dimensions
     )
@@ -127,7 +129,7 @@ def connection_update(
         for f, new in zip(VECTOR_DEFINING_FIELDS, (provider_type, model_name, dimensions), strict=True)
         if getattr(connection, f) != new
     ]
-    if changed and Chunk.objects.filter(store__embedding_connection=connection).exists():
+    if changed and connection.embedding_stores.filter(documents__chunk_count__gt=0).exists():
         raise Conflict(
             f"cannot change {', '.join(changed)}: stores hold vectors made by this model; "
             "create a new connection instead",

@@ -7,7 +7,7 @@ import secrets
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 
-from ragmux.roles import ROLES
+from ragmux.core.roles import ROLES
 
 
 class UserExists(Exception):

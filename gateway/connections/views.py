@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from gateway import selectors, services
-from gateway.models import ModelConnection, ModelPrice
-from gateway.serializers import (
+from gateway.connections import selectors, services
+from gateway.connections.serializers import (
     ConnectionInput,
     ConnectionOutput,
     ConnectionTestOutput,
@@ -16,15 +14,7 @@ from gateway.serializers import (
     PriceOutput,
     PriceValuesInput,
 )
-from ragmux.roles import AdminWrites
-
-
-def _get_connection(connection_id: int) -> ModelConnection:
-    return get_object_or_404(ModelConnection, pk=connection_id)
-
-
-def _get_price(price_id: int) -> ModelPrice:
-    return get_object_or_404(ModelPrice, pk=price_id)
+from ragmux.core.roles import AdminWrites
 
 
 class ConnectionsApi(APIView):
@@ -44,17 +34,17 @@ class ConnectionApi(APIView):
     permission_classes = [AdminWrites]
 
     def get(self, request, connection_id: int):
-        return Response(ConnectionOutput(_get_connection(connection_id)).data)
+        return Response(ConnectionOutput(selectors.connection_get(connection_id)).data)
 
     def put(self, request, connection_id: int):
-        connection = _get_connection(connection_id)
+        connection = selectors.connection_get(connection_id)
         data = ConnectionInput(data=request.data)
         data.is_valid(raise_exception=True)
         connection = services.connection_update(connection=connection, **data.validated_data)
         return Response(ConnectionOutput(connection).data)
 
     def delete(self, request, connection_id: int):
-        services.connection_delete(connection=_get_connection(connection_id))
+        services.connection_delete(connection=selectors.connection_get(connection_id))
         return Response({"ok": True})
 
 
@@ -62,7 +52,7 @@ class ConnectionTestApi(APIView):
     permission_classes = [AdminWrites]
 
     def post(self, request, connection_id: int):
-        outcome = services.connection_test(connection=_get_connection(connection_id))
+        outcome = services.connection_test(connection=selectors.connection_get(connection_id))
         return Response(ConnectionTestOutput(outcome).data)
 
 
@@ -83,14 +73,14 @@ class PriceApi(APIView):
     permission_classes = [AdminWrites]
 
     def get(self, request, price_id: int):
-        return Response(PriceOutput(_get_price(price_id)).data)
+        return Response(PriceOutput(selectors.price_get(price_id)).data)
 
     def put(self, request, price_id: int):
-        price = _get_price(price_id)
+        price = selectors.price_get(price_id)
         data = PriceValuesInput(data=request.data)
         data.is_valid(raise_exception=True)
         return Response(PriceOutput(services.price_update(price=price, **data.validated_data)).data)
 
     def delete(self, request, price_id: int):
-        restored = services.price_delete(price=_get_price(price_id))
+        restored = services.price_delete(price=selectors.price_get(price_id))
         return Response({"ok": True, "restored": PriceOutput(restored).data if restored else None})

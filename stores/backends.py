@@ -1,4 +1,4 @@
-"""Which lexical backends this database can run.
+"""What this database can run: which lexical backends, which text search configurations.
 
 `pgvector` (PostgreSQL full text) and `bm25` (our own BM25 over per-store term statistics)
 need nothing beyond PostgreSQL and pgvector. `pg_search` needs ParadeDB's extension, which is
@@ -46,3 +46,9 @@ def backend_statuses() -> list[BackendStatus]:
 
 def backend_available(backend: str) -> BackendStatus:
     return next(status for status in backend_statuses() if status.id == backend)
+
+
+def text_search_config_exists(name: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_ts_config WHERE cfgname = %s", [name])
+        return cursor.fetchone() is not None

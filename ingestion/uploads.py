@@ -6,7 +6,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 
-MIB = 1024 * 1024
+from ragmux.core.errors import TooLarge
+from ragmux.core.units import MIB
 
 
 class CappedUploadHandler(FileUploadHandler):
@@ -23,3 +24,13 @@ class CappedUploadHandler(FileUploadHandler):
 
     def file_complete(self, file_size: int) -> None:
         return None
+
+
+def oversize_upload(request) -> None:
+    """Refuses the request when the handler above cut a file off; nothing of it was stored."""
+    oversize = getattr(request._request, "oversize_upload", None)
+    if oversize is not None:
+        raise TooLarge(
+            f'"{oversize}" is larger than {settings.MAX_UPLOAD_MB} MiB (MAX_UPLOAD_MB); nothing was stored',
+            code="upload_too_large",
+        )

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from gateway import views
+from gateway.connections import views
 
 urlpatterns = [
     path("models", views.ConnectionsApi.as_view()),

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 
-from ragmux.errors import ServiceError
+from ragmux.core.errors import UpstreamFailed
 
 MAX_REDIRECTS = 3
 _EXTRA_BLOCKED = [ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("100.64.0.0/10")]
@@ -27,10 +27,9 @@ _EXTRA_BLOCKED = [ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("10
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
-class UpstreamBlocked(ServiceError):
+class UpstreamBlocked(UpstreamFailed):
     """The upstream resolves to an address the SSRF guard refuses."""
 
-    status = 400
     code = "private_upstream"
 
 

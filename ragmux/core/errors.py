@@ -1,7 +1,8 @@
 """One error envelope for /admin/api and /v1: ``{"error": {"message", "type", "code"}}``.
 
-Services raise :class:`ServiceError` (or a subclass) with an HTTP status and a stable machine
-``code``; views never build error bodies themselves.
+Services raise :class:`ServiceError` subclasses that say what went wrong (a stable machine
+``code`` and a message); the one exception handler below chooses the HTTP status from the
+exception's kind. Views never build error bodies or pick statuses themselves.
 """
 
 from __future__ import annotations
@@ -19,21 +20,21 @@ logger = logging.getLogger("ragmux.errors")
 
 
 class ServiceError(Exception):
-    status = 400
+    """A refusal the caller can act on. ``extra`` fields join the envelope's error object;
+    ``beside`` holds top-level fields of the body (such as the documents an upload did store)."""
+
     code = "bad_request"
 
-    def __init__(self, message: str, *, code: str | None = None, status: int | None = None, **extra: Any):
+    def __init__(self, message: str, *, code: str | None = None, **extra: Any):
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
-        if status is not None:
-            self.status = status
         self.extra = extra
+        self.beside: dict[str, Any] = {}
 
 
 class InvalidInput(ServiceError):
-    status = 400
     code = "validation_error"
 
     def __init__(self, message: str, *, field: str | None = None, **extra: Any):
@@ -42,19 +43,79 @@ class InvalidInput(ServiceError):
         super().__init__(message, **extra)
 
 
+class Unauthenticated(ServiceError):
+    code = "unauthenticated"
+
+
+class Forbidden(ServiceError):
+    code = "forbidden"
+
+
 class NotFound(ServiceError):
-    status = 404
     code = "not_found"
+
+    @classmethod
+    def of(cls, kind: str) -> NotFound:
+        """The one wording of a missing object: "<kind> not found"."""
+        return cls(f"{kind} not found")
 
 
 class Conflict(ServiceError):
-    status = 409
     code = "conflict"
 
 
-class UpstreamUnavailable(ServiceError):
-    status = 502
+class TooLarge(ServiceError):
+    code = "too_large"
+
+
+class LimitReached(ServiceError):
+    """A quota or size rule refuses what is otherwise valid."""
+
+    code = "limit_reached"
+
+
+class RateLimited(ServiceError):
+    code = "rate_limited"
+
+
+class Unavailable(ServiceError):
+    """We cannot do it right now (backlog full, search timed out); retrying later may work."""
+
+    code = "unavailable"
+
+
+class UpstreamFailed(ServiceError):
+    """A model provider refused, failed or could not be reached."""
+
     code = "upstream_error"
+
+
+class UpstreamTimeout(UpstreamFailed):
+    code = "upstream_timeout"
+
+
+# Most specific first: the first class the exception is an instance of decides the status.
+STATUS_BY_KIND: tuple[tuple[type[ServiceError], int], ...] = (
+    (InvalidInput, 400),
+    (Unauthenticated, 401),
+    (Forbidden, 403),
+    (NotFound, 404),
+    (Conflict, 409),
+    (TooLarge, 413),
+    (LimitReached, 422),
+    (RateLimited, 429),
+    (UpstreamTimeout, 504),
+    (UpstreamFailed, 502),
+    (Unavailable, 503),
+)
+
+
+def status_for(exc: ServiceError) -> int:
+    return next((status for kind, status in STATUS_BY_KIND if isinstance(exc, kind)), 400)
+
+
+def service_error_body(exc: ServiceError) -> dict:
+    return error_body(status_for(exc), exc.message, exc.code, **exc.extra)
 
 
 def error_body(status: int, message: str, code: str, **extra: Any) -> dict:
@@ -99,7 +160,7 @@ _DRF_CODES = {
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     request = context.get("request")
     if isinstance(exc, ServiceError):
-        return Response(error_body(exc.status, exc.message, exc.code, **exc.extra), status=exc.status)
+        return Response({**service_error_body(exc), **exc.beside}, status=status_for(exc))
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -113,6 +174,8 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
         code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), "error")
         if isinstance(exc, exceptions.NotAuthenticated):
             message = "authentication required"
+        elif isinstance(exc, exceptions.NotFound):
+            message = "not found"
         else:
             message = str(exc.detail)
         response = Response(error_body(exc.status_code, message, code), status=exc.status_code)

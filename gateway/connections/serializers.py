@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from gateway.models import ModelConnection, ModelPrice, ProviderType
+from gateway.connections.models import ModelConnection, ModelPrice, ProviderType
 
 MAX_PRICE = 100000
 

@@ -17,6 +17,7 @@ import numpy as np
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_PATH = Path(__file__).parent / "data" / "tokenizer.json"
+MODEL_NAME = "all-MiniLM-L6-v2"
 MAX_TOKENS = 256
 DIMENSIONS = 384
 

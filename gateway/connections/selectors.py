@@ -1,0 +1,33 @@
+"""Reads of model connections and prices."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from gateway.connections.models import ModelConnection, ModelPrice
+from ragmux.core.errors import NotFound
+
+
+def connection_list() -> QuerySet[ModelConnection]:
+    return ModelConnection.objects.order_by("id")
+
+
+def price_list(*, provider_type: str | None = None) -> QuerySet[ModelPrice]:
+    prices = ModelPrice.objects.order_by("provider_type", "model")
+    if provider_type:
+        prices = prices.filter(provider_type=provider_type)
+    return prices
+
+
+def connection_get(connection_id: int) -> ModelConnection:
+    connection = ModelConnection.objects.filter(pk=connection_id).first()
+    if connection is None:
+        raise NotFound.of("connection")
+    return connection
+
+
+def price_get(price_id: int) -> ModelPrice:
+    price = ModelPrice.objects.filter(pk=price_id).first()
+    if price is None:
+        raise NotFound.of("price")
+    return price

@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from stores.models import DocumentStatus
+
+
+class TextDocumentInput(serializers.Serializer):
+    title = serializers.CharField(max_length=500)
+    content = serializers.CharField(trim_whitespace=False, allow_blank=True)
+    source = serializers.CharField(max_length=2048, required=False, allow_blank=True, default="")
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=128), max_length=64, required=False, default=list
+    )
+
+
+class ReprocessInput(serializers.Serializer):
+    """Which documents of the store go back to the queue: all, or those in one status."""
+
+    status = serializers.ChoiceField(choices=DocumentStatus.choices, required=False)

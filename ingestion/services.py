@@ -1,0 +1,248 @@
+"""Admission: documents enter a store here (upload, text ingest) and go back to the queue here
+(reprocess, retry). Every status these set goes through :mod:`ingestion.queue`."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import unicodedata
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import transaction
+
+from ingestion import queue
+from ingestion.parsing import UnsupportedFormat, check_upload
+from ingestion.parsing.types import MAX_EXTRACTED_TEXT
+from ragmux.core.errors import Conflict, InvalidInput, LimitReached, ServiceError, TooLarge, Unavailable
+from ragmux.core.units import MIB
+from stores.models import Document, DocumentStatus, RagStore
+from stores.quotas import quota_violation
+from stores.selectors import store_limits, store_usage
+
+# Formats whose whole file becomes the extracted text: one larger than the cap on extracted text
+# can only fail, so it is refused before it is stored.
+WHOLE_TEXT_FORMATS = ("text", "markdown")
+MIME_TYPES = {
+    "pdf": "application/pdf",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "html": "text/html",
+    "markdown": "text/markdown",
+    "text": "text/plain",
+}
+
+
+class QuotaExceeded(LimitReached):
+    code = "store_quota"
+
+
+class BacklogFull(Unavailable):
+    code = "backlog_full"
+
+
+# Every file of a request was skipped: the status follows why (see document_upload).
+class AllDuplicates(Conflict):
+    code = "duplicate_document"
+
+
+class AllTooLarge(TooLarge):
+    code = "text_too_large"
+
+
+class AllRefused(InvalidInput):
+    pass
+
+
+_UNSAFE_FILENAME = re.compile(r"[\x00-\x1f\x7f/\\]+")
+
+
+def sanitise_filename(name: str) -> str:
+    name = os.path.basename(name.replace("\\", "/"))
+    name = unicodedata.normalize("NFC", _UNSAFE_FILENAME.sub(" ", name))
+    name = " ".join(name.split()).strip(". ")
+    if len(name) > 200:
+        stem, dot, extension = name.rpartition(".")
+        name = (stem[: 200 - len(extension) - 1] + dot + extension) if dot else name[:200]
+    return name or "document"
+
+
+@dataclass(frozen=True)
+class IncomingFile:
+    filename: str
+    data: bytes
+    title: str = ""
+    source: str = ""
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    filename: str
+    code: str
+    message: str
+    existing_document_id: int | None = None
+
+
+@dataclass
+class UploadResult:
+    """What one request stored, what it skipped and why, and the refusal to answer with when
+    it stopped early or stored nothing (the lists go with it)."""
+
+    documents: list[Document] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
+    refusal: ServiceError | None = None
+
+
+def _wake_ingestion() -> None:
+    from ingestion.tasks import wake_ingestion
+
+    transaction.on_commit(wake_ingestion)
+
+
+def _refusal(incoming: IncomingFile) -> SkippedFile | str:
+    """The file's format, or why it is skipped before anything is stored."""
+    try:
+        file_format = check_upload(incoming.filename, incoming.data[:8])
+    except UnsupportedFormat as exc:
+        return SkippedFile(incoming.filename, "unsupported_format", str(exc))
+    if file_format in WHOLE_TEXT_FORMATS and len(incoming.data) > MAX_EXTRACTED_TEXT:
+        return SkippedFile(
+            incoming.filename,
+            "text_too_large",
+            f'"{incoming.filename}" is {math.ceil(len(incoming.data) / MIB)} MiB of text; '
+            f"at most {MAX_EXTRACTED_TEXT // MIB} MiB of text is indexed per document",
+        )
+    return file_format
+
+
+def _create_document(store: RagStore, incoming: IncomingFile, file_format: str) -> Document | SkippedFile:
+    """Creates one document under the store's lock, after the duplicate and quota checks."""
+    with transaction.atomic():
+        locked = RagStore.objects.select_for_update().get(pk=store.pk)
+        digest = hashlib.sha256(incoming.data).hexdigest()
+        existing = Document.objects.filter(store=locked, content_sha256=digest, size_bytes__gt=0).first()
+        if existing is not None:
+            return SkippedFile(
+                incoming.filename,
+                "duplicate_document",
+                f'"{incoming.filename}" is identical to document {existing.pk} ("{existing.filename}") in this store',
+                existing_document_id=existing.pk,
+            )
+        violation = quota_violation(
+            usage=store_usage(locked), limits=store_limits(locked), upload_bytes=len(incoming.data)
+        )
+        if violation:
+            raise QuotaExceeded(violation, filename=incoming.filename)
+        document = Document.objects.create(
+            store=locked,
+            filename=incoming.filename,
+            title=incoming.title,
+            source=incoming.source,
+            tags=list(incoming.tags),
+            mime=MIME_TYPES[file_format],
+            original=incoming.data,
+            size_bytes=len(incoming.data),
+            content_sha256=digest,
+            **queue.admission_status(),
+        )
+        if document.status == DocumentStatus.PENDING:
+            _wake_ingestion()
+    return document
+
+
+def _nothing_stored(skipped: list[SkippedFile]) -> ServiceError:
+    codes = {file.code for file in skipped}
+    message = skipped[0].message if len(skipped) == 1 else f"none of the {len(skipped)} files was stored"
+    if codes == {"duplicate_document"}:
+        # One duplicate names its twin in the error too, as a single upload always did.
+        twin = {"existing_document_id": skipped[0].existing_document_id} if len(skipped) == 1 else {}
+        return AllDuplicates(message, **twin)
+    if codes == {"text_too_large"}:
+        return AllTooLarge(message)
+    return AllRefused(message, code=codes.pop() if len(codes) == 1 else "nothing_stored")
+
+
+def document_upload(*, store: RagStore, files: list[IncomingFile]) -> UploadResult:
+    """Stores each file as a document, in order, each in its own transaction.
+
+    A duplicate, an unsupported format or a text file too large to index is skipped with its
+    reason and the other files are stored. A quota refusal stops the request: the documents
+    stored before it stay and are listed. On a full backlog documents are kept as failed (at
+    upload) with the backlog message. A request that stores nothing answers 409 when every
+    file was a duplicate, 413 when every file was too large, else 400.
+    """
+    if not files:
+        raise InvalidInput("no file field in form (use 'file')", field="file")
+    result = UploadResult()
+    for incoming in files:
+        outcome = _refusal(incoming)
+        if isinstance(outcome, str):
+            try:
+                outcome = _create_document(store, incoming, outcome)
+            except QuotaExceeded as exc:
+                result.refusal = exc
+                return result
+        if isinstance(outcome, SkippedFile):
+            result.skipped.append(outcome)
+        else:
+            result.documents.append(outcome)
+    if not result.documents:
+        result.refusal = _nothing_stored(result.skipped)
+    elif any(document.status == DocumentStatus.FAILED for document in result.documents):
+        result.refusal = BacklogFull(queue.BACKLOG_FULL)
+    return result
+
+
+def text_document_filename(title: str) -> str:
+    # A title is not a path: its slashes are kept apart as words, not taken as folders.
+    return sanitise_filename(_UNSAFE_FILENAME.sub(" ", title).strip() or "untitled") + ".txt"
+
+
+def document_ingest_text(*, store: RagStore, title: str, content: str, source: str, tags: list[str]) -> UploadResult:
+    data = content.encode("utf-8")
+    limit = settings.TEXT_INGEST_MAX_MB * MIB
+    if len(data) > limit:
+        raise TooLarge(
+            f"content is {math.ceil(len(data) / MIB)} MiB; the limit is {settings.TEXT_INGEST_MAX_MB} MiB "
+            "(TEXT_INGEST_MAX_MB)",
+            code="content_too_large",
+        )
+    if not content.strip():
+        raise InvalidInput("content is empty", field="content")
+    incoming = IncomingFile(
+        filename=text_document_filename(title), data=data, title=title.strip(), source=source, tags=tuple(tags)
+    )
+    return document_upload(store=store, files=[incoming])
+
+
+def _requeue(document_ids: list[int]) -> tuple[int, int]:
+    queued, refused = queue.requeue(document_ids)
+    if queued:
+        _wake_ingestion()
+    return queued, refused
+
+
+@transaction.atomic
+def document_reprocess(*, document: Document) -> Document:
+    locked = Document.objects.select_for_update().get(pk=document.pk)
+    _, refused = _requeue([locked.pk])
+    if refused:
+        raise BacklogFull(queue.BACKLOG_FULL)
+    locked.refresh_from_db()
+    return locked
+
+
+@transaction.atomic
+def store_reprocess(*, store: RagStore, status: str | None = None) -> int:
+    """Re-parses, re-chunks and re-embeds the store's documents (those in ``status``, or all).
+    Never blocked by quotas."""
+    documents = Document.objects.select_for_update().filter(store=store).order_by("id")
+    if status:
+        documents = documents.filter(status=status)
+    ids = list(documents.values_list("id", flat=True))
+    queued, refused = _requeue(ids)
+    if refused:
+        raise BacklogFull(f"{queue.BACKLOG_FULL}; {queued} of {len(ids)} documents were queued", queued=queued)
+    return queued

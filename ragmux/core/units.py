@@ -1,0 +1,3 @@
+"""Units used across the layers."""
+
+MIB = 1024 * 1024

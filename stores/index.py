@@ -1,0 +1,174 @@
+"""The one writer of a store's search index: chunks, their vectors, BM25 postings and the
+per-store term statistics, kept in step.
+
+Ingestion, document deletion and the benchmarks write through these functions only. Every
+change that touches a store's statistics runs inside the caller's transaction after
+:func:`lock_store_stats`, so concurrent writers to one store update document frequencies one
+after another and never deadlock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import connection
+
+from stores.vector_tables import column_type, table_name
+
+# The BM25 length of a chunk: lexeme positions in its `simple` tsvector, computed by the same
+# function that fills chunks.tsv so lengths and term frequencies always agree.
+_TOKEN_COUNT_SQL = (
+    "(SELECT coalesce(sum(array_length(t.positions, 1)), 0) FROM unnest(to_tsvector('simple', x.content)) t)"
+)
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    document_id: int
+    index: int
+    content: str
+    section: str
+    page: int | None
+    embedded_hash: str
+
+
+def format_vector(vector: Sequence[float]) -> str:
+    """pgvector's text form; the database parses it straight into vector or halfvec."""
+    return "[" + ",".join(map(repr, map(float, vector))) + "]"
+
+
+def lock_store_stats(store_id: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO store_text_stats (store_id, chunk_count, token_total) VALUES (%s, 0, 0) "
+            "ON CONFLICT (store_id) DO NOTHING",
+            [store_id],
+        )
+        cursor.execute("SELECT 1 FROM store_text_stats WHERE store_id = %s FOR UPDATE", [store_id])
+
+
+def write_chunks(*, store_id: int, rows: Sequence[ChunkRow]) -> list[int]:
+    """Inserts chunks with their BM25 lengths; returns their ids in the order of ``rows``."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO chunks (store_id, document_id, index, content, section, page, embedded_hash, token_count)
+            SELECT %s, x.document_id, x.idx, x.content, x.section, x.page, x.digest, {_TOKEN_COUNT_SQL}
+            FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[], %s::int[], %s::text[])
+                 AS x(document_id, idx, content, section, page, digest)
+            RETURNING id, document_id, index
+            """,
+            [
+                store_id,
+                [r.document_id for r in rows],
+                [r.index for r in rows],
+                [r.content for r in rows],
+                [r.section for r in rows],
+                [r.page for r in rows],
+                [r.embedded_hash for r in rows],
+            ],
+        )
+        ids = {(document_id, index): chunk_id for chunk_id, document_id, index in cursor.fetchall()}
+    return [ids[(r.document_id, r.index)] for r in rows]
+
+
+def write_vectors(
+    *, store_id: int, dimensions: int, model_key: str, chunk_ids: Sequence[int], rows: Sequence[ChunkRow], vectors
+) -> None:
+    """Stores one vector per chunk (pgvector text form, see :func:`format_vector`)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {table_name(dimensions)} (chunk_id, store_id, model_key, embedded_hash, embedding)
+            SELECT x.chunk_id, %s, %s, x.digest, x.embedding::{column_type(dimensions)}({dimensions})
+            FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS x(chunk_id, digest, embedding)
+            """,
+            [store_id, model_key, list(chunk_ids), [r.embedded_hash for r in rows], list(vectors)],
+        )
+
+
+def write_postings(*, chunk_ids: Sequence[int]) -> None:
+    """The BM25 postings of freshly written chunks: one row per distinct lexeme of each."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO chunk_terms (chunk_id, store_id, term, tf, chunk_length)
+            SELECT c.id, c.store_id, t.lexeme, array_length(t.positions, 1), c.token_count
+            FROM chunks c, unnest(c.tsv) t
+            WHERE c.id = ANY(%s)
+            """,
+            [list(chunk_ids)],
+        )
+
+
+def add_to_statistics(*, store_id: int, chunk_ids: Sequence[int]) -> None:
+    """Counts chunks whose postings are written into the store's document frequencies and totals."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO store_terms (store_id, term, df)
+            SELECT %s, term, count(*) FROM chunk_terms WHERE chunk_id = ANY(%s)
+            GROUP BY term ORDER BY term
+            ON CONFLICT (store_id, term) DO UPDATE SET df = store_terms.df + EXCLUDED.df
+            """,
+            [store_id, list(chunk_ids)],
+        )
+        _shift_totals(cursor, store_id, chunk_ids, sign=1)
+
+
+def _remove_from_statistics(*, store_id: int, chunk_ids: Sequence[int]) -> None:
+    with connection.cursor() as cursor:
+        _shift_totals(cursor, store_id, chunk_ids, sign=-1)
+        cursor.execute(
+            """
+            UPDATE store_terms s SET df = s.df - gone.n
+            FROM (SELECT term, count(*) AS n FROM chunk_terms WHERE chunk_id = ANY(%s) GROUP BY term) gone
+            WHERE s.store_id = %s AND s.term = gone.term
+            """,
+            [list(chunk_ids), store_id],
+        )
+        cursor.execute("DELETE FROM store_terms WHERE store_id = %s AND df <= 0", [store_id])
+
+
+def _shift_totals(cursor, store_id: int, chunk_ids: Sequence[int], *, sign: int) -> None:
+    cursor.execute(
+        """
+        UPDATE store_text_stats s
+        SET chunk_count = s.chunk_count + %s * d.chunks, token_total = s.token_total + %s * d.tokens
+        FROM (SELECT count(*) AS chunks, coalesce(sum(token_count), 0) AS tokens FROM chunks WHERE id = ANY(%s)) d
+        WHERE s.store_id = %s
+        """,
+        [sign, sign, list(chunk_ids), store_id],
+    )
+
+
+def _document_chunk_ids(document_id: int) -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM chunks WHERE document_id = %s", [document_id])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def remove_document(*, store_id: int, document_id: int) -> None:
+    """Takes a document's chunks out of the index; their vectors and postings go with them
+    (ON DELETE CASCADE). The caller holds the store's statistics lock."""
+    chunk_ids = _document_chunk_ids(document_id)
+    if not chunk_ids:
+        return
+    _remove_from_statistics(store_id=store_id, chunk_ids=chunk_ids)
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM chunks WHERE id = ANY(%s)", [chunk_ids])
+
+
+def replace_document(
+    *, store_id: int, dimensions: int, model_key: str, document_id: int, rows: Sequence[ChunkRow], vectors
+) -> None:
+    """Replaces a document's chunks, vectors and postings. The caller holds the store's
+    statistics lock (and, for ingestion, the document's claim)."""
+    remove_document(store_id=store_id, document_id=document_id)
+    chunk_ids = write_chunks(store_id=store_id, rows=rows)
+    write_vectors(
+        store_id=store_id, dimensions=dimensions, model_key=model_key, chunk_ids=chunk_ids, rows=rows, vectors=vectors
+    )
+    write_postings(chunk_ids=chunk_ids)
+    add_to_statistics(store_id=store_id, chunk_ids=chunk_ids)
