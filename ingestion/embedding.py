@@ -31,4 +31,3 @@ def embed_with_retries(provider: EmbeddingProvider, texts: Sequence[str], *, dea
         time.sleep(delay)
         delay = min(delay * 2, MAX_BACKOFF)
         attempt += 1
-
