@@ -21,6 +21,8 @@ logger = logging.getLogger("ragmux.errors")
 class ServiceError(Exception):
     status = 400
     code = "bad_request"
+    # Seconds the client should wait before retrying, sent as `Retry-After` when set.
+    retry_after: int | None = None
 
     def __init__(self, message: str, *, code: str | None = None, status: int | None = None, **extra: Any):
         super().__init__(message)
@@ -99,7 +101,10 @@ _DRF_CODES = {
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     request = context.get("request")
     if isinstance(exc, ServiceError):
-        return Response(error_body(exc.status, exc.message, exc.code, **exc.extra), status=exc.status)
+        response = Response(error_body(exc.status, exc.message, exc.code, **exc.extra), status=exc.status)
+        if exc.retry_after is not None:
+            response["Retry-After"] = str(exc.retry_after)
+        return response
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
