@@ -8,13 +8,14 @@ windows are checked before a password is looked at:
 - per username over one minute (LOGIN_USER_LIMIT_PER_MIN);
 - per client address over one minute (LOGIN_RATE_LIMIT_PER_MIN).
 
-Only failures are recorded, and a success does not clear them: the windows simply expire.
+Only failures count, and a success does not clear earlier ones: the windows simply expire.
 """
 
 from __future__ import annotations
 
 import math
 import secrets
+from dataclasses import dataclass
 from functools import lru_cache
 
 import redis
@@ -89,53 +90,60 @@ def _now(client: redis.Redis) -> float:
     return seconds + micros / 1_000_000
 
 
-def check_sign_in_allowed(*, username: str, address: str) -> None:
-    """Raises SignInThrottled when this attempt must be refused without checking the password."""
+@dataclass(frozen=True)
+class _Attempt:
+    member: str
+    keys: tuple[str, ...]
+    attempts_remaining: int | None
+
+
+def _begin_attempt(*, username: str, address: str) -> _Attempt:
+    """Counts this attempt as a failure and reads the counts in one atomic step, before the
+    password is checked: checking first and recording afterwards would let many guesses sent in
+    parallel all pass the check. A refused or successful attempt is uncounted again."""
     client = _redis()
     windows = _windows(username, address)
     now = _now(client)
-    pipe = client.pipeline(transaction=False)
-    for key, _, window in windows.values():
-        # The oldest failure still inside the window, and how many there are.
-        pipe.zrangebyscore(key, now - window, "+inf", start=0, num=1, withscores=True)
-        pipe.zcount(key, now - window, "+inf")
-    replies = iter(pipe.execute())
-    counted = {which: (next(replies), next(replies)) for which in windows}
-    if "pair" in counted:
-        oldest, failures = counted["pair"]
-        _, allowed, window = windows["pair"]
-        if failures >= allowed:
-            raise SignInThrottled(locked=True, retry_after=max(1, math.ceil(oldest[0][1] + window - now)))
-    for which in ("user", "addr"):
-        if which in counted and counted[which][1] >= windows[which][1]:
-            raise SignInThrottled(locked=False, retry_after=max(1, math.ceil(windows[which][2])))
-
-
-def record_sign_in_failure(*, username: str, address: str) -> int | None:
-    """Counts a failed attempt; returns how many more the username has this minute (None when
-    the per-user limit is off)."""
-    client = _redis()
-    windows = _windows(username, address)
-    now = _now(client)
-    member = f"{now}:{secrets.token_hex(4)}"
-    pipe = client.pipeline(transaction=False)
+    member = f"{now}:{secrets.token_hex(8)}"
+    pipe = client.pipeline(transaction=True)
     for key, _, window in windows.values():
         pipe.zadd(key, {member: now})
         pipe.zremrangebyscore(key, "-inf", now - window)
         pipe.expire(key, max(1, math.ceil(window)))
-    if "user" not in windows:
-        pipe.execute()
-        return None
-    user_key, allowed, _ = windows["user"]
-    pipe.zcard(user_key)
-    return max(0, allowed - pipe.execute()[-1])
+        pipe.zrange(key, 0, 0, withscores=True)
+        pipe.zcard(key)
+    replies = pipe.execute()
+    # Per window: the oldest failure inside it, and how many there are counting this attempt.
+    counted = {which: (replies[5 * n + 3], replies[5 * n + 4]) for n, which in enumerate(windows)}
+    attempt = _Attempt(
+        member=member,
+        keys=tuple(key for key, _, _ in windows.values()),
+        attempts_remaining=max(0, windows["user"][1] - counted["user"][1]) if "user" in windows else None,
+    )
+    refusal = None
+    if "pair" in counted and counted["pair"][1] > windows["pair"][1]:
+        oldest = counted["pair"][0][0][1]
+        refusal = SignInThrottled(locked=True, retry_after=max(1, math.ceil(oldest + windows["pair"][2] - now)))
+    elif any(which in counted and counted[which][1] > windows[which][1] for which in ("user", "addr")):
+        refusal = SignInThrottled(locked=False, retry_after=max(1, math.ceil(settings.LOGIN_RATE_WINDOW)))
+    if refusal is not None:
+        _uncount(attempt)
+        raise refusal
+    return attempt
+
+
+def _uncount(attempt: _Attempt) -> None:
+    pipe = _redis().pipeline(transaction=False)
+    for key in attempt.keys:
+        pipe.zrem(key, attempt.member)
+    pipe.execute()
 
 
 def sign_in(*, request, username: str, password: str) -> User:
     """The user these credentials belong to, or InvalidCredentials / SignInThrottled."""
-    address = client_address(request)
-    check_sign_in_allowed(username=username, address=address)
+    attempt = _begin_attempt(username=username, address=client_address(request))
     user = authenticate(request, username=username, password=password)
     if user is None:
-        raise InvalidCredentials(attempts_remaining=record_sign_in_failure(username=username, address=address))
+        raise InvalidCredentials(attempts_remaining=attempt.attempts_remaining)
+    _uncount(attempt)
     return user

@@ -50,6 +50,21 @@ def test_an_invalid_request_is_not_counted(api):
     assert login(client, "admin", "wrong").json()["error"]["attempts_remaining"] == 4
 
 
+def test_guesses_sent_in_parallel_cannot_slip_past_the_limit(api, settings):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.conf import global_settings
+
+    # Django's real hasher, so each refusal of the unknown name takes long enough for all the
+    # requests to be in flight together.
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
+    settings.LOGIN_USER_LIMIT_PER_MIN = 2
+    clients = [api() for _ in range(6)]
+    with ThreadPoolExecutor(len(clients)) as pool:
+        statuses = sorted(pool.map(lambda client: login(client, "nobody", "guess").status_code, clients))
+    assert statuses == [401, 401, 429, 429, 429, 429]
+
+
 def test_one_address_is_limited_across_usernames(api):
     client = api()
     for n in range(10):
