@@ -74,6 +74,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_createadmin(args: argparse.Namespace) -> int:
     with environment():
         from ragmux.core.accounts import UserExists, user_create
+        from ragmux.core.errors import InvalidInput
 
         _migrate()
         password = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
@@ -81,6 +82,9 @@ def cmd_createadmin(args: argparse.Namespace) -> int:
             user, generated = user_create(username=args.username, password=password, role=args.role)
         except UserExists as exc:
             sys.stderr.write(f"ragmux: {exc}\n")
+            return 1
+        except InvalidInput as exc:
+            sys.stderr.write(f"ragmux: password refused: {exc.message}\n")
             return 1
         print(f"created {args.role} {user.username!r}")
         if generated:
@@ -236,6 +240,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     with environment():
         from django.conf import settings
 
+        from ragmux.core.errors import InvalidInput
         from ragmux.first_run import ensure_first_admin, ensure_local_connection
 
         if not port_is_free(settings.PORT, settings.HOST):
@@ -243,7 +248,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return 1
         _migrate()
         _check_key()
-        admin_notice = ensure_first_admin()
+        try:
+            admin_notice = ensure_first_admin()
+        except InvalidInput as exc:
+            sys.stderr.write(f"ragmux: RAGMUX_ADMIN_PASSWORD refused: {exc.message}\n")
+            return 1
         ensure_local_connection()
         shown_host = "127.0.0.1" if settings.HOST in ("0.0.0.0", "::") else settings.HOST
         base = f"http://{shown_host}:{settings.PORT}"

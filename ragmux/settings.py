@@ -84,6 +84,9 @@ try:
     ALLOWED_HOSTS = env_list("ALLOWED_HOSTS") or ["localhost", "127.0.0.1", "[::1]"]
     CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
     SECURE_COOKIES = env_bool("SECURE_COOKIES", False)
+    # Only behind a reverse proxy that sets X-Forwarded-For / X-Forwarded-Proto itself: then the
+    # client address and the https scheme are taken from those headers.
+    TRUST_PROXY_HEADERS = env_bool("TRUST_PROXY_HEADERS", False)
     LOG_LEVEL = env_choice("LOG_LEVEL", "info", ("debug", "info", "warning", "error"))
 
     RAGMUX_DATA_DIR = Path(env_str("RAGMUX_DATA_DIR", str(DEFAULT_DATA_DIR)))
@@ -91,6 +94,11 @@ try:
     PORT = env_int("PORT", 8765, minimum=1, maximum=65535)
     WEB_WORKERS = env_int("WEB_WORKERS", 1, minimum=1, maximum=64)
     SESSION_TTL = env_duration("SESSION_TTL", 24 * 3600, minimum=60)
+    # Sign-in throttling (ragmux.core.signin); 0 turns each off.
+    LOGIN_USER_LIMIT_PER_MIN = env_int("LOGIN_USER_LIMIT_PER_MIN", 5, minimum=0)
+    LOGIN_RATE_LIMIT_PER_MIN = env_int("LOGIN_RATE_LIMIT_PER_MIN", 10, minimum=0)
+    LOGIN_LOCKOUT_FAILURES = env_int("LOGIN_LOCKOUT_FAILURES", 20, minimum=0)
+    LOGIN_LOCKOUT_MINUTES = env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=0)
 
     # Ingestion
     INGEST_WORKERS = env_int("INGEST_WORKERS", 2, minimum=1, maximum=64)
@@ -156,6 +164,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "ragmux.core.middleware.SecureCookiesOverHttpsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "ragmux.core.middleware.ApiResponseHeadersMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -188,17 +197,22 @@ TEMPLATES = [
 ]
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTHENTICATION_BACKENDS = ["ragmux.core.authentication.CaseInsensitiveModelBackend"]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
 ]
 LOGIN_URL = "/admin/login/"
 LOGIN_REDIRECT_URL = "/admin/"
+# The "per minute" of the LOGIN_*_PER_MIN limits, in seconds; a setting so tests can shorten it.
+LOGIN_RATE_WINDOW = 60
 
 SESSION_COOKIE_AGE = int(SESSION_TTL)
 SESSION_COOKIE_NAME = "ragmux_session"
 SESSION_COOKIE_SAMESITE = "Lax"
 SESSION_COOKIE_SECURE = SECURE_COOKIES
 CSRF_COOKIE_SECURE = SECURE_COOKIES
+if TRUST_PROXY_HEADERS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_CONTENT_TYPE_NOSNIFF = True
 # "no-referrer" would make browsers send `Origin: null` on form posts, failing CSRF checks.
 SECURE_REFERRER_POLICY = "same-origin"

@@ -1,28 +1,50 @@
 from __future__ import annotations
 
-from django.contrib.auth import authenticate, login, logout
+import math
+from functools import wraps
+
+from django.contrib.auth import login, logout
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ragmux.core.authentication import bearer_token, issue_admin_token, revoke_admin_token
-from ragmux.core.errors import Unauthenticated, error_response
-from ragmux.core.middleware import API_PREFIXES
+from ragmux.core.authentication import bearer_login, bearer_token, revoke_admin_token
+from ragmux.core.errors import error_response
+from ragmux.core.middleware import is_api_path
 from ragmux.core.roles import user_role
+from ragmux.core.signin import InvalidCredentials, SignInThrottled, sign_in
 
 
+def probe(view):
+    """Probes only read: GET and HEAD. Anything else gets a JSON 405 rather than Django's CSRF
+    page, which a probe has no cookie to pass anyway."""
+
+    @csrf_exempt
+    @wraps(view)
+    def wrapper(request):
+        if request.method not in ("GET", "HEAD"):
+            response = error_response(405, "method not allowed: probes take GET or HEAD", "method_not_allowed")
+            response["Allow"] = "GET, HEAD"
+            return response
+        return view(request)
+
+    return wrapper
+
+
+@probe
 def healthz(request):
     return HttpResponse("ok", content_type="text/plain")
 
 
-@require_GET
+@probe
 def readyz(request):
     from ragmux.celery import app as celery_app
 
@@ -43,13 +65,13 @@ def readyz(request):
 
 
 def not_found(request, exception=None):
-    if request.path.startswith(API_PREFIXES):
+    if is_api_path(request.path):
         return error_response(404, "not found", "not_found")
     return render(request, "404.html", status=404)
 
 
 def server_error(request):
-    if request.path.startswith(API_PREFIXES):
+    if is_api_path(request.path):
         request_id = getattr(request, "request_id", "-")
         return error_response(500, f"internal error (request id {request_id})", "internal_error")
     return HttpResponse("internal error", status=500, content_type="text/plain")
@@ -79,16 +101,16 @@ class LoginApi(APIView):
     def post(self, request):
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
-        user = authenticate(
-            request._request, username=data.validated_data["username"], password=data.validated_data["password"]
+        user = sign_in(
+            request=request._request, username=data.validated_data["username"], password=data.validated_data["password"]
         )
-        if user is None:
-            raise Unauthenticated("invalid username or password", code="invalid_credentials")
-        body = {"user": UserOutput(user).data}
+        body = {}
         if data.validated_data["bearer"]:
-            body["token"] = issue_admin_token(user=user)
+            body["token"] = bearer_login(request=request._request, user=user)
         else:
             login(request._request, user)
+        # Serialised after signing in, so `last_login_at` is this sign-in.
+        body["user"] = UserOutput(user).data
         return Response(body)
 
 
@@ -107,9 +129,37 @@ class MeApi(APIView):
         return Response(UserOutput(request.user).data)
 
 
+class SignInForm(AuthenticationForm):
+    """Django's sign-in form, checking the password through the throttled `sign_in`."""
+
+    def clean(self):
+        username = self.cleaned_data.get("username")
+        password = self.cleaned_data.get("password")
+        if username and password:
+            try:
+                self.user_cache = sign_in(request=self.request, username=username, password=password)
+            except InvalidCredentials:
+                raise self.get_invalid_login_error() from None
+        return self.cleaned_data
+
+
 class DashboardLoginView(auth_views.LoginView):
     template_name = "dashboard/login.html"
+    authentication_form = SignInForm
     redirect_authenticated_user = True
+
+    def post(self, request, *args, **kwargs):
+        form = self.get_form()
+        try:
+            valid = form.is_valid()
+        except SignInThrottled as throttled:
+            context = self.get_context_data(
+                form=form, throttled=throttled, retry_minutes=math.ceil(throttled.retry_after / 60)
+            )
+            response = self.render_to_response(context, status=429)
+            response["Retry-After"] = str(throttled.retry_after)
+            return response
+        return self.form_valid(form) if valid else self.form_invalid(form)
 
 
 class DashboardLogoutView(auth_views.LogoutView):

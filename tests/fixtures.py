@@ -17,6 +17,21 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _forget_failed_sign_ins():
+    """Every test comes from 127.0.0.1, so one test's failed sign-ins would throttle the next."""
+    yield
+    import redis
+    from django.conf import settings
+
+    from ragmux.core.signin import PREFIX
+
+    with redis.Redis.from_url(settings.REDIS_URL) as client:
+        keys = list(client.scan_iter(f"{PREFIX}:*"))
+        if keys:
+            client.delete(*keys)
+
+
 @pytest.fixture
 def personas(db) -> dict:
     """One user per role, plus an outsider: signed in, but in no role."""

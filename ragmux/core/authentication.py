@@ -8,6 +8,9 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model, user_logged_in
+from django.contrib.auth.backends import ModelBackend
+from django.db.models import Case, Value, When
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
@@ -21,12 +24,24 @@ def hash_token(token: str) -> str:
 
 
 def issue_admin_token(*, user) -> str:
+    now = timezone.now()
+    # Expired tokens never authenticate again; sweeping them whenever one is issued keeps the
+    # table about as large as the number of live tokens.
+    AdminToken.objects.filter(expires_at__lte=now).delete()
     token = secrets.token_urlsafe(TOKEN_BYTES)
     AdminToken.objects.create(
         user=user,
         token_hash=hash_token(token),
-        expires_at=timezone.now() + timedelta(seconds=settings.SESSION_TTL),
+        expires_at=now + timedelta(seconds=settings.SESSION_TTL),
     )
+    return token
+
+
+def bearer_login(*, request, user) -> str:
+    """What django.contrib.auth.login does for the cookie, for a bearer token: issues it and
+    stamps ``last_login`` through the same signal."""
+    token = issue_admin_token(user=user)
+    user_logged_in.send(sender=type(user), request=request, user=user)
     return token
 
 
@@ -67,3 +82,26 @@ class CookieSessionAuthentication(authentication.SessionAuthentication):
         if bearer_token(request) is not None:
             return None
         return super().authenticate(request)
+
+
+class CaseInsensitiveModelBackend(ModelBackend):
+    """Django's password check, with the username matched regardless of case (``Admin`` signs in
+    as ``admin``); the stored spelling is what the rest of the app sees."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        if username is None or password is None:
+            return None
+        users = get_user_model()._default_manager
+        # Creation refuses case-only duplicates; should older rows hold some, the exact spelling wins.
+        user = (
+            users.filter(username__iexact=username)
+            .order_by(Case(When(username=username, then=Value(0)), default=Value(1)), "pk")
+            .first()
+        )
+        if user is None:
+            # Hash anyway, so an unknown name takes as long to refuse as a wrong password.
+            get_user_model()().set_password(password)
+            return None
+        if user.check_password(password) and self.user_can_authenticate(user):
+            return user
+        return None

@@ -24,6 +24,8 @@ class ServiceError(Exception):
     ``beside`` holds top-level fields of the body (such as the documents an upload did store)."""
 
     code = "bad_request"
+    # Seconds the client should wait before retrying, sent as `Retry-After` when set.
+    retry_after: int | None = None
 
     def __init__(self, message: str, *, code: str | None = None, **extra: Any):
         super().__init__(message)
@@ -160,7 +162,10 @@ _DRF_CODES = {
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     request = context.get("request")
     if isinstance(exc, ServiceError):
-        return Response({**service_error_body(exc), **exc.beside}, status=status_for(exc))
+        response = Response({**service_error_body(exc), **exc.beside}, status=status_for(exc))
+        if exc.retry_after is not None:
+            response["Retry-After"] = str(exc.retry_after)
+        return response
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

@@ -9,11 +9,11 @@ failure never fails the work being measured.
 from __future__ import annotations
 
 import logging
-from functools import lru_cache
 
 import redis
-from django.conf import settings
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
+from ragmux.core.redis import shared_redis
 
 logger = logging.getLogger("ragmux.core.metrics")
 
@@ -26,11 +26,6 @@ DESCRIPTIONS = {
 }
 
 
-@lru_cache(maxsize=1)
-def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
-
-
 def _labels_key(labels: dict[str, str]) -> str:
     return ",".join(f"{name}={labels[name]}" for name in sorted(labels))
 
@@ -41,7 +36,7 @@ def _parse_labels(key: str) -> dict[str, str]:
 
 def increment(name: str, amount: float = 1, **labels: str) -> None:
     try:
-        _redis().hincrbyfloat(f"{PREFIX}:counter:{name}", _labels_key(labels), amount)
+        shared_redis().hincrbyfloat(f"{PREFIX}:counter:{name}", _labels_key(labels), amount)
     except redis.RedisError as exc:
         logger.debug("metric %s not recorded: %s", name, exc)
 
@@ -49,7 +44,7 @@ def increment(name: str, amount: float = 1, **labels: str) -> None:
 def observe(name: str, value: float, **labels: str) -> None:
     key = _labels_key(labels)
     try:
-        pipe = _redis().pipeline(transaction=False)
+        pipe = shared_redis().pipeline(transaction=False)
         target = f"{PREFIX}:histogram:{name}"
         for bound in BUCKETS:
             if value <= bound:
@@ -75,7 +70,7 @@ class SharedMetricsCollector:
             logger.warning("shared metrics unavailable: %s", exc)
 
     def _from_redis(self):
-        client = _redis()
+        client = shared_redis()
         for raw in client.scan_iter(f"{PREFIX}:counter:*"):
             name = raw.decode().rsplit(":", 1)[1]
             values = {k.decode(): float(v) for k, v in client.hgetall(raw).items()}

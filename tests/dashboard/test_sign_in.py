@@ -39,3 +39,11 @@ def test_signing_in_lands_on_the_dashboard_and_signing_out_leaves_it(page, perso
 def test_a_user_without_a_role_is_told_so(page, personas):
     sign_in(page, "outsider", PASSWORD)
     assert "Your account has no role yet" in page.inner_text("main")
+
+
+def test_repeated_wrong_passwords_are_throttled_with_a_message(page, personas):
+    for _ in range(5):
+        sign_in(page, "viewer", "not the password")
+    sign_in(page, "viewer", PASSWORD)
+    assert page.get_by_role("alert").inner_text() == "Too many sign-in attempts. Try again in 1 minute."
+    assert "/admin/login/" in page.url

@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from ingestion.services import IncomingFile, document_reprocess, document_upload
-from ragmux.core.metrics import _redis
+from ragmux.core.redis import shared_redis
 from stores.models import Chunk, ChunkTerm, Document, RagStore, StoreTextStats
 from stores.services import document_delete, store_create
 
@@ -189,7 +189,7 @@ def test_reprocess_after_a_chunk_size_change_embeds_only_new_texts(make_store, f
 
 @pytest.mark.django_db(transaction=True)
 def test_tokens_are_counted_by_source_and_logged(make_store, fake_upstream, ingest_now, caplog):
-    client = _redis()
+    client = shared_redis()
     client.delete("ragmux:metrics:counter:ragmux_ingest_embed_tokens_total")
     store = make_store()
     with caplog.at_level(logging.INFO, logger="ragmux.ingestion"):

@@ -20,7 +20,12 @@ def test_wrong_password_is_401_in_the_error_envelope(api):
     response = api().post("/admin/api/login", json={"username": "admin", "password": "nope", "bearer": True})
     assert response.status_code == 401
     assert response.json() == {
-        "error": {"message": "invalid username or password", "type": "Unauthorized", "code": "invalid_credentials"}
+        "error": {
+            "message": "invalid username or password",
+            "type": "Unauthorized",
+            "code": "invalid_credentials",
+            "attempts_remaining": 4,
+        }
     }
 
 
@@ -69,15 +74,76 @@ def test_api_responses_are_not_cached_and_carry_a_request_id(api):
     assert len(response.headers["X-Request-Id"]) == 32
 
 
-def test_unknown_api_path_is_a_json_404(api):
-    response = api("viewer").get("/admin/api/no-such-thing")
+@pytest.mark.parametrize("path", ["/admin/api", "/admin/api/no-such-thing", "/admin/api/no/such/thing/"])
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_unknown_api_path_is_a_json_404(api, path, method):
+    response = api("viewer").request(method, path)
     assert response.status_code == 404
-    assert response.json()["error"]["code"] == "not_found"
+    assert response.json() == {"error": {"message": "not found", "type": "Not Found", "code": "not_found"}}
 
 
 def test_health_and_readiness(api):
     client = api()
     assert client.get("/healthz").status_code == 200
+    assert client.head("/healthz").status_code == 200
     ready = client.get("/readyz")
     assert ready.status_code == 200
     assert ready.json() == {"ready": True}
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+def test_probes_refuse_other_methods_in_the_error_envelope(api, path):
+    response = api().post(path)
+    assert response.status_code == 405
+    assert response.headers["Allow"] == "GET, HEAD"
+    assert response.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_signing_in_purges_expired_tokens(api, personas):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from ragmux.core.authentication import hash_token
+    from ragmux.core.models import AdminToken
+
+    AdminToken.objects.create(
+        user=personas["viewer"], token_hash=hash_token("stale"), expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    response = api().post("/admin/api/login", json={"username": "viewer", "password": PASSWORD, "bearer": True})
+    assert response.status_code == 200
+    assert not AdminToken.objects.filter(token_hash=hash_token("stale")).exists()
+    assert AdminToken.objects.filter(token_hash=hash_token(response.json()["token"])).exists()
+
+
+@pytest.mark.parametrize(("trusted", "secure"), [(True, True), (False, False)])
+def test_the_session_cookie_is_secure_when_a_trusted_proxy_says_https(live_server, personas, settings, trusted, secure):
+    settings.TRUST_PROXY_HEADERS = trusted
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if trusted else None
+    response = httpx.post(
+        f"{live_server.url}/admin/api/login",
+        json={"username": "viewer", "password": PASSWORD},
+        headers={"X-Forwarded-Proto": "https"},
+    )
+    assert response.status_code == 200
+    cookie = next(c for c in response.headers.get_list("set-cookie") if c.startswith("ragmux_session="))
+    assert ("; Secure" in cookie) is secure
+
+
+@pytest.mark.parametrize(("trusted", "header"), [("true", "('HTTP_X_FORWARDED_PROTO', 'https')"), ("false", "None")])
+def test_forwarded_proto_is_honoured_only_when_proxy_headers_are_trusted(subprocess_env, trusted, header):
+    import subprocess
+    import sys
+
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); from django.conf import settings as s; print(s.SECURE_PROXY_SSL_HEADER)",
+        ],
+        env={**subprocess_env, "DJANGO_SETTINGS_MODULE": "ragmux.settings", "TRUST_PROXY_HEADERS": trusted},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.stdout.strip() == header, shown.stderr

@@ -80,6 +80,25 @@ def test_createadmin_makes_a_user_in_the_chosen_role(subprocess_env, settings):
     assert "already exists" in again.stderr
 
 
+@pytest.mark.django_db(transaction=True)
+def test_createadmin_applies_the_password_validators(subprocess_env):
+    from django.contrib.auth.models import User
+
+    result = run_ragmux(subprocess_env, "createadmin", "--username", "weak", "--password-stdin", stdin="x\n")
+    assert result.returncode == 1
+    assert "ragmux: password refused: This password is too short." in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not User.objects.filter(username="weak").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_serve_refuses_a_weak_first_admin_password(subprocess_env):
+    env = {**subprocess_env, "RAGMUX_ADMIN_PASSWORD": "x", "PORT": str(free_port())}
+    result = run_ragmux(env, "serve", "--no-worker")
+    assert result.returncode == 1
+    assert "ragmux: RAGMUX_ADMIN_PASSWORD refused: This password is too short." in result.stderr
+
+
 class Served:
     """`ragmux serve` in a subprocess, on the embedded default, reading what it prints."""
 

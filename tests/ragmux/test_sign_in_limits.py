@@ -1,0 +1,158 @@
+"""Brute-force protection on sign-in, over HTTP: the API login and the dashboard's form."""
+
+import re
+
+import pytest
+
+from tests.factories import PASSWORD, UserFactory
+
+THROTTLED = {"message": "too many login attempts, try again later", "type": "Too Many Requests", "code": "rate_limited"}
+
+
+def login(client, username, password, **headers):
+    return client.post("/admin/api/login", json={"username": username, "password": password}, headers=headers)
+
+
+def test_the_right_password_is_refused_after_five_wrong_ones_in_a_minute(api):
+    client = api()
+    remaining = [login(client, "admin", f"guess {n}").json()["error"]["attempts_remaining"] for n in range(5)]
+    assert remaining == [4, 3, 2, 1, 0]
+    refused = login(client, "admin", PASSWORD)
+    assert refused.status_code == 429
+    assert refused.json() == {"error": {**THROTTLED, "locked": False}}
+    assert refused.headers["Retry-After"] == "60"
+
+
+def test_unknown_wrong_and_deactivated_get_the_same_answer(api, personas):
+    UserFactory(username="gone", role="viewer", is_active=False)
+    client = api()
+    bodies = [
+        login(client, "nobody", PASSWORD).json(),
+        login(client, "viewer", "wrong password").json(),
+        login(client, "gone", PASSWORD).json(),
+    ]
+    expected = {"message": "invalid username or password", "type": "Unauthorized", "code": "invalid_credentials"}
+    assert bodies == [{"error": {**expected, "attempts_remaining": 4}}] * 3
+
+
+def test_usernames_match_whatever_their_case_and_share_their_counters(api):
+    client = api()
+    signed_in = login(client, "EDITOR", PASSWORD)
+    assert signed_in.status_code == 200
+    assert signed_in.json()["user"]["username"] == "editor"
+    login(client, "Editor", "wrong")
+    assert login(client, "eDiToR", "wrong").json()["error"]["attempts_remaining"] == 3
+
+
+def test_an_invalid_request_is_not_counted(api):
+    client = api()
+    assert client.post("/admin/api/login", json={"username": "admin", "password": ""}).status_code == 400
+    assert login(client, "admin", "wrong").json()["error"]["attempts_remaining"] == 4
+
+
+def test_guesses_sent_in_parallel_cannot_slip_past_the_limit(api, settings):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.conf import global_settings
+
+    # Django's real hasher, so each refusal of the unknown name takes long enough for all the
+    # requests to be in flight together.
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
+    settings.LOGIN_USER_LIMIT_PER_MIN = 2
+    clients = [api() for _ in range(6)]
+    with ThreadPoolExecutor(len(clients)) as pool:
+        statuses = sorted(pool.map(lambda client: login(client, "nobody", "guess").status_code, clients))
+    assert statuses == [401, 401, 429, 429, 429, 429]
+
+
+def test_one_address_is_limited_across_usernames(api):
+    client = api()
+    for n in range(10):
+        assert login(client, f"someone{n}", "guess").status_code == 401
+    refused = login(client, "viewer", PASSWORD)
+    assert refused.status_code == 429
+    assert refused.json()["error"]["locked"] is False
+
+
+def test_forwarded_addresses_are_ignored_unless_a_proxy_is_trusted(api, settings):
+    client = api()
+    # Without a trusted proxy, a made-up X-Forwarded-For does not buy fresh addresses.
+    for n in range(10):
+        login(client, f"someone{n}", "guess", **{"X-Forwarded-For": f"203.0.113.{n}"})
+    assert login(client, "viewer", PASSWORD, **{"X-Forwarded-For": "203.0.113.99"}).status_code == 429
+
+    settings.TRUST_PROXY_HEADERS = True
+    # Behind a trusted proxy, the address it appended (the last one) is the client's.
+    assert login(client, "viewer", PASSWORD, **{"X-Forwarded-For": "10.9.9.9, 203.0.113.99"}).status_code == 200
+    for n in range(10):
+        login(client, f"other{n}", "guess", **{"X-Forwarded-For": f"198.51.100.{n}, 203.0.113.50"})
+    assert login(client, "viewer", PASSWORD, **{"X-Forwarded-For": "198.51.100.200, 203.0.113.50"}).status_code == 429
+
+
+def test_lockout_holds_one_username_from_one_address_only(api, settings):
+    settings.TRUST_PROXY_HEADERS = True
+    settings.LOGIN_USER_LIMIT_PER_MIN = 0
+    settings.LOGIN_RATE_LIMIT_PER_MIN = 0
+    settings.LOGIN_LOCKOUT_FAILURES = 3
+    client = api()
+    attacker = {"X-Forwarded-For": "203.0.113.7"}
+    for _ in range(3):
+        failure = login(client, "admin", "guess", **attacker)
+        assert failure.status_code == 401
+        assert "attempts_remaining" not in failure.json()["error"]  # no per-user limit to count down
+    locked = login(client, "admin", PASSWORD, **attacker)
+    assert locked.status_code == 429
+    assert locked.json() == {"error": {**THROTTLED, "locked": True}}
+    assert 890 <= int(locked.headers["Retry-After"]) <= 900
+    # The stranger did not lock the admin out of their own address, nor other users out of theirs.
+    assert login(client, "admin", PASSWORD, **{"X-Forwarded-For": "192.0.2.1"}).status_code == 200
+    assert login(client, "viewer", PASSWORD, **attacker).status_code == 200
+
+
+def test_a_success_does_not_reset_the_count_but_the_window_expires(api, settings):
+    client = api()
+    for _ in range(4):
+        login(client, "viewer", "wrong")
+    assert login(client, "viewer", PASSWORD).status_code == 200
+    assert login(client, "viewer", "wrong").json()["error"]["attempts_remaining"] == 0
+    assert login(client, "viewer", PASSWORD).status_code == 429
+
+    settings.LOGIN_RATE_WINDOW = 0.001  # every failure so far is now older than the window
+    assert login(client, "viewer", PASSWORD).status_code == 200
+
+
+def test_zero_turns_every_limit_off(api, settings):
+    settings.LOGIN_USER_LIMIT_PER_MIN = 0
+    settings.LOGIN_RATE_LIMIT_PER_MIN = 0
+    settings.LOGIN_LOCKOUT_FAILURES = 0
+    client = api()
+    for _ in range(25):
+        assert login(client, "admin", "guess").status_code == 401
+    assert login(client, "admin", PASSWORD).status_code == 200
+
+
+def test_the_sign_in_form_is_throttled_too(api, live_server):
+    import httpx
+
+    with httpx.Client(base_url=live_server.url) as browser:
+        form = browser.get("/admin/login/")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
+
+        def post(password):
+            fields = {"username": "editor", "password": password, "csrfmiddlewaretoken": token}
+            return browser.post("/admin/login/", data=fields)
+
+        for _ in range(5):
+            assert post("wrong").status_code == 200
+        refused = post(PASSWORD)
+        assert refused.status_code == 429
+        assert refused.headers["Retry-After"] == "60"
+        assert "Too many sign-in attempts. Try again in 1 minute." in refused.text
+    # The form and the API count the same failures.
+    assert login(api(), "editor", PASSWORD).status_code == 429
+
+
+@pytest.mark.parametrize("bearer", [True, False])
+def test_signing_in_stamps_last_login(api, bearer):
+    body = api().post("/admin/api/login", json={"username": "viewer", "password": PASSWORD, "bearer": bearer}).json()
+    assert body["user"]["last_login_at"] is not None
