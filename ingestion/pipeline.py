@@ -32,6 +32,10 @@ logger = logging.getLogger("ragmux.ingestion")
 PROGRESS_PARSED = 10
 PROGRESS_CHUNKED = 20
 
+# Set when this worker process is asked to stop: jobs treat every claim as lost from then on, so
+# work stops at the next step and nothing more is written (ingestion.tasks gives the claims back).
+stop_requested = threading.Event()
+
 
 def model_key(connection_: ModelConnection) -> str:
     """What a stored vector was made by; a vector is reused only under the same key."""
@@ -66,7 +70,7 @@ class LeaseKeeper:
             connection.close()
 
     def holds(self, claim: queue.Claim) -> bool:
-        return claim.document_id not in self.lost
+        return claim.document_id not in self.lost and not stop_requested.is_set()
 
 
 @dataclass
