@@ -30,6 +30,10 @@ from stores.vector_tables import WidthNotSupported, check_width, ensure_embeddin
 
 logger = logging.getLogger("ragmux.ingestion")
 
+# Set when this worker process is asked to stop: jobs treat every claim as lost from then on, so
+# work stops at the next step and nothing more is written (ingestion.tasks gives the claims back).
+stop_requested = threading.Event()
+
 
 def model_key(connection_: ModelConnection) -> str:
     """What a stored vector was made by; a vector is reused only under the same key."""
@@ -64,7 +68,7 @@ class LeaseKeeper:
             connection.close()
 
     def holds(self, claim: queue.Claim) -> bool:
-        return claim.document_id not in self.lost
+        return claim.document_id not in self.lost and not stop_requested.is_set()
 
 
 @dataclass

@@ -7,7 +7,8 @@ lease (``lease_expires_at``) and a fencing token (``lease_token``, bumped on eve
 every reprocess). It renews the leases while it works and writes results only while the row
 still carries its token, so a worker that lost its claim (lease expired, document deleted or
 reprocessed) writes nothing. The scheduler puts expired claims back in the queue, and gives
-up on a document after ``INGEST_MAX_ATTEMPTS`` claims.
+up on a document after ``INGEST_MAX_ATTEMPTS`` claims. A worker that is stopped gracefully
+gives its claims back at once, and those claims do not count as attempts.
 """
 
 from __future__ import annotations
@@ -167,6 +168,30 @@ def requeue(document_ids: list[int]) -> tuple[int, int]:
         status=DocumentStatus.FAILED, error=BACKLOG_FULL, error_stage=ErrorStage.UPLOAD, **reset
     )
     return len(queued), len(refused)
+
+
+def release(claims: list[Claim]) -> int:
+    """Puts held claims back in the queue as if they had never been made (a graceful stop is not
+    a failed attempt); returns how many were still held."""
+    if not claims:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE documents d
+            SET status = %s, attempts = d.attempts - 1, lease_owner = '', lease_expires_at = NULL,
+                lease_token = d.lease_token + 1, updated_at = now()
+            FROM unnest(%s::bigint[], %s::bigint[]) AS held(id, token)
+            WHERE d.id = held.id AND d.lease_token = held.token AND d.status = %s
+            """,
+            [
+                DocumentStatus.PENDING,
+                [c.document_id for c in claims],
+                [c.token for c in claims],
+                DocumentStatus.PROCESSING,
+            ],
+        )
+        return cursor.rowcount
 
 
 def requeue_expired() -> tuple[int, int]:

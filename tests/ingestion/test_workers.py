@@ -26,14 +26,15 @@ class Processes:
         self.env = env
         self.started: list[subprocess.Popen] = []
 
-    def start(self, command: str) -> subprocess.Popen:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "ragmux.cli", command],
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+    def start(self, command: str, *, output: Path | None = None) -> subprocess.Popen:
+        with open(output or os.devnull, "a") as sink:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "ragmux.cli", command],
+                env=self.env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.started.append(process)
         return process
 
@@ -137,6 +138,40 @@ def test_a_worker_killed_mid_embedding_loses_nothing(processes, store, fake_upst
     assert sorted(chunks.values_list("index", flat=True)) == list(range(6))
     assert vector_count(store.pk) == 6
     assert StoreTextStats.objects.get(store=store).chunk_count == 6
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_worker_stopped_mid_ingest_gives_its_claims_back_unspent(processes, store, fake_upstream, tmp_path, signum):
+    output = tmp_path / "worker.log"
+    worker = processes.start("worker", output=output)
+    stop_sent = threading.Event()
+
+    def stop_the_worker_mid_embedding(request):
+        if request.route != "openai.embeddings" or stop_sent.is_set():
+            return
+        stop_sent.set()
+        worker.send_signal(signum)  # as Ctrl-C or `docker stop` would
+        # Answer only once the stop has reached the Celery processes: the job is then still in hand.
+        wait_until(lambda: "Warm shutdown" in output.read_text(), timeout=30, message="the warm shutdown")
+
+    fake_upstream.on_request = stop_the_worker_mid_embedding
+    # Small documents: a claim takes 32 of them at once.
+    documents = upload(store, *[(f"note{n}.md", f"# Note {n}\n\nA short note, number {n}.") for n in range(40)])
+    assert worker.wait(timeout=60) == 0
+    assert stop_sent.is_set()
+    after_stop = list(Document.objects.values_list("status", "attempts", "lease_owner"))
+    assert len(after_stop) == 40
+    assert set(after_stop) <= {("pending", 0, ""), ("ready", 1, "")}
+    assert ("pending", 0, "") in after_stop
+    log = output.read_text()
+    assert "put back in the queue" in log
+    assert "WorkerLostError" not in log and "Traceback" not in log, log
+
+    fake_upstream.on_request = None
+    processes.start("worker")
+    processes.start("scheduler")
+    wait_until(lambda: settled(*documents), message="the documents to settle")
+    assert set(Document.objects.values_list("status", "attempts")) == {("ready", 1)}
 
 
 def test_two_workers_never_process_the_same_document(processes, store, fake_upstream):

@@ -2,6 +2,7 @@
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from gateway.connections.credentials import connection_key_aad
 from gateway.connections.models import ModelConnection
 from gateway.connections.services import connection_create
 from ragmux.core.crypto import generate_key, unseal
-from ragmux.embedded import free_port
+from ragmux.embedded import ROOT_MODE_HOME, free_port
 from ragmux.settings import decode_encryption_key
 from tests.ragmux.test_startup import run_ragmux
 
@@ -133,6 +134,13 @@ class Served:
     def descendants(self) -> list[psutil.Process]:
         return psutil.Process(self.process.pid).children(recursive=True)
 
+    def celery_child(self, kind: str) -> psutil.Process | None:
+        """The running `celery worker` or `celery beat` started by serve itself."""
+        for child in alive(psutil.Process(self.process.pid).children()):
+            if kind in child.cmdline():
+                return child
+        return None
+
     def stop(self) -> int:
         self.process.send_signal(signal.SIGINT)
         return self.process.wait(timeout=60)
@@ -153,13 +161,53 @@ def data_dir_processes(data_dir) -> list[psutil.Process]:
     return alive(found)
 
 
+def poll(condition, message: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {message}")
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    """A data folder under pytest's private (0700) temp folder, and its cluster removed after."""
+    folder = tmp_path / "var"
+    yield folder
+    if (folder / "pg").is_symlink():  # root mode put the cluster under /var/lib/ragmux
+        shutil.rmtree((folder / "pg").resolve().parent)
+
+
+def parent_modes(path) -> dict[str, int]:
+    return {str(parent): parent.stat().st_mode for parent in path.parents}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root mode: PostgreSQL runs as a system user")
+def test_as_root_the_embedded_default_runs_in_a_private_folder_and_opens_none_up(tmp_path):
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    data_dir = private / "var"
+    before = parent_modes(data_dir)
+    env = {k: v for k, v in os.environ.items() if k not in EMBEDDED_ONLY}
+    try:
+        result = run_ragmux({**env, "RAGMUX_DATA_DIR": str(data_dir)}, "migrate")
+        assert result.returncode == 0, result.stderr
+        assert parent_modes(data_dir) == before
+        cluster = (data_dir / "pg").resolve()
+        assert cluster.parent.parent == ROOT_MODE_HOME
+        assert (cluster / "PG_VERSION").exists()
+    finally:
+        if (data_dir / "pg").is_symlink():
+            shutil.rmtree((data_dir / "pg").resolve().parent)
+
+
 @pytest.mark.slow
-def test_serve_starts_the_embedded_default_and_stops_everything(tmp_path):
-    data_dir = tmp_path / "var"
+def test_serve_starts_the_embedded_default_and_stops_everything(tmp_path, data_dir):
     port = free_port()
     served = Served(data_dir, port, log_file=tmp_path / "serve.log")
     try:
         url = served.wait_for(r"Dashboard: (http://\S+/admin/)").group(1)
+        database_port = served.wait_for(r"Embedded PostgreSQL: postgres://\S+@127\.0\.0\.1:(\d+)/ragmux").group(1)
         password = served.wait_for(r"with password (\S+) \(shown once").group(1)
         assert url == f"http://127.0.0.1:{port}/admin/"
         assert httpx.get(f"{url}login/").status_code == 200
@@ -187,6 +235,8 @@ def test_serve_starts_the_embedded_default_and_stops_everything(tmp_path):
     again = Served(data_dir, port, log_file=tmp_path / "serve.log")
     try:
         again.wait_for(r"Dashboard: ")
+        # The database keeps its port across restarts, so a client configured once keeps working.
+        assert again.wait_for(r"Embedded PostgreSQL: \S+:(\d+)/").group(1) == database_port
         assert not any("with password" in line for line in again.lines)
         login = httpx.post(f"{url}api/login", json={"username": "admin", "password": password, "bearer": True})
         assert login.status_code == 200  # the data, and the admin, survived the restart
@@ -194,3 +244,21 @@ def test_serve_starts_the_embedded_default_and_stops_everything(tmp_path):
         assert again.stop() == 0
     time.sleep(1)
     assert data_dir_processes(data_dir) == []
+
+
+@pytest.mark.slow
+def test_serve_restarts_a_killed_worker_while_the_web_keeps_answering(tmp_path, data_dir):
+    port = free_port()
+    log_file = tmp_path / "serve.log"
+    served = Served(data_dir, port, log_file=log_file)
+    try:
+        served.wait_for(r"Dashboard: ")
+        worker = served.celery_child("worker")
+        worker.kill()  # kill -9 of the Celery worker's main process
+        poll(lambda: "ragmux: worker exited with status -9; restarting it in 1 s" in log_file.read_text(), "the notice")
+        poll(lambda: (served.celery_child("worker") or worker).pid != worker.pid, "a new worker")
+        assert "ragmux: worker restarted" in log_file.read_text()
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+        assert served.process.poll() is None
+    finally:
+        assert served.stop() == 0
