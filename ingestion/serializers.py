@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from ragmux.core.serializers import StrictInput
 from stores.models import DocumentStatus
 
 
-class TextDocumentInput(serializers.Serializer):
+class TextDocumentInput(StrictInput):
     title = serializers.CharField(max_length=500)
     content = serializers.CharField(trim_whitespace=False, allow_blank=True)
     source = serializers.CharField(max_length=2048, required=False, allow_blank=True, default="")
@@ -14,7 +15,7 @@ class TextDocumentInput(serializers.Serializer):
     )
 
 
-class ReprocessInput(serializers.Serializer):
+class ReprocessInput(StrictInput):
     """Which documents of the store go back to the queue: all, or those in one status."""
 
     status = serializers.ChoiceField(choices=DocumentStatus.choices, required=False)

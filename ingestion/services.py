@@ -61,7 +61,8 @@ _UNSAFE_FILENAME = re.compile(r"[\x00-\x1f\x7f/\\]+")
 def sanitise_filename(name: str) -> str:
     name = os.path.basename(name.replace("\\", "/"))
     name = unicodedata.normalize("NFC", _UNSAFE_FILENAME.sub(" ", name))
-    name = " ".join(name.split()).strip(". ")
+    # Leading dots stay: ".txt" is a text file's name, not a path.
+    name = " ".join(name.split()).rstrip(". ")
     if len(name) > 200:
         stem, dot, extension = name.rpartition(".")
         name = (stem[: 200 - len(extension) - 1] + dot + extension) if dot else name[:200]

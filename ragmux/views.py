@@ -20,6 +20,7 @@ from ragmux.core.authentication import bearer_login, bearer_token, revoke_admin_
 from ragmux.core.errors import error_response
 from ragmux.core.middleware import is_api_path
 from ragmux.core.roles import user_role
+from ragmux.core.serializers import StrictInput
 from ragmux.core.signin import InvalidCredentials, SignInThrottled, sign_in
 
 
@@ -93,7 +94,7 @@ class LoginApi(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
 
-    class Input(serializers.Serializer):
+    class Input(StrictInput):
         username = serializers.CharField(max_length=150, trim_whitespace=True)
         password = serializers.CharField(max_length=1024, trim_whitespace=False)
         bearer = serializers.BooleanField(default=False)

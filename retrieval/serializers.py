@@ -2,13 +2,14 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from ragmux.core.serializers import StrictInput
 from stores.models import SearchBackend, SearchMode
 from stores.serializers import FusionWeights, refuse_rerank
 
 API_MAX_TOP_K = 50
 
 
-class SearchInput(serializers.Serializer):
+class SearchInput(StrictInput):
     """A search with per-call overrides; an omitted field uses the store's setting."""
 
     query = serializers.CharField(max_length=4000, trim_whitespace=True)

@@ -3,5 +3,5 @@ from django.urls import path
 from retrieval import views
 
 urlpatterns = [
-    path("rag-stores/<int:store_id>/search", views.StoreSearchApi.as_view()),
+    path("rag-stores/<id:store_id>/search", views.StoreSearchApi.as_view()),
 ]

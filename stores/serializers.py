@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from ragmux.core.serializers import MAX_INTEGER, StrictInput
 from stores.models import (
     STORE_SETTINGS,
     Document,
@@ -18,7 +19,7 @@ from stores.selectors import DOCUMENT_LIST_FIELDS, store_limits
 ZERO_MEANS_DEFAULT = ("chunk_size", "top_k", "rerank_candidates")
 
 
-class FusionWeights(serializers.Serializer):
+class FusionWeights(StrictInput):
     """Weights of the two ranked lists in fusion; the same rule for store settings and searches."""
 
     vector = serializers.FloatField(min_value=0, max_value=100)
@@ -41,7 +42,7 @@ def refuse_rerank(value: bool) -> bool:
     return value
 
 
-class StoreSettingsInput(serializers.Serializer):
+class StoreSettingsInput(StrictInput):
     """Every setting of a store; on create and PUT an omitted one takes its default."""
 
     embedding_connection_id = serializers.IntegerField()
@@ -61,7 +62,7 @@ class StoreSettingsInput(serializers.Serializer):
     rerank_candidates = serializers.IntegerField(min_value=0, max_value=100)
     max_distance = serializers.FloatField(min_value=0, max_value=2)
     max_documents = serializers.IntegerField(min_value=0)
-    max_bytes = serializers.IntegerField(min_value=0)
+    max_bytes = serializers.IntegerField(min_value=0, max_value=2**63 - 1)
 
     validate_rerank = staticmethod(refuse_rerank)
 
@@ -126,7 +127,7 @@ class DocumentOutput(serializers.ModelSerializer):
 
 class DocumentListQuery(serializers.Serializer):
     status = serializers.ChoiceField(choices=DocumentStatus.choices, required=False)
-    page = serializers.IntegerField(min_value=1, default=1)
+    page = serializers.IntegerField(min_value=1, max_value=MAX_INTEGER, default=1)
     page_size = serializers.IntegerField(min_value=1, max_value=200, default=50)
 
 

@@ -3,11 +3,12 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from gateway.connections.models import ModelConnection, ModelPrice, ProviderType
+from ragmux.core.serializers import StrictInput
 
 MAX_PRICE = 100000
 
 
-class ConnectionInput(serializers.Serializer):
+class ConnectionInput(StrictInput):
     name = serializers.CharField(max_length=100)
     provider_type = serializers.ChoiceField(choices=ProviderType.choices)
     base_url = serializers.CharField(max_length=2048, required=False, allow_blank=True, default="")
@@ -16,6 +17,10 @@ class ConnectionInput(serializers.Serializer):
     api_key = serializers.CharField(
         max_length=4096, required=False, allow_blank=True, default="", trim_whitespace=True, write_only=True
     )
+
+
+class PriceListQuery(serializers.Serializer):
+    provider_type = serializers.ChoiceField(choices=ProviderType.choices, required=False)
 
 
 class ConnectionOutput(serializers.ModelSerializer):
@@ -54,7 +59,7 @@ def _money(**kwargs) -> serializers.DecimalField:
     return serializers.DecimalField(max_digits=14, decimal_places=6, min_value=0, max_value=MAX_PRICE, **kwargs)
 
 
-class PriceValuesInput(serializers.Serializer):
+class PriceValuesInput(StrictInput):
     input_per_mtok = _money(default=0)
     output_per_mtok = _money(default=0)
     cached_input_per_mtok = _money(required=False, allow_null=True, default=None)

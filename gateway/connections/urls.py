@@ -4,8 +4,8 @@ from gateway.connections import views
 
 urlpatterns = [
     path("models", views.ConnectionsApi.as_view()),
-    path("models/<int:connection_id>", views.ConnectionApi.as_view()),
-    path("models/<int:connection_id>/test", views.ConnectionTestApi.as_view()),
+    path("models/<id:connection_id>", views.ConnectionApi.as_view()),
+    path("models/<id:connection_id>/test", views.ConnectionTestApi.as_view()),
     path("model-prices", views.PricesApi.as_view()),
-    path("model-prices/<int:price_id>", views.PriceApi.as_view()),
+    path("model-prices/<id:price_id>", views.PriceApi.as_view()),
 ]

@@ -11,6 +11,7 @@ from gateway.connections.serializers import (
     ConnectionOutput,
     ConnectionTestOutput,
     PriceCreateInput,
+    PriceListQuery,
     PriceOutput,
     PriceValuesInput,
 )
@@ -60,7 +61,9 @@ class PricesApi(APIView):
     permission_classes = [AdminWrites]
 
     def get(self, request):
-        prices = selectors.price_list(provider_type=request.query_params.get("provider_type"))
+        query = PriceListQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        prices = selectors.price_list(provider_type=query.validated_data.get("provider_type"))
         return Response(PriceOutput(prices, many=True).data)
 
     def post(self, request):

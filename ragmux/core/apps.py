@@ -9,6 +9,11 @@ class CoreConfig(AppConfig):
 
     def ready(self) -> None:
         from django.db.models.signals import post_migrate
+        from django.urls import register_converter
+
+        from ragmux.core.converters import IdConverter
+
+        register_converter(IdConverter, "id")
 
         from ragmux.core.keycheck import ensure_key_check
         from ragmux.core.metrics import register_collector

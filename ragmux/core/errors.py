@@ -11,7 +11,9 @@ import logging
 from http import HTTPStatus
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -159,8 +161,24 @@ _DRF_CODES = {
 }
 
 
+def _request_refusal(exc: Exception) -> ServiceError | None:
+    """Django's own refusals of a request's size or shape, said in the envelope."""
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE // (1024 * 1024)
+        return TooLarge(f"the request body is larger than {limit} MiB", code="body_too_large")
+    if isinstance(exc, TooManyFilesSent):
+        return TooLarge(
+            f"at most {settings.DATA_UPLOAD_MAX_NUMBER_FILES} files per request; send the rest in another request",
+            code="too_many_files",
+        )
+    if isinstance(exc, TooManyFieldsSent):
+        return InvalidInput(f"at most {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} fields per request")
+    return None
+
+
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     request = context.get("request")
+    exc = _request_refusal(exc) or exc
     if isinstance(exc, ServiceError):
         response = Response({**service_error_body(exc), **exc.beside}, status=status_for(exc))
         if exc.retry_after is not None:

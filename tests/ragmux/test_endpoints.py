@@ -29,16 +29,16 @@ def served_methods(view_class: type) -> list[str]:
 
 
 def with_missing_ids(route: str) -> str:
-    return "/" + re.sub(r"<int:\w+>", "987654321", route)
+    return "/" + re.sub(r"<id:\w+>", "987654321", route)
 
 
 ROUTES = api_routes()
-ROUTES_WITH_IDS = [(route, view) for route, view in ROUTES if "<int:" in route]
+ROUTES_WITH_IDS = [(route, view) for route, view in ROUTES if "<id:" in route]
 
 
 def test_the_table_is_built_from_the_urlconf():
     routes = {route for route, _ in ROUTES}
-    assert {"admin/api/rag-stores/<int:store_id>", "admin/api/models/<int:connection_id>/test"} <= routes
+    assert {"admin/api/rag-stores/<id:store_id>", "admin/api/models/<id:connection_id>/test"} <= routes
 
 
 @pytest.mark.parametrize(("route", "view_class"), ROUTES_WITH_IDS, ids=[r for r, _ in ROUTES_WITH_IDS])
