@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator
 
 from lxml import etree
@@ -62,7 +63,16 @@ def _read_bounded(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> bytes:
     try:
         with archive.open(member) as stream:
             content = stream.read(limit + 1)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, OSError, EOFError) as exc:
+    # zlib.error: zipfile lets a damaged deflate stream's own error through.
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        zlib.error,
+        NotImplementedError,
+        RuntimeError,
+        OSError,
+        EOFError,
+    ) as exc:
         raise ParseError(f"the docx is damaged ({member.filename}: {exc})") from exc
     if len(content) > limit:
         raise ParseError(f"{member.filename} inflates beyond the size its zip header declares")

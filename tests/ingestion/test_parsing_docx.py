@@ -137,6 +137,19 @@ def test_a_zip_header_understating_the_size_is_caught_while_reading():
         parse_docx_bytes(understated_size_docx())
 
 
+def test_a_damaged_deflate_stream_is_reported_as_a_damaged_docx():
+    # Found by test_parsing_properties: zlib's own error escaped the parser.
+    archive = bytearray(docx_file({"word/document.xml": document_xml(paragraph("Hello"))}))
+    # The local header comes first and has no extra field: the deflated bytes follow the name.
+    deflated = archive.index(b"word/document.xml") + len(b"word/document.xml")
+    archive[deflated] = 0  # a stored block whose length fields do not match
+
+    with pytest.raises(
+        ParseError, match=r"^the docx is damaged \(word/document\.xml: Error -3 while decompressing data"
+    ):
+        parse_docx_bytes(bytes(archive))
+
+
 def test_a_docx_that_is_not_a_zip_is_refused():
     with pytest.raises(ParseError, match=r"^the file is not a valid docx \(not a zip archive\)$"):
         parse_file("not-a-zip.docx")
