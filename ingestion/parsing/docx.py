@@ -44,7 +44,8 @@ def parse_docx(data: bytes) -> ParsedDocument:
 def _open_archive(data: bytes) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, OSError, EOFError):
+    # ValueError: a name flagged as UTF-8 that is not fails to decode while the directory is read.
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
         raise ParseError("the file is not a valid docx (not a zip archive)") from None
 
 
@@ -63,11 +64,13 @@ def _read_bounded(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> bytes:
     try:
         with archive.open(member) as stream:
             content = stream.read(limit + 1)
-    # zlib.error: zipfile lets a damaged deflate stream's own error through.
+    # zipfile lets some damage through as it finds it: zlib.error from a broken deflate stream, ValueError
+    # from seeking to a negative offset when the directory's offsets do not add up.
     except (
         zipfile.BadZipFile,
         zipfile.LargeZipFile,
         zlib.error,
+        ValueError,
         NotImplementedError,
         RuntimeError,
         OSError,

@@ -1,4 +1,5 @@
 import io
+import struct
 from pathlib import Path
 
 import docx as python_docx
@@ -147,6 +148,26 @@ def test_a_damaged_deflate_stream_is_reported_as_a_damaged_docx():
     with pytest.raises(
         ParseError, match=r"^the docx is damaged \(word/document\.xml: Error -3 while decompressing data"
     ):
+        parse_docx_bytes(bytes(archive))
+
+
+def test_a_central_directory_offset_past_the_data_is_reported_as_a_damaged_docx():
+    # Found by test_parsing_properties: every member's offset came out negative and seeking to it raised ValueError.
+    archive = bytearray(docx_file({"word/document.xml": document_xml(paragraph("Hello"))}))
+    end_record = archive.rindex(b"PK\x05\x06")
+    archive[end_record + 16 : end_record + 20] = struct.pack("<I", 0x7FFFFFF0)
+
+    with pytest.raises(ParseError, match=r"^the docx is damaged \(word/document\.xml: "):
+        parse_docx_bytes(bytes(archive))
+
+
+def test_a_zip_entry_name_flagged_utf8_that_is_not_is_refused():
+    archive = bytearray(docx_file({"word/document.xml": document_xml(paragraph("Hello"))}))
+    entry = archive.index(b"PK\x01\x02")
+    archive[entry + 8 : entry + 10] = struct.pack("<H", 0x800)  # general purpose flags: the name is UTF-8
+    archive[entry + 46] = 0xFF  # the name's first byte
+
+    with pytest.raises(ParseError, match=r"^the file is not a valid docx \(not a zip archive\)$"):
         parse_docx_bytes(bytes(archive))
 
 
