@@ -44,9 +44,12 @@ def parse_docx(data: bytes) -> ParsedDocument:
 def _open_archive(data: bytes) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(io.BytesIO(data))
-    # ValueError: a name flagged as UTF-8 that is not fails to decode while the directory is read.
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+    except (zipfile.BadZipFile, OSError, EOFError):
         raise ParseError("the file is not a valid docx (not a zip archive)") from None
+    # A zip all the same, whose directory zipfile cannot read: a name flagged as UTF-8 that is not (ValueError),
+    # a newer zip version than it supports (NotImplementedError).
+    except (ValueError, NotImplementedError) as exc:
+        raise ParseError(f"the docx's zip archive cannot be read ({exc})") from exc
 
 
 def _read_part(archive: zipfile.ZipFile, name: str) -> etree._Element:
