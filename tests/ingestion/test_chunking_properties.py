@@ -16,6 +16,7 @@ PROPERTY_SETTINGS = settings(
     database=None,
     # A generous bound: chunking these inputs takes milliseconds, so only runaway work reaches it.
     deadline=5000,
+    # Generating examples can be slow on a loaded machine; that is no failure of the code under test.
     suppress_health_check=[HealthCheck.too_slow],
 )
 
