@@ -56,15 +56,18 @@ _IN_PROCESS_PARSERS: dict[str, Callable[[bytes], ParsedDocument]] = {
 
 ZIP_SIGNATURE = b"PK\x03\x04"
 EMPTY_DOCUMENT = "the document contains no text"
-# The extension itself is not quoted back: it is whatever the uploader typed.
-UNSUPPORTED_TYPE = f"unsupported file type: the supported types are {', '.join(SUPPORTED_EXTENSIONS)}"
+
+
+def _unsupported_type(filename: str) -> str:
+    # The file is named: in an upload of several files it says which one is refused.
+    return f'unsupported file type "{filename}": the supported types are {", ".join(SUPPORTED_EXTENSIONS)}'
 
 
 def check_upload(filename: str, head: bytes) -> str:
     """The canonical format name of an upload, judged by its extension and, for DOCX, its first bytes."""
     document_format = _format_of(filename)
     if document_format is None:
-        raise UnsupportedFormat(UNSUPPORTED_TYPE)
+        raise UnsupportedFormat(_unsupported_type(filename))
     if document_format == "docx" and not head.startswith(ZIP_SIGNATURE):
         raise UnsupportedFormat(f'"{filename}" does not look like a docx file (not a zip archive)')
     return document_format
@@ -74,7 +77,7 @@ def parse_document(*, filename: str, data: bytes, pdf_timeout: float) -> ParsedD
     """The document's blocks, or ParseError saying precisely why it cannot be used."""
     document_format = _format_of(filename)
     if document_format is None:
-        raise ParseError(UNSUPPORTED_TYPE)
+        raise ParseError(_unsupported_type(filename))
     if document_format == "pdf":
         document = parse_pdf(data, timeout=pdf_timeout)
     else:
@@ -84,7 +87,9 @@ def parse_document(*, filename: str, data: bytes, pdf_timeout: float) -> ParsedD
 
 
 def _format_of(filename: str) -> str | None:
-    return FORMAT_BY_EXTENSION.get(PurePath(filename).suffix.lower())
+    # Not PurePath.suffix: it reads a name such as ".txt" as a hidden file without an extension.
+    _, dot, extension = PurePath(filename).name.rpartition(".")
+    return FORMAT_BY_EXTENSION.get(f".{extension.lower()}") if dot else None
 
 
 def _check_has_text(document: ParsedDocument) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator
 
 from lxml import etree
@@ -45,6 +46,10 @@ def _open_archive(data: bytes) -> zipfile.ZipFile:
         return zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, OSError, EOFError):
         raise ParseError("the file is not a valid docx (not a zip archive)") from None
+    # A zip all the same, whose directory zipfile cannot read: a name flagged as UTF-8 that is not (ValueError),
+    # a newer zip version than it supports (NotImplementedError).
+    except (ValueError, NotImplementedError) as exc:
+        raise ParseError(f"the docx's zip archive cannot be read ({exc})") from exc
 
 
 def _read_part(archive: zipfile.ZipFile, name: str) -> etree._Element:
@@ -62,7 +67,18 @@ def _read_bounded(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> bytes:
     try:
         with archive.open(member) as stream:
             content = stream.read(limit + 1)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, OSError, EOFError) as exc:
+    # zipfile lets some damage through as it finds it: zlib.error from a broken deflate stream, ValueError
+    # from seeking to a negative offset when the directory's offsets do not add up.
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        zlib.error,
+        ValueError,
+        NotImplementedError,
+        RuntimeError,
+        OSError,
+        EOFError,
+    ) as exc:
         raise ParseError(f"the docx is damaged ({member.filename}: {exc})") from exc
     if len(content) > limit:
         raise ParseError(f"{member.filename} inflates beyond the size its zip header declares")

@@ -8,12 +8,13 @@ from io import BytesIO
 from typing import Any
 
 from pdfminer.converter import PDFPageAggregator
-from pdfminer.layout import LAParams, LTLayoutContainer, LTTextBox
-from pdfminer.pdfdocument import PDFDocument, PDFEncryptionError
+from pdfminer.layout import LAParams, LTComponent, LTImage, LTLayoutContainer, LTTextBox
+from pdfminer.pdfdocument import PDFDocument, PDFEncryptionError, PDFNoValidXRef
+from pdfminer.pdffont import PDFFont
 from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
 from pdfminer.pdfpage import PDFPage
 from pdfminer.pdfparser import PDFParser
-from pdfminer.pdftypes import PDFObjRef
+from pdfminer.pdftypes import PDFObjRef, PDFStream
 from pdfminer.psparser import LIT
 from pdfminer.utils import decode_text
 
@@ -25,6 +26,8 @@ MAX_PAGE_TREE_DEPTH = 64
 MAX_PAGE_TREE_NODES = 10_000
 
 ENCRYPTED = "the PDF is encrypted and cannot be read"
+NO_PAGES = "the PDF has no pages"
+BROKEN_XREF = "the PDF's cross-reference table is broken and its pages cannot be found"
 NO_TEXT_LAYER = "the PDF has no text layer (it looks scanned) and OCR is not supported"
 SELF_REFERENCING_TREE = "the PDF page tree references itself"
 
@@ -42,6 +45,13 @@ class PageRef:
 
 
 @dataclass(frozen=True)
+class PageTree:
+    pages: list[PageRef]
+    # Every reference on the way to the pages led to an object: an empty tree is then really empty.
+    complete: bool
+
+
+@dataclass(frozen=True)
 class PdfText:
     title: str
     pages: list[list[str]]
@@ -50,18 +60,45 @@ class PdfText:
 def read_pdf(data: bytes) -> PdfText:
     """Paragraphs (pdfminer's layout text boxes) of every page the page tree really holds."""
     document = open_document(data)
-    pages = find_pages(document)
-    if not pages:
-        raise ParseError("the PDF has no pages")
-    paragraphs = list(_paragraphs_per_page(document, pages))
+    tree = find_pages(document)
+    if not tree.complete:
+        document, tree = _recover(data, document, tree)
+    if not tree.pages:
+        raise ParseError(NO_PAGES)
+    reader = _PageReader(document)
+    paragraphs = [reader.paragraphs(page, number) for number, page in enumerate(tree.pages, start=1)]
     if not any(paragraphs):
-        raise ParseError(NO_TEXT_LAYER)
+        raise ParseError(reader.no_text_reason(len(paragraphs)))
     return PdfText(title=_info_title(document), pages=paragraphs)
 
 
-def open_document(data: bytes) -> PDFDocument:
+class _ScannedDocument(PDFDocument):
+    """Locates every object by scanning the file for its "N 0 obj" header instead of reading the cross-reference
+    table: pdfminer falls back to that scan only when the table cannot be parsed at all."""
+
+    def find_xref(self, parser: PDFParser) -> int:
+        raise PDFNoValidXRef("the cross-reference table is not used")
+
+
+def _recover(data: bytes, document: PDFDocument, tree: PageTree) -> tuple[PDFDocument, PageTree]:
+    """A cross-reference table can parse and still point at the wrong bytes: through it the catalog or parts of
+    the page tree resolve to nothing, and a PDF with pages seems to have fewer or none. The document is then
+    read again without the table, and whichever reading finds more pages is kept."""
     try:
-        return PDFDocument(PDFParser(BytesIO(data)))
+        rescanned = open_document(data, scan=True)
+    except ParseError:
+        rescanned = None
+    rescanned_tree = find_pages(rescanned) if rescanned is not None else None
+    if rescanned_tree is not None and len(rescanned_tree.pages) > len(tree.pages):
+        return rescanned, rescanned_tree
+    if tree.pages or (rescanned_tree is not None and rescanned_tree.complete):
+        return document, tree
+    raise ParseError(BROKEN_XREF)
+
+
+def open_document(data: bytes, *, scan: bool = False) -> PDFDocument:
+    try:
+        return (_ScannedDocument if scan else PDFDocument)(PDFParser(BytesIO(data)))
     except PDFEncryptionError:
         # pdfminer opens PDFs whose user password is empty; only the others end here.
         raise ParseError(ENCRYPTED) from None
@@ -69,7 +106,7 @@ def open_document(data: bytes) -> PDFDocument:
         raise ParseError(f"the file is not a readable PDF ({_detail(exc)})") from exc
 
 
-def find_pages(document: PDFDocument) -> list[PageRef]:
+def find_pages(document: PDFDocument) -> PageTree:
     """Walks /Root → /Pages → /Kids by hand: /Count is never trusted, cycles and runaway trees stop early."""
     walk = _PageTreeWalk()
     try:
@@ -78,12 +115,14 @@ def find_pages(document: PDFDocument) -> list[PageRef]:
         raise
     except Exception as exc:
         raise ParseError(f"the PDF page tree could not be read ({_detail(exc)})") from exc
-    return walk.pages
+    # pdfminer leaves the catalog empty when /Root refers to nothing.
+    return PageTree(pages=walk.pages, complete=bool(document.catalog) and not walk.dangling)
 
 
 class _PageTreeWalk:
     def __init__(self) -> None:
         self.pages: list[PageRef] = []
+        self.dangling = 0
         self._nodes = 0
         self._open_nodes: set[int] = set()
 
@@ -93,6 +132,8 @@ class _PageTreeWalk:
         if object_id is not None and object_id in self._open_nodes:
             raise ParseError(SELF_REFERENCING_TREE)
         node = _resolve(reference)
+        if node is None and object_id is not None:
+            self.dangling += 1
         if not isinstance(node, dict):
             return
         if node.get("Type") is _PAGE:
@@ -132,41 +173,93 @@ def _resolve(value: object) -> object:
     return None
 
 
-def _paragraphs_per_page(document: PDFDocument, pages: list[PageRef]) -> Iterator[list[str]]:
-    resources = PDFResourceManager(caching=True)
-    # all_texts: text drawn inside form XObjects (LTFigure) is laid out too instead of being lost.
-    device = PDFPageAggregator(resources, laparams=LAParams(all_texts=True))
-    interpreter = PDFPageInterpreter(resources, device)
-    extracted = 0
-    for number, page in enumerate(pages, start=1):
-        paragraphs = _page_paragraphs(document, page, number, interpreter, device)
+class _TextDevice(PDFPageAggregator):
+    """Counts the characters whose font maps them to no text, where pdfminer would write a "(cid:N)" placeholder
+    into the text: a placeholder means nothing to a reader or a search, and a page of them buries the real words."""
+
+    unmapped_characters = 0
+
+    def handle_undefined_char(self, font: PDFFont, cid: int) -> str:
+        self.unmapped_characters += 1
+        return ""
+
+
+class _PageReader:
+    """Lays out pages one by one within the text bounds, noting what each page holds besides text so that
+    a PDF without any text can be told apart: scanned, drawings only, undecodable, or fonts without a text map."""
+
+    def __init__(self, document: PDFDocument) -> None:
+        self._document = document
+        resources = PDFResourceManager(caching=True)
+        # all_texts: text drawn inside form XObjects (LTFigure) is laid out too instead of being lost.
+        self._device = _TextDevice(resources, laparams=LAParams(all_texts=True))
+        self._interpreter = PDFPageInterpreter(resources, self._device)
+        self._extracted = 0
+        # Keyed by id(): the document caches its objects, so a stream shared by several pages is one object.
+        self._undecodable_streams: dict[int, bool] = {}
+        self._undecodable_pages = 0
+        self._image_pages = 0
+
+    def paragraphs(self, page: PageRef, number: int) -> list[str]:
+        try:
+            pdf_page = PDFPage(self._document, page.object_id, page.attributes, None)
+            # Every stream is checked, not just up to the first bad one: a later page may share it.
+            undecodable = any([self._undecodable(_resolve(content)) for content in pdf_page.contents])
+            self._interpreter.process_page(pdf_page)
+            layout = self._device.get_result()
+        except Exception as exc:
+            raise ParseError(f"page {number} of the PDF could not be read ({_detail(exc)})") from exc
+        items = list(_layout_items(layout))
+        paragraphs = [text for item in items if isinstance(item, LTTextBox) and (text := _box_paragraph(item))]
+        if undecodable:
+            self._undecodable_pages += 1
+        if any(isinstance(item, LTImage) for item in items):
+            self._image_pages += 1
+        self._count_text(paragraphs, number)
+        return paragraphs
+
+    def no_text_reason(self, page_count: int) -> str:
+        if self._undecodable_pages:
+            pages = _count(self._undecodable_pages, "page")
+            verb = "has" if self._undecodable_pages == 1 else "have"
+            return f"the PDF has no readable text: {pages} {verb} content streams that cannot be decoded"
+        if self._device.unmapped_characters:
+            characters = _count(self._device.unmapped_characters, "character")
+            return f"the PDF has no readable text: its fonts map none of its {characters} to text"
+        if self._image_pages:
+            return NO_TEXT_LAYER
+        return f"the PDF has no text: no text on {_count(page_count, 'page')}, no images"
+
+    def _undecodable(self, content: object) -> bool:
+        """pdfminer decodes a stream it cannot inflate to nothing, silently; encoded bytes that decode to
+        nothing are what tells. It runs before the interpreter decodes the page, which discards the encoded bytes."""
+        if not isinstance(content, PDFStream):
+            return False
+        if id(content) not in self._undecodable_streams:
+            encoded = content.rawdata
+            self._undecodable_streams[id(content)] = bool(encoded) and not content.get_data()
+        return self._undecodable_streams[id(content)]
+
+    def _count_text(self, paragraphs: list[str], number: int) -> None:
         size = sum(text_size(paragraph) for paragraph in paragraphs)
         if size > MAX_PAGE_TEXT:
             raise ParseError(
                 f"page {number} of the PDF has more than {describe_size(MAX_PAGE_TEXT)} of text (the limit per page)"
             )
-        extracted += size
-        check_extracted_text_size(extracted)
-        yield paragraphs
+        self._extracted += size
+        check_extracted_text_size(self._extracted)
 
 
-def _page_paragraphs(
-    document: PDFDocument, page: PageRef, number: int, interpreter: PDFPageInterpreter, device: PDFPageAggregator
-) -> list[str]:
-    try:
-        interpreter.process_page(PDFPage(document, page.object_id, page.attributes, None))
-        layout = device.get_result()
-    except Exception as exc:
-        raise ParseError(f"page {number} of the PDF could not be read ({_detail(exc)})") from exc
-    return [paragraph for paragraph in map(_box_paragraph, _text_boxes(layout)) if paragraph]
-
-
-def _text_boxes(container: LTLayoutContainer) -> Iterator[LTTextBox]:
+def _layout_items(container: LTLayoutContainer) -> Iterator[LTComponent]:
+    """Every item of a page's layout, looking into figures but not into text boxes."""
     for item in container:
-        if isinstance(item, LTTextBox):
-            yield item
-        elif isinstance(item, LTLayoutContainer):
-            yield from _text_boxes(item)
+        yield item
+        if isinstance(item, LTLayoutContainer):
+            yield from _layout_items(item)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _box_paragraph(box: LTTextBox) -> str:

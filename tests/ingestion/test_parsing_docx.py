@@ -1,4 +1,5 @@
 import io
+import struct
 from pathlib import Path
 
 import docx as python_docx
@@ -135,6 +136,50 @@ def test_a_document_xml_expanding_more_than_100_times_is_refused():
 def test_a_zip_header_understating_the_size_is_caught_while_reading():
     with pytest.raises(ParseError, match=r"^the docx is damaged \(word/document\.xml: Bad CRC-32"):
         parse_docx_bytes(understated_size_docx())
+
+
+def test_a_damaged_deflate_stream_is_reported_as_a_damaged_docx():
+    # Found by test_parsing_properties: zlib's own error escaped the parser.
+    archive = bytearray(docx_file({"word/document.xml": document_xml(paragraph("Hello"))}))
+    # The local header comes first and has no extra field: the deflated bytes follow the name.
+    deflated = archive.index(b"word/document.xml") + len(b"word/document.xml")
+    archive[deflated] = 0  # a stored block whose length fields do not match
+
+    with pytest.raises(
+        ParseError, match=r"^the docx is damaged \(word/document\.xml: Error -3 while decompressing data"
+    ):
+        parse_docx_bytes(bytes(archive))
+
+
+def test_a_central_directory_offset_past_the_data_is_reported_as_a_damaged_docx():
+    # Found by test_parsing_properties: every member's offset came out negative and seeking to it raised ValueError.
+    archive = bytearray(docx_file({"word/document.xml": document_xml(paragraph("Hello"))}))
+    end_record = archive.rindex(b"PK\x05\x06")
+    archive[end_record + 16 : end_record + 20] = struct.pack("<I", 0x7FFFFFF0)
+
+    with pytest.raises(ParseError, match=r"^the docx is damaged \(word/document\.xml: "):
+        parse_docx_bytes(bytes(archive))
+
+
+def test_a_zip_entry_name_flagged_utf8_that_is_not_is_refused():
+    # Found by test_parsing_properties: the UnicodeDecodeError escaped the parser.
+    archive = bytearray(docx_file({"word/document.xml": document_xml(paragraph("Hello"))}))
+    entry = archive.index(b"PK\x01\x02")
+    archive[entry + 8 : entry + 10] = struct.pack("<H", 0x800)  # general purpose flags: the name is UTF-8
+    archive[entry + 46] = 0xFF  # the name's first byte
+
+    with pytest.raises(ParseError, match=r"^the docx's zip archive cannot be read \('utf-8' codec can't decode"):
+        parse_docx_bytes(bytes(archive))
+
+
+def test_a_zip_needing_a_newer_zip_version_is_refused():
+    # Found by test_parsing_properties: zipfile's NotImplementedError escaped the parser.
+    archive = bytearray(docx_file({"word/document.xml": document_xml(paragraph("Hello"))}))
+    entry = archive.index(b"PK\x01\x02")
+    archive[entry + 6 : entry + 8] = struct.pack("<H", 64)  # version needed to extract: 6.4
+
+    with pytest.raises(ParseError, match=r"^the docx's zip archive cannot be read \(zip file version 6\.4\)$"):
+        parse_docx_bytes(bytes(archive))
 
 
 def test_a_docx_that_is_not_a_zip_is_refused():

@@ -1,3 +1,4 @@
+import re
 import sys
 import time
 from pathlib import Path
@@ -154,6 +155,103 @@ def test_a_pdf_without_pages_is_refused():
     pdf = pdf_file([CATALOG, page_tree([], count=0)])
     with pytest.raises(ParseError, match=r"^the PDF has no pages$"):
         parse_pdf_bytes(pdf)
+
+
+HELVETICA = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+
+
+def single_page_pdf(content: bytes, font: bytes = HELVETICA, *more_objects: bytes) -> bytes:
+    """Object 3 is the page, 4 its content stream (`content` is the whole stream object), 5 its font /F1."""
+    return pdf_file([CATALOG, page_tree([3], count=1), text_page(contents=4, font=5), content, font, *more_objects])
+
+
+def drawing_page() -> bytes:
+    return stream(b"0 0 m 300 300 l S 72 72 200 100 re f")
+
+
+def test_characters_a_font_maps_to_no_text_leave_no_placeholder():
+    # Helvetica's standard encoding has no character for bytes 1-3: pdfminer wrote "(cid:1)" for them.
+    pdf = single_page_pdf(stream(b"BT /F1 12 Tf 72 700 Td (Tide pools\\001\\002\\003) Tj ET"))
+
+    assert parse_pdf_bytes(pdf).blocks == [Block("Tide pools", "", 1)]
+
+
+def test_a_pdf_whose_fonts_map_nothing_to_text_says_so():
+    # A CID font without a ToUnicode map: its glyph numbers are not characters.
+    font = b"<< /Type /Font /Subtype /Type0 /BaseFont /Glyphs /Encoding /Identity-H /DescendantFonts [6 0 R] >>"
+    cid_font = (
+        b"<< /Type /Font /Subtype /CIDFontType2 /BaseFont /Glyphs "
+        b"/CIDSystemInfo << /Registry (Adobe) /Ordering (Identity) /Supplement 0 >> >>"
+    )
+    pdf = single_page_pdf(stream(b"BT /F1 12 Tf 72 700 Td <002A0048004F0052> Tj ET"), font, cid_font)
+
+    with pytest.raises(
+        ParseError, match=r"^the PDF has no readable text: its fonts map none of its 4 characters to text$"
+    ):
+        parse_pdf_bytes(pdf)
+
+
+def test_pages_holding_only_drawings_are_not_called_scanned():
+    pdf = pdf_file(
+        [CATALOG, page_tree([3, 4], count=2), *[text_page(contents=5, font=6)] * 2, drawing_page(), HELVETICA]
+    )
+
+    with pytest.raises(ParseError, match=r"^the PDF has no text: no text on 2 pages, no images$"):
+        parse_pdf_bytes(pdf)
+
+
+def test_content_streams_that_cannot_be_decoded_are_named():
+    corrupt = stream(b"these bytes are not deflated", b"/Filter /FlateDecode ")
+    pdf = pdf_file(
+        [
+            CATALOG,
+            page_tree([3, 4], count=2),
+            text_page(contents=5, font=6),
+            text_page(contents=7, font=6),
+            corrupt,
+            HELVETICA,
+            drawing_page(),
+        ]
+    )
+
+    with pytest.raises(
+        ParseError, match=r"^the PDF has no readable text: 1 page has content streams that cannot be decoded$"
+    ):
+        parse_pdf_bytes(pdf)
+
+
+def test_a_content_stream_shared_by_two_pages_counts_for_both():
+    corrupt = stream(b"these bytes are not deflated", b"/Filter /FlateDecode ")
+    pdf = pdf_file([CATALOG, page_tree([3, 4], count=2), *[text_page(contents=5, font=6)] * 2, corrupt, HELVETICA])
+
+    with pytest.raises(
+        ParseError, match=r"^the PDF has no readable text: 2 pages have content streams that cannot be decoded$"
+    ):
+        parse_pdf_bytes(pdf)
+
+
+def with_xref_offsets_shifted(pdf: bytes, shift: int) -> bytes:
+    """The cross-reference table still parses, but every offset in it points `shift` bytes off its object."""
+    return re.sub(rb"(\d{10}) 00000 n", lambda entry: b"%010d 00000 n" % (int(entry.group(1)) + shift), pdf)
+
+
+@pytest.mark.parametrize("shift", [7, -3])
+def test_pages_behind_a_broken_cross_reference_table_are_recovered(shift):
+    pdf = with_xref_offsets_shifted(text_pdf([[["First page"]], [["Second page"]]]), shift)
+
+    document = parse_pdf_bytes(pdf)
+
+    assert document.page_count == 2
+    assert document.blocks == [Block("First page", "", 1), Block("Second page", "", 2)]
+
+
+def test_a_broken_cross_reference_table_whose_pages_cannot_be_recovered_says_so():
+    # Only objects whose "N 0 obj" starts a line can be found without the table; here only the catalog does.
+    pdf = text_pdf([[["Lost page"]]]).replace(b"endobj\n", b"endobj ")
+
+    with pytest.raises(ParseError, match=r"^the PDF's cross-reference table is broken and its pages cannot be found$"):
+        parse_pdf_bytes(with_xref_offsets_shifted(pdf, 7))
+    assert parse_pdf_bytes(pdf).blocks == [Block("Lost page", "", 1)]
 
 
 def test_a_page_over_the_per_page_text_limit_is_named(monkeypatch):

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from ingestion.parsing import (
@@ -9,7 +11,11 @@ from ingestion.parsing import (
     types,
 )
 
-SUPPORTED = r"^unsupported file type: the supported types are \.pdf, \.docx, \.html, \.htm, \.md, \.markdown, \.txt$"
+SUPPORTED = r"the supported types are \.pdf, \.docx, \.html, \.htm, \.md, \.markdown, \.txt$"
+
+
+def unsupported(filename: str) -> str:
+    return rf'^unsupported file type "{re.escape(filename)}": {SUPPORTED}'
 
 
 @pytest.mark.parametrize(
@@ -24,6 +30,10 @@ SUPPORTED = r"^unsupported file type: the supported types are \.pdf, \.docx, \.h
         ("notes.markdown", "markdown"),
         ("notes.txt", "text"),
         ("archive.2024.txt", "text"),
+        # A name that is only an extension still has it.
+        (".txt", "text"),
+        (".md", "markdown"),
+        ("uploads/.TXT", "text"),
     ],
 )
 def test_supported_extensions_map_to_their_format(filename, expected):
@@ -34,9 +44,9 @@ def test_every_supported_extension_is_listed():
     assert SUPPORTED_EXTENSIONS == (".pdf", ".docx", ".html", ".htm", ".md", ".markdown", ".txt")
 
 
-@pytest.mark.parametrize("filename", ["payload.exe", "notes", "slides.pptx", "page.html.zip"])
-def test_other_extensions_are_refused_with_the_list_of_supported_ones(filename):
-    with pytest.raises(UnsupportedFormat, match=SUPPORTED):
+@pytest.mark.parametrize("filename", ["payload.exe", "notes", "slides.pptx", "page.html.zip", "notes.", ".bashrc"])
+def test_other_extensions_are_refused_naming_the_file_and_the_supported_types(filename):
+    with pytest.raises(UnsupportedFormat, match=unsupported(filename)):
         check_upload(filename, b"")
 
 
@@ -47,8 +57,14 @@ def test_a_docx_that_is_not_a_zip_is_refused_at_upload():
 
 
 def test_parsing_an_unsupported_file_fails_with_the_same_reason():
-    with pytest.raises(ParseError, match=SUPPORTED):
+    with pytest.raises(ParseError, match=unsupported("payload.exe")):
         parse_document(filename="payload.exe", data=b"MZ", pdf_timeout=30)
+
+
+def test_a_file_named_only_txt_is_parsed_as_text():
+    document = parse_document(filename=".txt", data=b"Just a note.", pdf_timeout=30)
+
+    assert [block.text for block in document.blocks] == ["Just a note."]
 
 
 @pytest.mark.parametrize("filename", ["empty.txt", "empty.md", "empty.html"])
