@@ -12,7 +12,8 @@ Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``
 - ``malformed``: ``"not_json"`` or ``"wrong_shape"``;
 - ``redirect_to``: answer 307 to that URL;
 - ``stall_after``: a streamed chat answer stops sending (without closing) after that many
-  chunks, until the fake is stopped.
+  chunks, until the caller hangs up (counted, see :meth:`wait_for_disconnects`) or the fake
+  is stopped.
 
 :attr:`on_request`, when set, is called with each recorded request before it is answered (a
 test can make a request stall, or kill the process that sent it).
@@ -29,6 +30,8 @@ import hashlib
 import json
 import math
 import re
+import select
+import socket
 import threading
 import time
 from collections import Counter
@@ -36,6 +39,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+STALL = b""  # yielded by a streamed reply: send nothing more and wait for the caller to hang up
 Reply = tuple[int, dict[str, str], bytes | Iterator[bytes]]
 CHAT_ANSWER = "The launch code is AMBER-7731, according to the context."
 
@@ -109,6 +113,7 @@ class FakeUpstream:
         self.embedder: Callable[[str, int], list[float]] = fake_vector
         self.on_request: Callable[[RecordedRequest], None] | None = None
         self.stopping = threading.Event()
+        self._disconnects = 0
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -158,6 +163,20 @@ class FakeUpstream:
     def inputs(self, route: str = "openai.embeddings") -> list[str]:
         """Every text sent to an OpenAI-style embeddings route, in arrival order."""
         return [text for request in self.requests_to(route) for text in request.json()["input"]]
+
+    def wait_for_disconnects(self, count: int, timeout: float = 5) -> bool:
+        """True once ``count`` callers have hung up on a stalled stream."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._disconnects >= count:
+                    return True
+            time.sleep(0.02)
+        return False
+
+    def _hung_up(self) -> None:
+        with self._lock:
+            self._disconnects += 1
 
     def requests_to(self, route: str) -> list[RecordedRequest]:
         with self._lock:
@@ -227,8 +246,18 @@ class FakeUpstream:
                 self.end_headers()
                 self.close_connection = True
                 for piece in reply:
+                    if piece == STALL:
+                        self._wait_for_hang_up()
+                        return
                     self.wfile.write(piece)
                     self.wfile.flush()
+
+            def _wait_for_hang_up(self) -> None:
+                while not upstream.stopping.is_set():
+                    readable, _, _ = select.select([self.connection], [], [], 0.05)
+                    if readable and self.connection.recv(1, socket.MSG_PEEK) == b"":
+                        upstream._hung_up()
+                        return
 
             do_GET = do_POST = _serve
 
@@ -327,7 +356,7 @@ def _register_chat_routes(upstream: FakeUpstream) -> None:
             ]
             for sent, delta in enumerate(deltas):
                 if knobs.stall_after is not None and sent == knobs.stall_after:
-                    up.stopping.wait()
+                    yield STALL
                     return
                 yield frame([{"index": 0, "delta": delta, "finish_reason": None}])
             yield frame([{"index": 0, "delta": {}, "finish_reason": "stop"}])
