@@ -12,7 +12,7 @@ PLANTED_FACT = "The launch code for Project Falcon is AMBER-7731."
 SYSTEM_PROMPT = "You are the Falcon support assistant."
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -25,7 +25,7 @@ def asgi_url(django_db_setup, django_db_blocker) -> str:
     from django.core.asgi import get_asgi_application
 
     config = uvicorn.Config(
-        get_asgi_application(), host="127.0.0.1", port=_free_port(), lifespan="off", log_level="warning"
+        get_asgi_application(), host="127.0.0.1", port=free_port(), lifespan="off", log_level="warning"
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
