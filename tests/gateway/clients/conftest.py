@@ -1,43 +1,12 @@
 from __future__ import annotations
 
-import socket
-import threading
 import time
 
 import httpx
 import pytest
-import uvicorn
 
 PLANTED_FACT = "The launch code for Project Falcon is AMBER-7731."
 SYSTEM_PROMPT = "You are the Falcon support assistant."
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def asgi_url(django_db_setup, django_db_blocker) -> str:
-    """The app under uvicorn, in this process (so the test database and `settings` overrides
-    apply): `/v1` is served the way production serves it, async views and all."""
-    from django.core.asgi import get_asgi_application
-
-    config = uvicorn.Config(
-        get_asgi_application(), host="127.0.0.1", port=free_port(), lifespan="off", log_level="warning"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    with django_db_blocker.unblock():
-        thread.start()
-        while not server.started:
-            if not thread.is_alive():
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.02)
-        yield f"http://127.0.0.1:{config.port}"
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from tests.gateway.clients.conftest import free_port
+from tests.fixtures import free_port
 
 
 @pytest.fixture
