@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 
@@ -49,17 +48,13 @@ def api(live_server, personas):
         http.close()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def asgi_url(django_db_setup, django_db_blocker) -> str:
     """The app under uvicorn, in this process (so the test database and `settings` overrides
     apply): `/v1` is served the way production serves it, async views and all."""
     from django.core.asgi import get_asgi_application
+
+    from ragmux.embedded import free_port
 
     config = uvicorn.Config(
         get_asgi_application(), host="127.0.0.1", port=free_port(), lifespan="off", log_level="warning"

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from tests.fixtures import free_port
+from ragmux.embedded import free_port
 
 
 @pytest.fixture
