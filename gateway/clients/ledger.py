@@ -74,6 +74,11 @@ class Call:
         task.add_done_callback(_writes.discard)
 
 
+def pending_writes() -> int:
+    """Rows scheduled but not written yet."""
+    return len(_writes)
+
+
 def price(spends: list[Spend]) -> tuple[int, str]:
     """The cost of the spends in micro-dollars, and whether every spend had a price row."""
     if not spends:

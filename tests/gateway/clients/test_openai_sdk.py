@@ -10,7 +10,8 @@ from tests.gateway.clients.conftest import wait_for_logs
 
 
 @pytest.fixture
-def sdk(asgi_url, project_key):
+def sdk(asgi_url, v1, project_key):
+    # `v1` for its teardown, which waits for the request log rows.
     client = openai.OpenAI(base_url=f"{asgi_url}/v1", api_key=project_key, max_retries=0, timeout=30)
     yield client
     client.close()
