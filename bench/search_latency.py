@@ -112,11 +112,11 @@ def fill_store(store, texts: list[str], vectors: np.ndarray) -> tuple[np.ndarray
     """Writes documents, chunks, vectors and term statistics; returns the chunk ids (in the order
     of ``texts``) and the seconds each step took."""
     from django.db import connection, transaction
+    from stores.text_stats import TOKEN_COUNT_SQL, lock_store_stats
 
     from ingestion.chunking import text_hash
     from ingestion.pipeline import model_key
     from stores.models import Document, RagStore
-    from stores.text_stats import TOKEN_COUNT_SQL, lock_store_stats
     from stores.vector_tables import column_type, ensure_embedding_table, index_name
 
     steps: dict[str, float] = {}

@@ -116,6 +116,8 @@ try:
     INGEST_REQUEUE_INTERVAL = env_duration("INGEST_REQUEUE_INTERVAL", 15, minimum=0.5)
 
     # Retrieval
+    # Bound on one search (query embedding included); chat answers without context past it.
+    SEARCH_TIMEOUT = env_duration("SEARCH_TIMEOUT", 5, minimum=0.001)
     HNSW_EF_SEARCH_MIN = env_int("HNSW_EF_SEARCH_MIN", 40, minimum=1, maximum=1000)
     # Stores with at most this many chunks are searched by exact scan instead of the HNSW graph.
     VECTOR_EXACT_SCAN_MAX_CHUNKS = env_int("VECTOR_EXACT_SCAN_MAX_CHUNKS", 20000, minimum=0)
@@ -132,9 +134,16 @@ try:
     # Outbound calls to providers
     UPSTREAM_TIMEOUT = env_duration("UPSTREAM_TIMEOUT", 300, minimum=1)
     UPSTREAM_CONNECT_TIMEOUT = env_duration("UPSTREAM_CONNECT_TIMEOUT", 15, minimum=0.1)
+    # A chat upstream that has sent no byte of its answer by then is given up on (504).
+    UPSTREAM_FIRST_BYTE_TIMEOUT = env_duration("UPSTREAM_FIRST_BYTE_TIMEOUT", 60, minimum=0.1)
     UPSTREAM_MAX_RESPONSE_MB = env_int("UPSTREAM_MAX_RESPONSE_MB", 64, minimum=1)
     ALLOW_PRIVATE_UPSTREAMS = env_bool("ALLOW_PRIVATE_UPSTREAMS", False)
     PRIVATE_UPSTREAM_ALLOWLIST = env_host_allowlist("PRIVATE_UPSTREAM_ALLOWLIST")
+
+    # Client API (/v1)
+    V1_MAX_BODY_MB = env_int("V1_MAX_BODY_MB", 4, minimum=1, maximum=1024)
+    # Browser origins allowed to call /v1 (exact `scheme://host[:port]`, or `*`); none by default.
+    V1_CORS_ORIGINS = env_list("V1_CORS_ORIGINS")
 
     # First admin of a fresh installation
     RAGMUX_ADMIN_USER = env_str("RAGMUX_ADMIN_USER", "admin")
@@ -156,6 +165,7 @@ INSTALLED_APPS = [
     "django_prometheus",
     "ragmux.core",
     "gateway.connections",
+    "gateway.clients",
     "stores",
     "ingestion",
     "retrieval",
@@ -164,9 +174,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "ragmux.core.middleware.SecureCookiesOverHttpsMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
-    "ragmux.core.middleware.ApiResponseHeadersMiddleware",
+    "ragmux.core.middleware.secure_cookies_over_https",
+    "ragmux.core.middleware.StaticFilesMiddleware",
+    "ragmux.core.middleware.api_response_headers",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -227,8 +237,9 @@ STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 WHITENOISE_USE_FINDERS = True
 
-# JSON bodies: the text-ingest endpoint takes up to TEXT_INGEST_MAX_MB of content.
-DATA_UPLOAD_MAX_MEMORY_SIZE = (TEXT_INGEST_MAX_MB + 1) * 1024 * 1024
+# JSON bodies: the text-ingest endpoint takes up to TEXT_INGEST_MAX_MB of content, /v1 up to
+# V1_MAX_BODY_MB (each checks its own limit).
+DATA_UPLOAD_MAX_MEMORY_SIZE = (max(TEXT_INGEST_MAX_MB, V1_MAX_BODY_MB) + 1) * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
 # Each uploaded file is cut off at MAX_UPLOAD_MB while it streams in (ingestion.uploads).
 FILE_UPLOAD_HANDLERS = [

@@ -18,6 +18,8 @@ urlpatterns = [
     path("admin/api/", include("ingestion.urls")),
     path("admin/api/", include("stores.urls")),
     path("admin/api/", include("retrieval.urls")),
+    path("admin/api/", include("gateway.clients.urls")),
+    path("v1/", include("gateway.clients.v1_urls")),
 ]
 
 handler404 = "ragmux.views.not_found"

@@ -10,7 +10,7 @@ from prometheus_client.core import GaugeMetricFamily
 from stores.selectors import documents_by_status
 from stores.vector_tables import stores_missing_index_names
 
-logger = logging.getLogger("ragmux.metrics")
+logger = logging.getLogger("ragmux.core.metrics")
 
 
 class DatabaseGaugesCollector:

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import httpx
 import pytest
+import uvicorn
 
 from tests.fakes.upstream import FakeUpstream
 
@@ -58,6 +61,30 @@ def api(live_server, personas):
     yield client
     for http in clients:
         http.close()
+
+
+@pytest.fixture(scope="session")
+def asgi_url(django_db_setup, django_db_blocker) -> str:
+    """The app under uvicorn, in this process (so the test database and `settings` overrides
+    apply): `/v1` is served the way production serves it, async views and all."""
+    from django.core.asgi import get_asgi_application
+
+    from ragmux.embedded import free_port
+
+    config = uvicorn.Config(
+        get_asgi_application(), host="127.0.0.1", port=free_port(), lifespan="off", log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    with django_db_blocker.unblock():
+        thread.start()
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{config.port}"
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 @pytest.fixture

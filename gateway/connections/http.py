@@ -5,14 +5,21 @@ addresses (unless allow-listed), and then connects to the very address it checke
 answer that changes between check and connect cannot redirect the call. Redirects are
 followed by hand (at most three, same host, never from https to http) and every hop is
 checked again. Responses are read with a size cap.
+
+:func:`request` is the blocking form; :func:`open_stream` is the async form the client API
+uses to relay long streamed answers without holding a thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 import socket
 import time
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -36,9 +43,10 @@ class UpstreamBlocked(UpstreamFailed):
 class UpstreamError(Exception):
     """The call did not produce a usable HTTP response (transport, timeout, size)."""
 
-    def __init__(self, message: str, *, retryable: bool):
+    def __init__(self, message: str, *, retryable: bool, timed_out: bool = False):
         super().__init__(message)
         self.retryable = retryable
+        self.timed_out = timed_out
 
 
 def blocked_message(host: str) -> str:
@@ -125,9 +133,21 @@ class GuardedTransport(httpx.HTTPTransport):
         return super().handle_request(request)
 
 
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        _pin_to_address(request)
+        if _is_ip_literal(request.url.host):
+            _pin_to_address(request)
+        else:
+            # Name resolution blocks; it must not stall every other stream on the event loop.
+            await asyncio.to_thread(_pin_to_address, request)
         return await super().handle_async_request(request)
 
 
@@ -219,7 +239,130 @@ def request(
                     elapsed_ms=int((time.monotonic() - started) * 1000),
                 )
         except httpx.TimeoutException:
-            raise UpstreamError(f"upstream timed out after {total:g}s", retryable=True) from None
+            raise UpstreamError(f"upstream timed out after {total:g}s", retryable=True, timed_out=True) from None
         except httpx.TransportError as exc:
             raise UpstreamError(f"upstream connection failed: {exc}", retryable=True) from None
+    raise UpstreamError(f"more than {MAX_REDIRECTS} redirects", retryable=False)
+
+
+# An AsyncClient's pooled connections belong to the event loop that opened them.
+_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+
+
+def _shared_async_client() -> httpx.AsyncClient:
+    loop = asyncio.get_running_loop()
+    client = _async_clients.get(loop)
+    if client is None:
+        client = httpx.AsyncClient(
+            transport=AsyncGuardedTransport(retries=0),
+            follow_redirects=False,
+            trust_env=False,
+            timeout=None,  # the deadlines below bound every step instead
+            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100, keepalive_expiry=90),
+        )
+        _async_clients[loop] = client
+    return client
+
+
+class UpstreamStream:
+    """An upstream response whose body has not been read yet.
+
+    Every read is bounded by the whole-call deadline, and until the first body byte has
+    arrived also by the first-byte deadline; the body is capped at ``max_bytes``.
+    """
+
+    def __init__(self, response: httpx.Response, *, url: str, deadline: float, first_byte_deadline: float, limit: int):
+        self.status = response.status_code
+        self.headers = response.headers
+        self.url = url
+        self._response = response
+        self._deadline = deadline
+        self._first_byte_deadline = first_byte_deadline
+        self._limit = limit
+        self._received = 0
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        pieces = self._response.aiter_bytes()
+        while True:
+            deadline = self._deadline if self._received else min(self._deadline, self._first_byte_deadline)
+            try:
+                async with asyncio.timeout_at(_loop_time(deadline)):
+                    chunk = await anext(pieces)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise _timeout_error(first_byte=deadline < self._deadline) from None
+            except httpx.TransportError as exc:
+                raise UpstreamError(f"upstream connection failed: {exc}", retryable=not self._received) from None
+            self._received += len(chunk)
+            if self._received > self._limit:
+                raise UpstreamError(
+                    f"upstream response is larger than {self._limit // (1024 * 1024)} MiB", retryable=False
+                )
+            yield chunk
+
+    async def read(self) -> bytes:
+        body = bytearray()
+        async for chunk in self.chunks():
+            body.extend(chunk)
+        return bytes(body)
+
+
+def _loop_time(deadline: float) -> float:
+    """``deadline`` (time.monotonic) on the event loop's clock."""
+    return asyncio.get_running_loop().time() + (deadline - time.monotonic())
+
+
+def _timeout_error(*, first_byte: bool) -> UpstreamError:
+    # Never retried: a retry would make the caller wait the whole timeout again.
+    if first_byte:
+        return UpstreamError(
+            f"upstream sent nothing within {settings.UPSTREAM_FIRST_BYTE_TIMEOUT:g}s", retryable=False, timed_out=True
+        )
+    return UpstreamError(f"upstream timed out after {settings.UPSTREAM_TIMEOUT:g}s", retryable=False, timed_out=True)
+
+
+@asynccontextmanager
+async def open_stream(
+    method: str,
+    url: str,
+    *,
+    headers: dict[str, str] | None = None,
+    json_body: object = None,
+    timeout: float | None = None,
+    first_byte_timeout: float | None = None,
+    max_bytes: int | None = None,
+) -> AsyncIterator[UpstreamStream]:
+    """Sends one request through the guard and yields the response with its body unread.
+
+    The response is closed when the block exits, which is also how a caller that is
+    cancelled (its client went away) ends the upstream call.
+    """
+    started = time.monotonic()
+    deadline = started + (timeout or settings.UPSTREAM_TIMEOUT)
+    first_byte_deadline = min(deadline, started + (first_byte_timeout or settings.UPSTREAM_FIRST_BYTE_TIMEOUT))
+    limit = max_bytes or settings.UPSTREAM_MAX_RESPONSE_MB * 1024 * 1024
+    client = _shared_async_client()
+    target = httpx.URL(url)
+    for _ in range(MAX_REDIRECTS + 1):
+        request = client.build_request(method, target, headers=headers, json=json_body)
+        try:
+            async with asyncio.timeout_at(_loop_time(first_byte_deadline)):
+                response = await client.send(request, stream=True)
+        except TimeoutError:
+            raise _timeout_error(first_byte=first_byte_deadline < deadline) from None
+        except httpx.TransportError as exc:
+            raise UpstreamError(f"upstream connection failed: {exc}", retryable=True) from None
+        try:
+            if response.is_redirect:
+                target = await asyncio.to_thread(_next_hop, target, response)
+                if response.status_code == 303:
+                    method, json_body = "GET", None
+                continue
+            yield UpstreamStream(
+                response, url=str(target), deadline=deadline, first_byte_deadline=first_byte_deadline, limit=limit
+            )
+            return
+        finally:
+            await response.aclose()
     raise UpstreamError(f"more than {MAX_REDIRECTS} redirects", retryable=False)

@@ -8,6 +8,7 @@ from decimal import Decimal
 from urllib.parse import urlsplit
 
 from django.db import IntegrityError, transaction
+from django.db.models import ProtectedError
 from django.utils import timezone
 
 from gateway.connections import http
@@ -156,7 +157,17 @@ def connection_delete(*, connection: ModelConnection) -> None:
             code="connection_in_use",
             stores=stores,
         )
-    connection.delete()
+    try:
+        with transaction.atomic():
+            connection.delete()
+    except ProtectedError as exc:
+        # Rows of the layers above (projects) that depend on this connection.
+        users = sorted({f"{row._meta.verbose_name} {str(row)!r}" for row in exc.protected_objects})
+        raise Conflict(
+            f"connection {connection.name!r} is in use by {', '.join(users)}",
+            code="connection_in_use",
+            used_by=users,
+        ) from None
 
 
 def embedding_width(connection: ModelConnection, *, timeout: float = PROBE_TIMEOUT) -> int:

@@ -18,7 +18,7 @@ from django.http import Http404, JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-logger = logging.getLogger("ragmux.errors")
+logger = logging.getLogger("ragmux.core.errors")
 
 
 class ServiceError(Exception):

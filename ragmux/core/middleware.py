@@ -2,7 +2,14 @@ from __future__ import annotations
 
 import uuid
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.utils.decorators import sync_and_async_middleware
+from whitenoise.middleware import WhiteNoiseMiddleware
+
 API_PREFIXES = ("/admin/api/", "/v1/")
+
+# Every middleware here works in both modes: under the ASGI server a single sync-only one would
+# push each request, streams included, through a thread.
 
 
 def is_api_path(path: str) -> bool:
@@ -10,31 +17,78 @@ def is_api_path(path: str) -> bool:
     return f"{path}/".startswith(API_PREFIXES)
 
 
-class ApiResponseHeadersMiddleware:
+def _both_modes(get_response, before, after):
+    """A middleware calling ``before(request)`` and ``after(request, response)`` around the view,
+    sync or async as the chain is."""
+    if iscoroutinefunction(get_response):
+
+        async def middleware(request):
+            before(request)
+            return after(request, await get_response(request))
+
+    else:
+
+        def middleware(request):
+            before(request)
+            return after(request, get_response(request))
+
+    return middleware
+
+
+def _give_request_id(request) -> None:
+    request.request_id = uuid.uuid4().hex
+
+
+def _mark_api_response(request, response):
+    if is_api_path(request.path):
+        response["Cache-Control"] = "no-store"
+        response["X-Request-Id"] = request.request_id
+    return response
+
+
+@sync_and_async_middleware
+def api_response_headers(get_response):
     """Gives every request an id and keeps API answers out of shared caches."""
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
-        request.request_id = uuid.uuid4().hex
-        response = self.get_response(request)
-        if is_api_path(request.path):
-            response["Cache-Control"] = "no-store"
-            response["X-Request-Id"] = request.request_id
-        return response
+    return _both_modes(get_response, _give_request_id, _mark_api_response)
 
 
-class SecureCookiesOverHttpsMiddleware:
+def _secure_cookies(request, response):
+    if request.is_secure():
+        for morsel in response.cookies.values():
+            morsel["secure"] = True
+    return response
+
+
+@sync_and_async_middleware
+def secure_cookies_over_https(get_response):
     """Marks every cookie `Secure` on an https request, including one a trusted proxy reports
     through X-Forwarded-Proto: Django only applies the fixed SESSION_COOKIE_SECURE setting."""
+    return _both_modes(get_response, lambda request: None, _secure_cookies)
+
+
+class StaticFilesMiddleware(WhiteNoiseMiddleware):
+    """WhiteNoise, which is sync-only, made usable in async mode: files are looked up in a
+    thread, and only for paths under the static prefix."""
+
+    sync_capable = True
+    async_capable = True
 
     def __init__(self, get_response):
-        self.get_response = get_response
+        super().__init__(get_response)
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
 
     def __call__(self, request):
-        response = self.get_response(request)
-        if request.is_secure():
-            for morsel in response.cookies.values():
-                morsel["secure"] = True
-        return response
+        if iscoroutinefunction(self):
+            return self._acall(request)
+        return super().__call__(request)
+
+    def _static_file(self, path: str):
+        return self.find_file(path) if self.autorefresh else self.files.get(path)
+
+    async def _acall(self, request):
+        if request.path_info.startswith(self.static_prefix):
+            static_file = await sync_to_async(self._static_file, thread_sensitive=False)(request.path_info)
+            if static_file is not None:
+                return self.serve(static_file, request)
+        return await self.get_response(request)

@@ -10,13 +10,18 @@ Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``
   one wider than the others;
 - ``omit_usage``: leave the token usage out of the reply;
 - ``malformed``: ``"not_json"`` or ``"wrong_shape"``;
-- ``redirect_to``: answer 307 to that URL.
+- ``redirect_to``: answer 307 to that URL;
+- ``stall_after``: a streamed chat answer stops sending (without closing) after that many
+  chunks, until the caller hangs up (counted, see :meth:`wait_for_disconnects`) or the fake
+  is stopped.
 
 :attr:`on_request`, when set, is called with each recorded request before it is answered (a
 test can make a request stall, or kill the process that sent it).
 
 Every request is recorded (:attr:`requests`) and counted per route (:meth:`calls`). Later
-issues add chat and rerank routes with :meth:`route`.
+issues add rerank routes with :meth:`route`. ``openai.chat`` answers :data:`CHAT_ANSWER`, as a
+JSON completion or, with ``stream: true``, as server-sent events (a handler may return an
+iterator of byte pieces, written and flushed one by one).
 """
 
 from __future__ import annotations
@@ -25,14 +30,18 @@ import hashlib
 import json
 import math
 import re
+import select
+import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-Reply = tuple[int, dict[str, str], bytes]
+STALL = b""  # yielded by a streamed reply: send nothing more and wait for the caller to hang up
+Reply = tuple[int, dict[str, str], bytes | Iterator[bytes]]
+CHAT_ANSWER = "The launch code is AMBER-7731, according to the context."
 
 
 @dataclass
@@ -45,6 +54,7 @@ class Knobs:
     omit_usage: bool = False
     malformed: str | None = None
     redirect_to: str | None = None
+    stall_after: int | None = None
 
 
 @dataclass
@@ -69,6 +79,9 @@ class _Route:
 
 
 class _QuietServer(ThreadingHTTPServer):
+    # Room for the bursts of concurrent connections bench/gateway.py opens.
+    request_queue_size = 256
+
     def handle_error(self, request, client_address) -> None:
         # A client that hangs up early (a size cap, a timeout) is part of what is tested.
         pass
@@ -102,10 +115,13 @@ class FakeUpstream:
         self._counts: Counter[str] = Counter()
         self.embedder: Callable[[str, int], list[float]] = fake_vector
         self.on_request: Callable[[RecordedRequest], None] | None = None
+        self.stopping = threading.Event()
+        self._disconnects = 0
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         _register_embedding_routes(self)
+        _register_chat_routes(self)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> FakeUpstream:
@@ -113,6 +129,7 @@ class FakeUpstream:
         return self
 
     def stop(self) -> None:
+        self.stopping.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -149,6 +166,20 @@ class FakeUpstream:
     def inputs(self, route: str = "openai.embeddings") -> list[str]:
         """Every text sent to an OpenAI-style embeddings route, in arrival order."""
         return [text for request in self.requests_to(route) for text in request.json()["input"]]
+
+    def wait_for_disconnects(self, count: int, timeout: float = 5) -> bool:
+        """True once ``count`` callers have hung up on a stalled stream."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._disconnects >= count:
+                    return True
+            time.sleep(0.02)
+        return False
+
+    def _hung_up(self) -> None:
+        with self._lock:
+            self._disconnects += 1
 
     def requests_to(self, route: str) -> list[RecordedRequest]:
         with self._lock:
@@ -208,9 +239,28 @@ class FakeUpstream:
                 self.send_response(status)
                 for name, value in reply_headers.items():
                     self.send_header(name, value)
-                self.send_header("Content-Length", str(len(reply)))
+                if isinstance(reply, bytes):
+                    self.send_header("Content-Length", str(len(reply)))
+                    self.end_headers()
+                    self.wfile.write(reply)
+                    return
+                # A stream: delimited by closing the connection.
+                self.send_header("Connection", "close")
                 self.end_headers()
-                self.wfile.write(reply)
+                self.close_connection = True
+                for piece in reply:
+                    if piece == STALL:
+                        self._wait_for_hang_up()
+                        return
+                    self.wfile.write(piece)
+                    self.wfile.flush()
+
+            def _wait_for_hang_up(self) -> None:
+                while not upstream.stopping.is_set():
+                    readable, _, _ = select.select([self.connection], [], [], 0.05)
+                    if readable and self.connection.recv(1, socket.MSG_PEEK) == b"":
+                        upstream._hung_up()
+                        return
 
             do_GET = do_POST = _serve
 
@@ -274,3 +324,47 @@ def _register_embedding_routes(upstream: FakeUpstream) -> None:
         if knobs.malformed == "wrong_shape":
             return json_reply({"embedding": {"values": []}})
         return json_reply({"embeddings": [{"values": v} for v in _vectors(up, texts, knobs)]})
+
+
+def _chat_usage(payload: dict) -> dict:
+    prompt = sum(len(str(m.get("content", "")).split()) for m in payload.get("messages", []))
+    completion = len(CHAT_ANSWER.split())
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _register_chat_routes(upstream: FakeUpstream) -> None:
+    @upstream.route("openai.chat", "POST", r"/v1/chat/completions")
+    def openai_chat(up, payload, match, knobs):
+        base = {"id": "chatcmpl-fake", "created": 1700000000, "model": payload.get("model")}
+        if not payload.get("stream"):
+            reply = {
+                **base,
+                "object": "chat.completion",
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": CHAT_ANSWER}, "finish_reason": "stop"}
+                ],
+            }
+            if not knobs.omit_usage:
+                reply["usage"] = _chat_usage(payload)
+            return json_reply(reply)
+
+        def frame(choices: list, **extra) -> bytes:
+            body = {**base, "object": "chat.completion.chunk", "choices": choices, **extra}
+            return f"data: {json.dumps(body)}\n\n".encode()
+
+        def events() -> Iterator[bytes]:
+            words = CHAT_ANSWER.split(" ")
+            deltas = [{"role": "assistant", "content": ""}] + [
+                {"content": word if i == 0 else " " + word} for i, word in enumerate(words)
+            ]
+            for sent, delta in enumerate(deltas):
+                if knobs.stall_after is not None and sent == knobs.stall_after:
+                    yield STALL
+                    return
+                yield frame([{"index": 0, "delta": delta, "finish_reason": None}])
+            yield frame([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+            if (payload.get("stream_options") or {}).get("include_usage") and not knobs.omit_usage:
+                yield frame([], usage=_chat_usage(payload))
+            yield b"data: [DONE]\n\n"
+
+        return 200, {"Content-Type": "text/event-stream"}, events()

@@ -4,6 +4,7 @@ Name resolution is the one thing faked: the system resolver (socket.getaddrinfo)
 made-up public-looking names the way a hostile DNS server would.
 """
 
+import asyncio
 import ipaddress
 import socket
 
@@ -169,3 +170,48 @@ def test_saving_a_connection_to_loopback_is_a_clear_400(api, settings, fake_upst
         },
     )
     assert allowed.status_code == 201
+
+
+def stream_body(url: str, **kwargs) -> tuple[int, bytes]:
+    """One call through the async path, from a synchronous test."""
+
+    async def call():
+        async with http.open_stream("POST", url, json_body={"input": ["x"]}, **kwargs) as upstream:
+            return upstream.status, await upstream.read()
+
+    return asyncio.run(call())
+
+
+def test_the_async_path_applies_the_same_guard(settings, fake_upstream, hostile_dns):
+    settings.PRIVATE_UPSTREAM_ALLOWLIST = []
+    with pytest.raises(http.UpstreamBlocked):
+        stream_body(f"{fake_upstream.url}/v1/embeddings")
+    hostile_dns[PUBLIC_LOOKING] = "127.0.0.1"
+    port = fake_upstream.url.rsplit(":", 1)[1]
+    with pytest.raises(http.UpstreamBlocked, match=PUBLIC_LOOKING):
+        stream_body(f"http://{PUBLIC_LOOKING}:{port}/v1/embeddings")
+    assert fake_upstream.calls() == 0
+
+
+def test_the_async_path_checks_every_redirect(settings, fake_upstream, hostile_dns):
+    settings.PRIVATE_UPSTREAM_ALLOWLIST = ["upstream.internal"]
+    hostile_dns["upstream.internal"] = "127.0.0.1"
+    port = fake_upstream.url.rsplit(":", 1)[1]
+    fake_upstream.configure("openai.embeddings", redirect_to=f"http://127.0.0.1:{port}/api/embed")
+    with pytest.raises(http.UpstreamBlocked, match='upstream host "127.0.0.1"'):
+        stream_body(f"http://upstream.internal:{port}/v1/embeddings")
+    assert fake_upstream.calls("ollama.embed") == 0
+    settings.PRIVATE_UPSTREAM_ALLOWLIST = ["127.0.0.1"]
+    fake_upstream.configure("openai.embeddings", redirect_to=f"{fake_upstream.url}/api/embed")
+    assert stream_body(f"{fake_upstream.url}/v1/embeddings")[0] == 200
+    assert fake_upstream.calls("ollama.embed") == 1
+
+
+def test_the_async_path_caps_size_and_bounds_the_first_byte(fake_upstream):
+    fake_upstream.configure("openai.embeddings", width=4096)
+    with pytest.raises(http.UpstreamError, match="larger than"):
+        stream_body(f"{fake_upstream.url}/v1/embeddings", max_bytes=10_000)
+    fake_upstream.configure("openai.embeddings", width=8, latency=1.0)
+    with pytest.raises(http.UpstreamError, match="sent nothing within") as failure:
+        stream_body(f"{fake_upstream.url}/v1/embeddings", first_byte_timeout=0.2)
+    assert failure.value.timed_out and not failure.value.retryable

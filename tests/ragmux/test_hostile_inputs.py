@@ -51,6 +51,7 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
     connection = {"name": "other", "provider_type": "custom_openai", "base_url": ids["url"], "model_name": "m"}
     price = {"provider_type": "openai", "model": "gpt-hostile", "input_per_mtok": 1, "output_per_mtok": 2}
     store = {"name": "kb2", "embedding_connection_id": ids["connection"], "chunk_size": 500}
+    project = {"name": "app", "chat_connection_id": ids["connection"], "system_prompt": "Be brief."}
     return {
         ("admin/api/login", "post"): Json({"username": "admin", "password": "correct horse battery", "bearer": True}),
         ("admin/api/logout", "post"): NoInput(),
@@ -86,6 +87,16 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
         ("admin/api/documents/<id:document_id>/download", "get"): NoInput(),
         ("admin/api/documents/<id:document_id>/reprocess", "post"): NoInput(),
         ("admin/api/search-backends", "get"): NoInput(),
+        ("admin/api/projects", "get"): NoInput(),
+        ("admin/api/projects", "post"): Json(project),
+        ("admin/api/projects/<id:project_id>", "get"): NoInput(),
+        ("admin/api/projects/<id:project_id>", "put"): Json(project),
+        ("admin/api/projects/<id:project_id>", "delete"): NoInput(),
+        ("admin/api/projects/<id:project_id>/keys", "get"): NoInput(),
+        ("admin/api/projects/<id:project_id>/keys", "post"): Json({"name": "k", "scopes": ["chat"]}),
+        ("admin/api/projects/<id:project_id>/logs", "get"): NoInput(),
+        ("admin/api/keys/<id:key_id>", "delete"): NoInput(),
+        ("admin/api/keys/<id:key_id>/rotate", "post"): NoInput(),
     }
 
 
@@ -128,6 +139,7 @@ def json_rows(spec: Json) -> list[tuple[str, object, bool]]:
 
 @pytest.fixture
 def objects(db, fake_connection, fake_upstream):
+    from gateway.clients.services import key_create, project_create
     from gateway.connections.models import ModelPrice
     from ingestion.services import IncomingFile, document_upload
     from stores.services import store_create
@@ -135,6 +147,14 @@ def objects(db, fake_connection, fake_upstream):
     store = store_create(name="kb", values={"embedding_connection_id": fake_connection.pk})
     document = document_upload(store=store, files=[IncomingFile(filename="a.txt", data=b"words")]).documents[0]
     price = ModelPrice.objects.create(provider_type="openai", model="gpt-table", input_per_mtok=1, output_per_mtok=1)
+    project = project_create(
+        name="table",
+        chat_connection_id=fake_connection.pk,
+        embedding_connection_id=None,
+        store_id=None,
+        system_prompt="",
+    )
+    issued = key_create(project=project, name="table", scopes=None, expires_at=None)
     return {
         "url": f"{fake_upstream.url}/v1",
         "connection": fake_connection.pk,
@@ -142,11 +162,13 @@ def objects(db, fake_connection, fake_upstream):
         "store_id": store.pk,
         "document_id": document.pk,
         "price_id": price.pk,
+        "project_id": project.pk,
+        "key_id": issued.api_key.pk,
     }
 
 
 def concrete(route: str, ids: dict) -> str:
-    for name in ("connection_id", "store_id", "document_id", "price_id"):
+    for name in ("connection_id", "store_id", "document_id", "price_id", "project_id", "key_id"):
         route = route.replace(f"<id:{name}>", str(ids[name]))
     return "/" + route
 

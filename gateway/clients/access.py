@@ -1,0 +1,62 @@
+"""Who is calling `/v1`: the gateway key in ``Authorization: Bearer sk-proj-…``."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from gateway.clients import selectors
+from gateway.clients.errors import V1Error
+from gateway.clients.keys import KEY_PREFIX, hash_key
+from gateway.clients.models import GatewayKey
+from ragmux.core import metrics
+
+# last_used_at is refreshed at most this often, so a busy key does not write on every call.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+SCOPE_ACTIONS = {
+    "chat": "chat completions and embeddings",
+    "retrieve": "retrieval",
+    "rerank": "reranking",
+    "models": "model listings",
+}
+
+
+def _refused(endpoint: str, message: str, *, type: str, code: str | None) -> V1Error:
+    # Calls without a valid key are counted but not logged: there is no project to log them to.
+    metrics.increment("ragmux_v1_requests_total", endpoint=endpoint, status="401")
+    return V1Error(message, status=401, type=type, code=code)
+
+
+def authenticate(*, authorization: str, endpoint: str) -> GatewayKey:
+    """The key named by the header, with its project, connections and store loaded."""
+    scheme, _, token = authorization.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise _refused(
+            endpoint,
+            "missing Authorization: Bearer <project api key> header",
+            type="invalid_request_error",
+            code="missing_api_key",
+        )
+    api_key = selectors.key_by_hash(key_hash=hash_key(token)) if token.startswith(KEY_PREFIX) else None
+    if api_key is None:
+        raise _refused(endpoint, "invalid project api key", type="invalid_api_key", code="invalid_api_key")
+    now = timezone.now()
+    if api_key.revoked_at is not None:
+        raise _refused(endpoint, "this api key has been revoked", type="invalid_api_key", code="key_revoked")
+    if api_key.expires_at is not None and api_key.expires_at <= now:
+        raise _refused(endpoint, "this api key has expired", type="invalid_api_key", code="key_expired")
+    if api_key.last_used_at is None or now - api_key.last_used_at >= LAST_USED_RESOLUTION:
+        GatewayKey.objects.filter(pk=api_key.pk).update(last_used_at=now)
+    return api_key
+
+
+def require_scope(api_key: GatewayKey, scope: str) -> None:
+    if scope not in api_key.scopes:
+        raise V1Error(
+            f"api key is not authorised for {SCOPE_ACTIONS[scope]}",
+            status=403,
+            type="insufficient_scope",
+            code="insufficient_scope",
+        )

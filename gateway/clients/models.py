@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+
+from gateway.connections.models import ModelConnection
+from stores.models import RagStore
+
+
+class Scope(models.TextChoices):
+    CHAT = "chat"
+    RETRIEVE = "retrieve"
+    RERANK = "rerank"
+    MODELS = "models"
+
+
+def all_scopes() -> list[str]:
+    return list(Scope.values)
+
+
+class Project(models.Model):
+    """What a gateway key may do: the chat model it talks to, and the store it is grounded in."""
+
+    name = models.CharField(max_length=100, unique=True)
+    # PROTECT: a connection a project depends on cannot disappear under it.
+    chat_connection = models.ForeignKey(ModelConnection, on_delete=models.PROTECT, related_name="chat_projects")
+    embedding_connection = models.ForeignKey(
+        ModelConnection, on_delete=models.PROTECT, null=True, blank=True, related_name="embedding_projects"
+    )
+    store = models.ForeignKey(RagStore, on_delete=models.SET_NULL, null=True, blank=True, related_name="projects")
+    system_prompt = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "projects"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class GatewayKey(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="keys")
+    name = models.CharField(max_length=100)
+    # The first characters of the key, to recognise it; the key itself is only kept hashed.
+    prefix = models.CharField(max_length=16)
+    key_hash = models.CharField(max_length=64, unique=True)
+    scopes = ArrayField(models.CharField(max_length=16, choices=Scope.choices), default=all_scopes)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # Revoked keys stay so their request log rows keep pointing at them.
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "gateway_keys"
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+
+class Endpoint(models.TextChoices):
+    CHAT = "chat"
+    RETRIEVE = "retrieve"
+    EMBEDDINGS = "embeddings"
+    MODELS = "models"
+
+
+class RequestLog(models.Model):
+    """One row per `/v1` call from key resolution on. Prompts and answers are never stored."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="request_logs")
+    key = models.ForeignKey(GatewayKey, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    endpoint = models.CharField(max_length=16, choices=Endpoint.choices)
+    # The connection's model (what was billed), not what the client wrote in `model`.
+    model = models.CharField(max_length=128, blank=True, default="")
+    status_code = models.PositiveSmallIntegerField()
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    embedding_tokens = models.PositiveIntegerField(default=0)
+    tokens_estimated = models.BooleanField(default=False)
+    cost_micros = models.BigIntegerField(default=0)
+    cost_source = models.CharField(max_length=16, default="unpriced")
+    latency_ms = models.PositiveIntegerField(default=0)
+    ttfb_ms = models.PositiveIntegerField(null=True, blank=True)
+    rag_hits = models.PositiveSmallIntegerField(default=0)
+    streamed = models.BooleanField(default=False)
+    error = models.CharField(max_length=512, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "request_logs"
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["project", "created_at"], name="request_logs_project_time")]

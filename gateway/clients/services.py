@@ -1,0 +1,174 @@
+"""Writes of projects and gateway keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from gateway.clients.keys import DISPLAY_PREFIX_LENGTH, hash_key, new_key
+from gateway.clients.models import GatewayKey, Project, Scope
+from gateway.connections.models import ModelConnection
+from gateway.connections.providers.chat import CHAT_PROVIDER_TYPES
+from ragmux.core.errors import Conflict, InvalidInput
+from stores.models import RagStore
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    """A key as created or rotated: the plaintext exists only here, once."""
+
+    key: str
+    api_key: GatewayKey
+
+
+def _chat_connection(connection_id: int) -> ModelConnection:
+    connection = ModelConnection.objects.filter(pk=connection_id).first()
+    if connection is None:
+        raise InvalidInput(
+            "chat_connection_id does not reference an existing model connection", field="chat_connection_id"
+        )
+    if connection.provider_type not in CHAT_PROVIDER_TYPES:
+        raise InvalidInput(
+            f'connection "{connection.name}" cannot serve chat: it is a {connection.provider_type} connection',
+            field="chat_connection_id",
+        )
+    return connection
+
+
+def _embedding_connection(connection_id: int | None) -> ModelConnection | None:
+    if connection_id is None:
+        return None
+    connection = ModelConnection.objects.filter(pk=connection_id).first()
+    if connection is None:
+        raise InvalidInput(
+            "embedding_connection_id does not reference an existing model connection", field="embedding_connection_id"
+        )
+    if not connection.supports_embeddings:
+        raise InvalidInput(
+            f'connection "{connection.name}" cannot embed: it is a {connection.provider_type} connection',
+            field="embedding_connection_id",
+        )
+    return connection
+
+
+def _store(store_id: int | None) -> RagStore | None:
+    if store_id is None:
+        return None
+    store = RagStore.objects.filter(pk=store_id).first()
+    if store is None:
+        raise InvalidInput("store_id does not reference an existing RAG store", field="store_id")
+    return store
+
+
+def _apply(
+    project: Project,
+    *,
+    name: str,
+    chat_connection_id: int,
+    embedding_connection_id: int | None,
+    store_id: int | None,
+    system_prompt: str,
+) -> Project:
+    name = name.strip()
+    if not name:
+        raise InvalidInput("name is required", field="name")
+    if Project.objects.filter(name=name).exclude(pk=project.pk).exists():
+        raise Conflict(f"a project named {name!r} already exists", code="duplicate_name")
+    project.name = name
+    project.chat_connection = _chat_connection(chat_connection_id)
+    project.embedding_connection = _embedding_connection(embedding_connection_id)
+    project.store = _store(store_id)
+    project.system_prompt = system_prompt
+    project.save()
+    return project
+
+
+@transaction.atomic
+def project_create(
+    *, name: str, chat_connection_id: int, embedding_connection_id: int | None, store_id: int | None, system_prompt: str
+) -> Project:
+    return _apply(
+        Project(),
+        name=name,
+        chat_connection_id=chat_connection_id,
+        embedding_connection_id=embedding_connection_id,
+        store_id=store_id,
+        system_prompt=system_prompt,
+    )
+
+
+@transaction.atomic
+def project_update(
+    *,
+    project: Project,
+    name: str,
+    chat_connection_id: int,
+    embedding_connection_id: int | None,
+    store_id: int | None,
+    system_prompt: str,
+) -> Project:
+    return _apply(
+        Project.objects.select_for_update().get(pk=project.pk),
+        name=name,
+        chat_connection_id=chat_connection_id,
+        embedding_connection_id=embedding_connection_id,
+        store_id=store_id,
+        system_prompt=system_prompt,
+    )
+
+
+@transaction.atomic
+def project_delete(*, project: Project) -> None:
+    # Its keys and request log rows go with it (ON DELETE CASCADE).
+    project.delete()
+
+
+def _validated_scopes(scopes: list[str] | None) -> list[str]:
+    if scopes is None:
+        return list(Scope.values)
+    unknown = sorted(set(scopes) - set(Scope.values))
+    if unknown:
+        raise InvalidInput(f"unknown scopes {', '.join(unknown)}; use {', '.join(Scope.values)}", field="scopes")
+    if not scopes:
+        raise InvalidInput("a key needs at least one scope", field="scopes")
+    return [scope for scope in Scope.values if scope in scopes]
+
+
+def _set_secret(api_key: GatewayKey) -> str:
+    key = new_key()
+    api_key.key_hash = hash_key(key)
+    api_key.prefix = key[:DISPLAY_PREFIX_LENGTH]
+    return key
+
+
+@transaction.atomic
+def key_create(*, project: Project, name: str, scopes: list[str] | None, expires_at: datetime | None) -> IssuedKey:
+    name = name.strip()
+    if not name:
+        raise InvalidInput("name is required", field="name")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise InvalidInput("expires_at must be in the future", field="expires_at")
+    api_key = GatewayKey(project=project, name=name, scopes=_validated_scopes(scopes), expires_at=expires_at)
+    key = _set_secret(api_key)
+    api_key.save()
+    return IssuedKey(key=key, api_key=api_key)
+
+
+@transaction.atomic
+def key_rotate(*, api_key: GatewayKey) -> IssuedKey:
+    """A new secret on the same key row; the old one stops working at its next request, in
+    every process, because keys are looked up in the database on every request."""
+    api_key = GatewayKey.objects.select_for_update().get(pk=api_key.pk)
+    if api_key.revoked_at is not None:
+        raise Conflict("a revoked key cannot be rotated; create a new key", code="key_revoked")
+    key = _set_secret(api_key)
+    api_key.save(update_fields=["key_hash", "prefix"])
+    return IssuedKey(key=key, api_key=api_key)
+
+
+@transaction.atomic
+def key_revoke(*, api_key: GatewayKey) -> None:
+    GatewayKey.objects.filter(pk=api_key.pk, revoked_at=None).update(revoked_at=timezone.now())

@@ -1,0 +1,405 @@
+"""The OpenAI-compatible client API under `/v1`: async views, so a stream holds no thread.
+
+Each view is one operation. :func:`v1_endpoint` does what they share: CORS, the method,
+the key and its scope, the error envelope, and the request log row of every call made
+with a valid key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import json
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from gateway.clients import access
+from gateway.clients.errors import V1Error, V1Refusal, refusal_response, refusal_status
+from gateway.clients.grounding import Grounding, search_store
+from gateway.clients.injection import inject, message_texts, query_text
+from gateway.clients.ledger import Call, Spend
+from gateway.clients.models import Endpoint, Scope
+from gateway.clients.offloop import off_loop
+from gateway.clients.serializers import ChatInput, EmbeddingsInput, RetrieveInput
+from gateway.connections.models import ModelConnection
+from gateway.connections.providers.chat import ChatError, NoChat, chat_provider
+from gateway.connections.providers.embeddings import ProviderError, embedding_provider, estimate_tokens
+from ragmux.core.crypto import DecryptionFailed
+from retrieval import context as rag_context
+from retrieval.serializers import HitOutput
+
+logger = logging.getLogger("ragmux.gateway.v1")
+View = Callable[..., Awaitable[HttpResponse]]
+CORS_MAX_AGE = "600"
+
+
+# --------------------------------------------------------------------------------------------
+# What every endpoint shares
+# --------------------------------------------------------------------------------------------
+
+
+def _cors_origin(request: HttpRequest) -> str | None:
+    origin = request.headers.get("Origin")
+    allowed = settings.V1_CORS_ORIGINS
+    if origin and ("*" in allowed or origin in allowed):
+        return origin
+    return None
+
+
+def _with_cors(response: HttpResponse, origin: str | None) -> HttpResponse:
+    if origin is not None:
+        response["Access-Control-Allow-Origin"] = origin
+        response["Access-Control-Expose-Headers"] = "x-ragmux-rag-hits, x-ragmux-rag-sources, x-request-id"
+        response["Vary"] = "Origin"
+    return response
+
+
+def _preflight(origin: str | None, methods: tuple[str, ...]) -> HttpResponse:
+    response = HttpResponse(status=204)
+    if origin is not None:
+        response["Access-Control-Allow-Methods"] = ", ".join((*methods, "OPTIONS"))
+        response["Access-Control-Allow-Headers"] = "authorization, content-type, x-stainless-*, openai-*"
+        response["Access-Control-Max-Age"] = CORS_MAX_AGE
+    return _with_cors(response, origin)
+
+
+def json_body(request: HttpRequest) -> dict[str, Any]:
+    limit = settings.V1_MAX_BODY_MB * 1024 * 1024
+    try:
+        declared = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit or len(request.body) > limit:
+        raise V1Error(f"request body too large (the limit is {settings.V1_MAX_BODY_MB} MiB)", status=413)
+    try:
+        body = json.loads(request.body or b"null")
+    except ValueError as exc:
+        raise V1Error(f"malformed JSON body: {exc}", status=400, code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise V1Error("the request body must be a JSON object", status=400, code="invalid_json")
+    return body
+
+
+def _validated(serializer_class, body: dict[str, Any]) -> dict[str, Any]:
+    data = serializer_class(data=body)
+    if not data.is_valid():
+        field, messages = next(iter(data.errors.items()))
+        message = messages[0] if isinstance(messages, list) and messages else str(messages)
+        raise V1Error(f"{field}: {message}", status=400, code="invalid_request")
+    return data.validated_data
+
+
+def v1_endpoint(*, endpoint: str, scope: str, methods: tuple[str, ...]) -> Callable[[View], View]:
+    def decorate(handler: View) -> View:
+        @csrf_exempt
+        @functools.wraps(handler)
+        async def view(request: HttpRequest, **kwargs) -> HttpResponse:
+            origin = _cors_origin(request)
+            if request.method == "OPTIONS":
+                return _preflight(origin, methods)
+            if request.method not in methods:
+                response = refusal_response(
+                    V1Error(f"{request.method} is not allowed here", status=405, code="method_not_allowed")
+                )
+                response["Allow"] = ", ".join(methods)
+                return _with_cors(response, origin)
+            return _with_cors(await _serve(request, handler, endpoint, scope, kwargs), origin)
+
+        return view
+
+    return decorate
+
+
+async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str, kwargs: dict) -> HttpResponse:
+    try:
+        api_key = await off_loop(
+            access.authenticate, authorization=request.headers.get("Authorization", ""), endpoint=endpoint
+        )
+    except V1Error as exc:
+        return refusal_response(exc)
+    call = Call(project=api_key.project, key=api_key, endpoint=endpoint)
+    try:
+        access.require_scope(api_key, scope)
+        response = await handler(request, call, **kwargs)
+    except V1Refusal as exc:
+        response = refusal_response(exc)
+        call.finish(refusal_status(exc), exc.message)
+        return response
+    except Exception:
+        request_id = getattr(request, "request_id", "-")
+        logger.exception("internal error in /v1/%s (request id %s)", endpoint, request_id)
+        call.finish(500, "internal error")
+        return refusal_response(
+            V1Error(f"internal error (request id {request_id})", status=500, type="server_error", code="internal_error")
+        )
+    if not call.relaying:
+        call.mark_first_byte()
+        call.finish(response.status_code)
+    return response
+
+
+# --------------------------------------------------------------------------------------------
+# POST /v1/chat/completions
+# --------------------------------------------------------------------------------------------
+
+
+async def _ground(call: Call, messages: list[dict]) -> tuple[str, list[dict]]:
+    """The context block and its sources; retrieval trouble leaves the chat ungrounded."""
+    store = call.project.store
+    query = query_text(messages)
+    if store is None or not query:
+        return "", []
+    try:
+        grounding: Grounding = await asyncio.wait_for(
+            off_loop(search_store, store=store, query=query), timeout=settings.SEARCH_TIMEOUT
+        )
+    except TimeoutError:
+        logger.warning("retrieval for project %s timed out; answering without context", call.project.pk)
+        return "", []
+    except Exception as exc:
+        logger.warning("retrieval for project %s failed; answering without context: %s", call.project.pk, exc)
+        return "", []
+    hits = grounding.result.hits
+    call.rag_hits = len(hits)
+    call.embedding_tokens = grounding.embedding_tokens
+    call.tokens_estimated = not grounding.tokens_reported
+    if grounding.embedding_tokens:
+        embedder = store.embedding_connection
+        call.spends.append(Spend(embedder.provider_type, embedder.model_name, grounding.embedding_tokens))
+    return rag_context.render_context(hits), rag_context.sources(hits)
+
+
+def _rag_headers(response: HttpResponse, call: Call, sources: list[dict]) -> HttpResponse:
+    if call.project.store_id is not None:
+        response["x-ragmux-rag-hits"] = str(call.rag_hits)
+    if sources:
+        response["x-ragmux-rag-sources"] = rag_context.sources_header(sources)
+    return response
+
+
+def _count_usage(call: Call, usage: Any) -> bool:
+    """Takes the upstream's token counts; False when it reported none."""
+    if not isinstance(usage, dict):
+        return False
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if not (isinstance(prompt, int) and isinstance(completion, int)) or prompt + completion <= 0:
+        return False
+    call.prompt_tokens, call.completion_tokens = prompt, completion
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    call.cached_tokens = cached if isinstance(cached, int) else 0
+    return True
+
+
+def _settle_tokens(call: Call, connection: ModelConnection, sent: list[dict], answer_chars: int, reported: bool):
+    if not reported:
+        call.tokens_estimated = True
+        call.prompt_tokens = estimate_tokens(message_texts(sent))
+        call.completion_tokens = math.ceil(answer_chars / 4)
+    call.spends.insert(
+        0,
+        Spend(
+            connection.provider_type,
+            connection.model_name,
+            call.prompt_tokens,
+            call.completion_tokens,
+            call.cached_tokens,
+        ),
+    )
+
+
+def _answer_chars(choices: Any, key: str) -> int:
+    total = 0
+    for choice in choices if isinstance(choices, list) else []:
+        part = choice.get(key) if isinstance(choice, dict) else None
+        content = part.get("content") if isinstance(part, dict) else None
+        total += len(content) if isinstance(content, str) else 0
+    return total
+
+
+@v1_endpoint(endpoint=Endpoint.CHAT, scope=Scope.CHAT, methods=("POST",))
+async def chat_completions(request: HttpRequest, call: Call) -> HttpResponse:
+    body = json_body(request)
+    data = _validated(ChatInput, body)
+    extras = body.pop("ragmux", None)  # ours: never sent upstream
+    include_context = isinstance(extras, dict) and extras.get("include_context") is True
+    connection = call.project.chat_connection
+    call.model = connection.model_name
+    client_model = data["model"] or connection.model_name
+    try:
+        provider = chat_provider(connection)
+    except (NoChat, DecryptionFailed) as exc:
+        logger.error("project %s: chat connection unusable: %s", call.project.pk, exc)
+        raise V1Error(
+            "model connection unavailable", status=500, type="server_error", code="connection_unavailable"
+        ) from None
+
+    context, sources = await _ground(call, data["messages"])
+    body["messages"] = inject(data["messages"], context=context, system_prompt=call.project.system_prompt)
+
+    if data["stream"]:
+        call.streamed = True
+        return await _stream(call, provider, body, client_model, sources)
+    reply = await provider.complete(body)
+    reported = _count_usage(call, reply.get("usage"))
+    _settle_tokens(call, connection, body["messages"], _answer_chars(reply.get("choices"), "message"), reported)
+    reply["model"] = client_model
+    if include_context:
+        reply["ragmux"] = {"sources": sources, "context": context}
+    return _rag_headers(JsonResponse(reply), call, sources)
+
+
+async def _stream(call: Call, provider, body: dict, client_model: str, sources: list[dict]) -> HttpResponse:
+    wants_usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get("include_usage") is True
+    stack = AsyncExitStack()
+    # Opening reads the first chunk: an upstream that fails before it gets a plain JSON error.
+    chunks = await stack.enter_async_context(provider.stream(body))
+    connection = call.project.chat_connection
+
+    async def relay() -> AsyncIterator[bytes]:
+        status, error, reported, answer_chars = 200, "", False, 0
+        try:
+            async with stack:
+                async for chunk in chunks:
+                    reported = _count_usage(call, chunk.get("usage")) or reported
+                    answer_chars += _answer_chars(chunk.get("choices"), "delta")
+                    if not wants_usage and "usage" in chunk:
+                        # The usage was asked for by us, not by the client: keep it to ourselves.
+                        del chunk["usage"]
+                        if not chunk.get("choices"):
+                            continue
+                    chunk["model"] = client_model
+                    call.mark_first_byte()
+                    yield b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+        except ChatError as exc:
+            status, error = exc.status, exc.message
+            frame = {"error": {"message": exc.message, "type": exc.type, "code": exc.code}}
+            yield b"data: " + json.dumps(frame).encode() + b"\n\n"
+        except (asyncio.CancelledError, GeneratorExit):
+            # The client went away; leaving `async with stack` has closed the upstream call.
+            status, error = 499, "client closed request"
+            raise
+        finally:
+            _settle_tokens(call, connection, body["messages"], answer_chars, reported)
+            call.finish(status, error)
+        yield b"data: [DONE]\n\n"
+
+    call.relaying = True
+    response = StreamingHttpResponse(relay(), content_type="text/event-stream")
+    response["X-Accel-Buffering"] = "no"
+    return _rag_headers(response, call, sources)
+
+
+# --------------------------------------------------------------------------------------------
+# POST /v1/retrieve, POST /v1/embeddings
+# --------------------------------------------------------------------------------------------
+
+
+@v1_endpoint(endpoint=Endpoint.RETRIEVE, scope=Scope.RETRIEVE, methods=("POST",))
+async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
+    data = _validated(RetrieveInput, json_body(request))
+    store = call.project.store
+    if store is None:
+        raise V1Error("this project has no RAG store to retrieve from", status=400, code="no_store")
+    embedder = store.embedding_connection
+    call.model = embedder.model_name
+    grounding = await off_loop(search_store, store=store, query=data["query"], top_k=data["top_k"])
+    call.rag_hits = len(grounding.result.hits)
+    call.embedding_tokens = grounding.embedding_tokens
+    call.tokens_estimated = not grounding.tokens_reported
+    call.spends.append(Spend(embedder.provider_type, embedder.model_name, grounding.embedding_tokens))
+    return JsonResponse(
+        {
+            "object": "list",
+            "data": HitOutput(grounding.result.hits, many=True).data,
+            "mode": grounding.result.mode,
+            "backend": grounding.result.backend,
+            "usage": {"prompt_tokens": grounding.embedding_tokens, "total_tokens": grounding.embedding_tokens},
+        }
+    )
+
+
+def _embed_all(connection: ModelConnection, texts: list[str]) -> tuple[list[list[float]], int, bool]:
+    provider = embedding_provider(connection)
+    vectors: list[list[float]] = []
+    tokens, reported = 0, True
+    for start in range(0, len(texts), provider.max_batch):
+        embedded = provider.embed(texts[start : start + provider.max_batch])
+        vectors.extend(embedded.vectors)
+        tokens += embedded.tokens
+        reported = reported and embedded.tokens_reported
+    return vectors, tokens, reported
+
+
+def _encoded(vector: list[float], encoding_format: str) -> list[float] | str:
+    if encoding_format == "base64":
+        return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+    return vector
+
+
+@v1_endpoint(endpoint=Endpoint.EMBEDDINGS, scope=Scope.CHAT, methods=("POST",))
+async def embeddings(request: HttpRequest, call: Call) -> HttpResponse:
+    data = _validated(EmbeddingsInput, json_body(request))
+    connection = call.project.embedding_connection
+    if connection is None:
+        raise V1Error("this project has no embedding connection", status=400, code="no_embedding_connection")
+    call.model = connection.model_name
+    try:
+        vectors, tokens, reported = await off_loop(_embed_all, connection, data["input"])
+    except ProviderError as exc:
+        status = exc.status if exc.status and exc.status < 500 else 502
+        raise V1Error(str(exc)[:512], status=status, type="upstream_error", code="upstream_error") from None
+    call.embedding_tokens, call.tokens_estimated = tokens, not reported
+    call.spends.append(Spend(connection.provider_type, connection.model_name, tokens))
+    return JsonResponse(
+        {
+            "object": "list",
+            "data": [
+                {"object": "embedding", "index": index, "embedding": _encoded(vector, data["encoding_format"])}
+                for index, vector in enumerate(vectors)
+            ],
+            "model": data["model"] or connection.model_name,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# GET /v1/models, GET /v1/models/{id}
+# --------------------------------------------------------------------------------------------
+
+
+def _model_objects(call: Call) -> list[dict]:
+    project = call.project
+    objects: dict[str, dict] = {}
+    for connection in (project.chat_connection, project.embedding_connection):
+        if connection is not None and connection.model_name not in objects:
+            objects[connection.model_name] = {
+                "id": connection.model_name,
+                "object": "model",
+                "created": int(connection.created_at.timestamp()),
+                "owned_by": connection.provider_type,
+            }
+    return list(objects.values())
+
+
+@v1_endpoint(endpoint=Endpoint.MODELS, scope=Scope.MODELS, methods=("GET",))
+async def models(request: HttpRequest, call: Call) -> HttpResponse:
+    return JsonResponse({"object": "list", "data": _model_objects(call)})
+
+
+@v1_endpoint(endpoint=Endpoint.MODELS, scope=Scope.MODELS, methods=("GET",))
+async def model(request: HttpRequest, call: Call, model_id: str) -> HttpResponse:
+    for item in _model_objects(call):
+        if item["id"] == model_id:
+            return JsonResponse(item)
+    raise V1Error(f"no model {model_id!r} for this project", status=404, code="model_not_found")

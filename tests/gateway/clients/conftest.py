@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+PLANTED_FACT = "The launch code for Project Falcon is AMBER-7731."
+SYSTEM_PROMPT = "You are the Falcon support assistant."
+
+
+@pytest.fixture
+def v1(asgi_url, transactional_db):
+    """``v1(key)`` is an HTTP client for /v1 sending that key."""
+    clients: list[httpx.Client] = []
+
+    def client(key: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        http = httpx.Client(base_url=f"{asgi_url}/v1", headers=headers, timeout=30)
+        clients.append(http)
+        return http
+
+    yield client
+    for http in clients:
+        http.close()
+    # Rows still being written would race the database flush that ends the test.
+    from gateway.clients.ledger import pending_writes
+
+    deadline = time.monotonic() + 5
+    while pending_writes() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def chat_connection(transactional_db, fake_upstream):
+    from gateway.connections.services import connection_create
+
+    return connection_create(
+        name="fake-chat",
+        provider_type="openai",
+        base_url=f"{fake_upstream.url}/v1",
+        model_name="gpt-4o-mini",
+        dimensions=None,
+        api_key="sk-fake-chat-key-0000000000",
+    )
+
+
+@pytest.fixture
+def falcon_store(fake_connection, ingest_now):
+    from stores.services import IncomingFile, document_upload, store_create
+
+    store = store_create(name="falcon", values={"embedding_connection_id": fake_connection.id, "top_k": 3})
+    document = f"# Handbook\n\n## Launch procedures\n\n{PLANTED_FACT}"
+    assert document_upload(store=store, files=[IncomingFile("handbook.md", document.encode())]).error is None
+    ingest_now()
+    return store
+
+
+@pytest.fixture
+def project(chat_connection, fake_connection, falcon_store):
+    from gateway.clients.services import project_create
+
+    return project_create(
+        name="falcon-bot",
+        chat_connection_id=chat_connection.id,
+        embedding_connection_id=fake_connection.id,
+        store_id=falcon_store.id,
+        system_prompt=SYSTEM_PROMPT,
+    )
+
+
+@pytest.fixture
+def project_key(project) -> str:
+    from gateway.clients.services import key_create
+
+    return key_create(project=project, name="default", scopes=None, expires_at=None).key
+
+
+def wait_for_logs(count: int, **filters):
+    """Request log rows are written just after the response; give them a moment."""
+    from gateway.clients.models import RequestLog
+
+    deadline = time.monotonic() + 5
+    while True:
+        rows = list(RequestLog.objects.filter(**filters).order_by("id"))
+        if len(rows) >= count or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.02)

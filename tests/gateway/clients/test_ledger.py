@@ -1,0 +1,80 @@
+"""The request log row of each call: tokens, cost from the price table, and the metrics."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from tests.gateway.clients.conftest import wait_for_logs
+
+MESSAGES = [{"role": "user", "content": "What is the launch code for Project Falcon?"}]
+
+
+def test_a_chat_row_is_priced_from_the_connections_rows(v1, project, project_key):
+    from gateway.connections.models import ModelPrice
+
+    ModelPrice.objects.filter(provider_type="openai", model="gpt-4o-mini").update(
+        input_per_mtok=Decimal(1000), output_per_mtok=Decimal(2000)
+    )
+    ModelPrice.objects.filter(provider_type="openai", model="text-embedding-3-small").update(input_per_mtok=Decimal(10))
+    usage = v1(project_key).post("/chat/completions", json={"messages": MESSAGES}).json()["usage"]
+    [row] = wait_for_logs(1, project=project)
+    assert row.embedding_tokens > 0  # the query embedding, charged to the project
+    assert row.cost_micros == usage["prompt_tokens"] * 1000 + usage["completion_tokens"] * 2000 + (
+        row.embedding_tokens * 10
+    )
+    assert row.cost_source == "price_table"
+
+
+def test_unreported_usage_is_estimated_and_an_unknown_model_is_unpriced(v1, project, project_key, fake_upstream):
+    from gateway.connections.models import ModelConnection
+
+    ModelConnection.objects.filter(pk=project.chat_connection_id).update(model_name="house-model-v2")
+    fake_upstream.configure("openai.chat", omit_usage=True)
+    v1(project_key).post("/chat/completions", json={"messages": MESSAGES})
+    [row] = wait_for_logs(1, project=project)
+    assert row.tokens_estimated
+    sent = fake_upstream.requests_to("openai.chat")[-1].json()["messages"]
+    assert row.prompt_tokens == -(-sum(len(m["content"]) for m in sent) // 4)
+    assert (row.cost_micros, row.cost_source, row.model) == (0, "unpriced", "house-model-v2")
+
+
+def test_retrieve_returns_hits_and_logs_its_embedding(v1, project, project_key):
+    response = v1(project_key).post("/retrieve", json={"query": "Falcon launch code", "top_k": 99})
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["object"], body["mode"], body["backend"]) == ("list", "hybrid", "bm25")
+    [hit] = body["data"]
+    assert hit["filename"] == "handbook.md" and "AMBER-7731" in hit["content"]
+    assert body["usage"]["prompt_tokens"] > 0
+    [row] = wait_for_logs(1, project=project)
+    assert (row.endpoint, row.rag_hits, row.embedding_tokens, row.model) == (
+        "retrieve",
+        1,
+        body["usage"]["prompt_tokens"],
+        "text-embedding-3-small",
+    )
+
+
+def test_metrics_count_v1_calls(api, v1, project, project_key):
+    v1(project_key).post("/chat/completions", json={"messages": MESSAGES})
+    v1("sk-proj-wrong").get("/models")
+    wait_for_logs(1, project=project)
+    text = api().get("/metrics").text
+    assert 'ragmux_v1_requests_total{endpoint="chat",status="200"}' in text
+    assert 'ragmux_v1_requests_total{endpoint="models",status="401"}' in text
+    assert 'ragmux_v1_tokens_total{endpoint="chat",kind="completion"}' in text
+
+
+def test_cors_only_for_listed_origins(v1, project_key, settings):
+    settings.V1_CORS_ORIGINS = ["https://app.example"]
+    preflight = v1().options(
+        "/chat/completions",
+        headers={"Origin": "https://app.example", "Access-Control-Request-Method": "POST"},
+    )
+    assert preflight.status_code == 204
+    assert preflight.headers["access-control-allow-origin"] == "https://app.example"
+    assert "authorization" in preflight.headers["access-control-allow-headers"]
+    listed = v1(project_key).get("/models", headers={"Origin": "https://app.example"})
+    assert listed.headers["access-control-allow-origin"] == "https://app.example"
+    other = v1(project_key).get("/models", headers={"Origin": "https://evil.example"})
+    assert "access-control-allow-origin" not in other.headers

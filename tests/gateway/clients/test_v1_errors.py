@@ -1,0 +1,137 @@
+"""Keys, scopes, bad requests and failing upstreams: each gives a clear OpenAI-style error,
+and every call made with a valid key leaves a request log row."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.gateway.clients.conftest import wait_for_logs
+
+MESSAGES = [{"role": "user", "content": "launch code?"}]
+
+
+def error_of(response) -> dict:
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "code"}
+    return body["error"]
+
+
+@pytest.mark.parametrize("header", [None, "Basic abc", "Bearer sk-proj-unknown", "Bearer sk-mgmt-whatever"])
+def test_no_or_unknown_key_is_401_and_not_logged(v1, asgi_url, project, header):
+    import httpx
+
+    from gateway.clients.models import RequestLog
+
+    headers = {"Authorization": header} if header else {}
+    response = httpx.post(f"{asgi_url}/v1/chat/completions", json={"messages": MESSAGES}, headers=headers)
+    assert response.status_code == 401
+    assert error_of(response)["type"] in ("invalid_request_error", "invalid_api_key")
+    assert not RequestLog.objects.exists()
+
+
+def test_expired_and_revoked_keys_are_refused(v1, project, project_key):
+    from gateway.clients.models import GatewayKey
+    from gateway.clients.services import key_create, key_revoke
+
+    expiring = key_create(project=project, name="soon", scopes=None, expires_at=timezone.now() + timedelta(hours=1))
+    GatewayKey.objects.filter(pk=expiring.api_key.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert error_of(v1(expiring.key).get("/models"))["code"] == "key_expired"
+    assert v1(project_key).get("/models").status_code == 200
+    key_revoke(api_key=GatewayKey.objects.get(prefix=project_key[:15]))
+    response = v1(project_key).get("/models")
+    assert response.status_code == 401 and error_of(response)["code"] == "key_revoked"
+
+
+def test_missing_scope_is_403_and_logged(v1, project):
+    from gateway.clients.services import key_create
+
+    key = key_create(project=project, name="retrieval only", scopes=["retrieve"], expires_at=None).key
+    response = v1(key).post("/chat/completions", json={"messages": MESSAGES})
+    assert response.status_code == 403
+    assert error_of(response)["code"] == "insufficient_scope"
+    assert v1(key).get("/models").status_code == 403
+    assert v1(key).post("/retrieve", json={"query": "launch code"}).status_code == 200
+    rows = wait_for_logs(3, project=project)
+    assert [(r.endpoint, r.status_code) for r in rows] == [("chat", 403), ("models", 403), ("retrieve", 200)]
+
+
+def test_bad_bodies(v1, project_key, project, settings):
+    client = v1(project_key)
+    assert error_of(client.post("/chat/completions", content=b"{nope"))["code"] == "invalid_json"
+    missing = client.post("/chat/completions", json={"model": "m"})
+    assert missing.status_code == 400 and "messages is required" in error_of(missing)["message"]
+    settings.V1_MAX_BODY_MB = 1
+    huge = client.post("/chat/completions", json={"messages": [{"role": "user", "content": "x" * 1024 * 1024}]})
+    assert huge.status_code == 413
+    assert client.get("/chat/completions").status_code == 405
+    rows = wait_for_logs(3, project=project)
+    assert [r.status_code for r in rows] == [400, 400, 413]  # the 405 is refused before the key is read
+
+
+def test_upstream_500_is_relayed_with_its_status(v1, project_key, project, fake_upstream):
+    fake_upstream.configure("openai.chat", status=500)
+    response = v1(project_key).post("/chat/completions", json={"messages": MESSAGES})
+    assert response.status_code == 500
+    error = error_of(response)
+    assert error["type"] == "upstream_error" and "fake upstream failure 500" in error["message"]
+    [row] = wait_for_logs(1, project=project)
+    assert (row.status_code, row.completion_tokens, row.cost_micros) == (500, 0, 0)
+    assert "fake upstream failure 500" in row.error
+
+
+def test_upstream_429_is_retried_then_succeeds(v1, project_key, project, fake_upstream):
+    fake_upstream.configure("openai.chat", status=429, times=1)
+    response = v1(project_key).post("/chat/completions", json={"messages": MESSAGES})
+    assert response.status_code == 200
+    assert fake_upstream.calls("openai.chat") == 2
+
+
+def test_unreachable_upstream_is_502(v1, project_key, project, chat_connection):
+    from gateway.connections.models import ModelConnection
+
+    ModelConnection.objects.filter(pk=chat_connection.pk).update(base_url="http://127.0.0.1:9/v1")
+    response = v1(project_key).post("/chat/completions", json={"messages": MESSAGES})
+    assert response.status_code == 502 and error_of(response)["code"] == "upstream_unreachable"
+    [row] = wait_for_logs(1, project=project)
+    assert row.status_code == 502
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_upstream_that_never_sends_a_byte_is_504(v1, project_key, project, fake_upstream, settings, stream):
+    settings.UPSTREAM_FIRST_BYTE_TIMEOUT = 0.3
+    fake_upstream.configure("openai.chat", latency=3)
+    response = v1(project_key).post("/chat/completions", json={"messages": MESSAGES, "stream": stream})
+    assert response.status_code == 504
+    assert error_of(response)["code"] == "upstream_timeout"
+    assert "sent nothing" in error_of(response)["message"]
+    [row] = wait_for_logs(1, project=project)
+    assert (row.status_code, row.streamed) == (504, stream)
+
+
+def test_a_stream_that_stalls_ends_with_an_error_frame(v1, project_key, project, fake_upstream, settings):
+    settings.UPSTREAM_TIMEOUT = 1
+    fake_upstream.configure("openai.chat", stall_after=3)
+    response = v1(project_key).post("/chat/completions", json={"messages": MESSAGES, "stream": True})
+    assert response.status_code == 200  # the stream had begun
+    frames = [line.removeprefix("data: ") for line in response.text.split("\n\n") if line]
+    assert frames[-1] == "[DONE]"
+    error = json.loads(frames[-2])["error"]
+    assert error["code"] == "upstream_timeout"
+    assert len(frames) == 5  # three relayed chunks, the error, [DONE]
+    [row] = wait_for_logs(1, project=project)
+    assert (row.status_code, row.streamed, row.tokens_estimated) == (504, True, True)
+    assert row.completion_tokens > 0  # estimated from what was relayed
+
+
+def test_a_client_that_disconnects_ends_the_upstream_call(v1, project_key, project, fake_upstream):
+    fake_upstream.configure("openai.chat", stall_after=2)
+    with v1(project_key).stream("POST", "/chat/completions", json={"messages": MESSAGES, "stream": True}) as response:
+        assert response.status_code == 200
+        next(response.iter_bytes())
+    [row] = wait_for_logs(1, project=project)
+    assert fake_upstream.wait_for_disconnects(1)
+    assert (row.status_code, row.error) == (499, "client closed request")

@@ -1,0 +1,38 @@
+from dataclasses import dataclass
+from decimal import Decimal
+
+from gateway.connections.pricing import PRICE_TABLE, UNPRICED, Cost, matching_price, token_cost
+
+
+@dataclass
+class Row:
+    model: str
+    input_per_mtok: Decimal = Decimal(0)
+    output_per_mtok: Decimal = Decimal(0)
+    cached_input_per_mtok: Decimal | None = None
+
+
+def test_the_exact_name_wins_then_the_longest_pattern():
+    rows = [Row("*"), Row("gpt-4o*"), Row("gpt-4o-mini*"), Row("gpt-4o-mini")]
+    assert matching_price(rows, "gpt-4o-mini").model == "gpt-4o-mini"
+    assert matching_price(rows, "gpt-4o-mini-2024").model == "gpt-4o-mini*"
+    assert matching_price(rows, "gpt-4o-2024").model == "gpt-4o*"
+    assert matching_price(rows, "llama3").model == "*"
+    assert matching_price([Row("gpt-4o*")], "claude") is None
+
+
+def test_a_rate_per_million_tokens_is_micro_dollars_per_token():
+    row = Row("m", Decimal("2.50"), Decimal("10.00"), Decimal("1.25"))
+    assert token_cost(row, prompt_tokens=1000, completion_tokens=100) == Cost(3500, PRICE_TABLE)
+    # Cached tokens are part of the prompt and billed at the cached rate.
+    assert token_cost(row, prompt_tokens=1000, completion_tokens=0, cached_tokens=400).micros == 1500 + 500
+    assert token_cost(Row("m", Decimal("0.15")), prompt_tokens=3).micros == 0  # 0.45 rounds down
+    assert token_cost(Row("m", Decimal("0.15")), prompt_tokens=5).micros == 1  # 0.75 rounds up
+
+
+def test_cached_tokens_without_a_cached_rate_cost_the_input_rate():
+    assert token_cost(Row("m", Decimal("1")), prompt_tokens=10, cached_tokens=10).micros == 10
+
+
+def test_no_row_is_unpriced():
+    assert token_cost(None, prompt_tokens=10, completion_tokens=10) == Cost(0, UNPRICED)
