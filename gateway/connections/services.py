@@ -16,7 +16,7 @@ from gateway.connections.credentials import mask_api_key, seal_api_key
 from gateway.connections.models import ModelConnection, ModelPrice, PriceSource, ProviderType
 from gateway.connections.prices import builtin_values
 from gateway.connections.providers import local_model
-from gateway.connections.providers.embeddings import ProviderError, embedding_provider
+from gateway.connections.providers.embeddings import ProviderError, effective_base_url, embedding_provider
 from ragmux.core.errors import Conflict, InvalidInput
 
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$")
@@ -35,6 +35,12 @@ def _validate_base_url(provider_type: str, base_url: str) -> str:
     if not base_url:
         if provider_type == ProviderType.CUSTOM_OPENAI:
             raise InvalidInput("base_url is required for custom_openai", field="base_url")
+        default = effective_base_url(provider_type, "")
+        if default:
+            # The provider's default is where calls will go: a private one (Ollama's localhost)
+            # is refused now, not at the first call. A public default that does not resolve
+            # here is left to that call, as the network may differ.
+            _check_host(urlsplit(default), default, unresolvable_ok=True)
         return ""
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -43,6 +49,11 @@ def _validate_base_url(provider_type: str, base_url: str) -> str:
         raise InvalidInput("base_url must not carry credentials; use api_key", field="base_url")
     if parts.query or parts.fragment or "?" in base_url or "#" in base_url:
         raise InvalidInput("base_url must not have a query or fragment", field="base_url")
+    _check_host(parts, base_url, unresolvable_ok=False)
+    return base_url.rstrip("/")
+
+
+def _check_host(parts, url: str, *, unresolvable_ok: bool) -> None:
     try:
         port = parts.port
     except ValueError:
@@ -52,10 +63,10 @@ def _validate_base_url(provider_type: str, base_url: str) -> str:
     try:
         http.checked_addresses(parts.hostname, port or (443 if parts.scheme == "https" else 80))
     except http.UpstreamBlocked as exc:
-        raise InvalidInput(exc.message, field="base_url", code=exc.code) from None
+        raise InvalidInput(f"{url}: {exc.message}", field="base_url", code=exc.code) from None
     except http.UpstreamError as exc:
-        raise InvalidInput(f"base_url host {parts.hostname!r} cannot be used: {exc}", field="base_url") from None
-    return base_url.rstrip("/")
+        if not unresolvable_ok:
+            raise InvalidInput(f"base_url host {parts.hostname!r} cannot be used: {exc}", field="base_url") from None
 
 
 def _validate_fields(*, name: str, provider_type: str, base_url: str, model_name: str, dimensions: int | None):

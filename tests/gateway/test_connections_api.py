@@ -187,3 +187,27 @@ def test_every_role_reads_connections(api, fake_upstream, persona):
 def test_no_credentials_writes_are_401(api, fake_upstream):
     response = api().post("/admin/api/models", json=openai_body(fake_upstream))
     assert response.status_code == 401
+
+
+def test_an_ollama_connection_without_a_base_url_is_checked_at_its_default(api, settings):
+    settings.PRIVATE_UPSTREAM_ALLOWLIST = []
+    body = {"name": "local-ollama", "provider_type": "ollama", "base_url": "", "model_name": "nomic-embed-text"}
+
+    refused = api("admin").post("/admin/api/models", json=body)
+
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert error["code"] == "private_upstream"
+    assert "http://localhost:11434" in error["message"] and "PRIVATE_UPSTREAM_ALLOWLIST" in error["message"]
+    settings.PRIVATE_UPSTREAM_ALLOWLIST = ["localhost"]
+    assert api("admin").post("/admin/api/models", json=body).status_code == 201
+
+
+@pytest.mark.parametrize("host", ["nonexistent.invalid", "256.1.1.1"])
+def test_a_host_that_does_not_resolve_is_a_400_naming_it(api, host):
+    body = {"name": "nowhere", "provider_type": "custom_openai", "base_url": f"http://{host}/v1", "model_name": "m"}
+
+    response = api("admin").post("/admin/api/models", json=body)
+
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"]["base_url"][0].startswith(f"base_url host {host!r} cannot be used")

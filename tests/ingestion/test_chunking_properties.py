@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingestion.chunking import STRATEGIES, chunk_blocks
+from ingestion.chunking import chunk_blocks
+from stores.choices import CHUNKING_ALIASES, ChunkingStrategy
 
 # Deterministic (the same examples on every run, no example database) and fast enough for every test run.
 PROPERTY_SETTINGS = settings(
@@ -38,7 +39,7 @@ BLOCKS = st.lists(
     ),
     max_size=12,
 )
-STRATEGY_NAMES = st.sampled_from([*STRATEGIES, "words", "sentence", "paragraph", "char", " Section "])
+STRATEGY_NAMES = st.sampled_from([*ChunkingStrategy.values, *CHUNKING_ALIASES, " Section "])
 
 
 @st.composite
