@@ -13,7 +13,7 @@ from django.http import QueryDict
 from ragmux.core.errors import ServiceError
 from stores.backends import backend_statuses
 from stores.choices import ChunkingStrategy, SearchMode
-from stores.models import RagStore, store_defaults
+from stores.models import STORE_SETTINGS, RagStore, store_defaults
 from stores.serializers import StoreCreateInput
 
 CHECKBOXES = ("contextual_chunks", "typo_tolerance")
@@ -149,8 +149,10 @@ RERANK_NOTE = "Reranking is not available yet: it arrives with the rerank adapte
 
 
 def _initial(store: RagStore | None) -> dict[str, Any]:
-    values = store_defaults() if store is None else {name: getattr(store, name) for name in store_defaults()}
-    values["name"] = "" if store is None else store.name
+    if store is None:
+        values = {"embedding_connection_id": None, **store_defaults(), "name": ""}
+    else:
+        values = {name: getattr(store, name) for name in STORE_SETTINGS} | {"name": store.name}
     weights = values.pop("fusion_weights")
     for side, input_name in WEIGHT_INPUTS.items():
         values[input_name] = weights[side]

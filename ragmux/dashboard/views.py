@@ -237,9 +237,14 @@ def store_detail(request, store_id: int):
 
 @page("viewer")
 def store_documents(request, store_id: int):
-    """The document table alone: htmx polls it while documents are queued or processing."""
+    """The document table alone, with the quota meters out of band: htmx polls it while
+    documents are queued or processing, and the upload script asks for it after each batch."""
     store = selectors.store_get(store_id)
-    return render(request, "dashboard/_documents.html", {"table": _document_table(request, store)})
+    return render(
+        request,
+        "dashboard/_documents.html",
+        {"table": _document_table(request, store), "quota": store_quota(store), "out_of_band": True},
+    )
 
 
 @page("editor", methods=("POST",))
