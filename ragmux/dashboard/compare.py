@@ -9,6 +9,7 @@ from typing import Any
 
 from django.http import QueryDict
 
+from ragmux.dashboard.store_form import field_errors
 from retrieval.ranking import positive_text
 from retrieval.search import Hit, SearchOptions
 from retrieval.serializers import SearchInput
@@ -29,7 +30,8 @@ SETTING_OF_INPUT = {
     "max_distance": "max_distance",
     "typo_tolerance": "typo_tolerance",
 }
-WEIGHT_INPUTS = ("vector_weight", "lexical_weight")
+WEIGHT_INPUT_OF_SIDE = {"vector": "vector_weight", "lexical": "lexical_weight"}
+WEIGHT_INPUTS = tuple(WEIGHT_INPUT_OF_SIDE.values())
 
 
 @dataclass
@@ -82,20 +84,8 @@ def configuration_from(params: QueryDict, side: str, query: str) -> Configuratio
     if data.is_valid():
         configuration.overrides = {k: v for k, v in data.validated_data.items() if k != "query"}
     else:
-        configuration.errors = _errors(data.errors)
+        configuration.errors = field_errors(data.errors, WEIGHT_INPUT_OF_SIDE)
     return configuration
-
-
-def _errors(errors: dict) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for name, messages in errors.items():
-        if name == "fusion_weights" and isinstance(messages, dict):
-            for side, side_messages in messages.items():
-                target = f"{side}_weight" if side in ("vector", "lexical") else "vector_weight"
-                found.setdefault(target, []).extend(map(str, side_messages))
-        else:
-            found.setdefault(name, []).extend(map(str, messages))
-    return found
 
 
 def store_settings_input(values: dict[str, Any]) -> dict[str, Any]:

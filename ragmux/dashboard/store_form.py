@@ -168,18 +168,22 @@ def _input(post: QueryDict) -> dict[str, Any]:
             if setting.kind != "checkbox" and value:
                 data[setting.name] = value
     weights = {side: data.pop(input_name, "") for side, input_name in WEIGHT_INPUTS.items()}
-    data["fusion_weights"] = weights
+    if any(weights.values()):
+        data["fusion_weights"] = weights
     if post.get("name", "").strip():
         data["name"] = post["name"].strip()
     return data
 
 
-def _field_errors(errors: dict) -> dict[str, list[str]]:
+def field_errors(errors: dict, weight_inputs: dict[str, str]) -> dict[str, list[str]]:
+    """An API input's errors by form input; the fusion weights' go to ``weight_inputs``."""
     found: dict[str, list[str]] = {}
     for name, messages in errors.items():
-        if name == "fusion_weights" and isinstance(messages, dict):
-            for side, side_messages in messages.items():
-                found.setdefault(WEIGHT_INPUTS.get(side, "fusion_weights"), []).extend(map(str, side_messages))
+        if name == "fusion_weights":
+            # Per weight, or (a rule over both) beside the first.
+            by_side = messages if isinstance(messages, dict) else {"vector": messages}
+            for side, side_messages in by_side.items():
+                found.setdefault(weight_inputs.get(side, weight_inputs["vector"]), []).extend(map(str, side_messages))
         else:
             found.setdefault(name, []).extend(map(str, messages))
     return found
@@ -200,7 +204,7 @@ class StoreForm:
         """The store's name and settings, or None with the errors recorded."""
         data = StoreCreateInput(data=_input(self.post), partial=self.store is not None)
         if not data.is_valid():
-            self.errors = _field_errors(data.errors)
+            self.errors = field_errors(data.errors, WEIGHT_INPUTS)
             return None
         values = dict(data.validated_data)
         name = values.pop("name", self.store.name if self.store else "")
@@ -213,7 +217,7 @@ class StoreForm:
             fields = {"name": [error.message]}
         elif not fields and error.code == "embedding_connection_locked":
             fields = {"embedding_connection_id": [error.message]}
-        self.errors = _field_errors(fields) or {"non_field_errors": [error.message]}
+        self.errors = field_errors(fields, WEIGHT_INPUTS) or {"non_field_errors": [error.message]}
 
     def groups(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """Each group with its fields ready to render: value, errors, limits and choices."""

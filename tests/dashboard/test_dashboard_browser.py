@@ -169,7 +169,9 @@ def test_an_admin_creates_a_store_and_saves_a_compared_configuration(
     page.get_by_role("link", name="Stores").click()
     page.get_by_role("link", name="New store").click()
     page.get_by_label("Name").fill("handbook")
-    page.get_by_label("Embedding connection").select_option(label=f"{fake_connection.name} (openai · text-embedding-3-small)")
+    page.get_by_label("Embedding connection").select_option(
+        label=f"{fake_connection.name} (openai · text-embedding-3-small)"
+    )
     page.get_by_label("Chunk size").fill("100")
     page.get_by_role("button", name="Create store").click()
     expect(page.locator("#errors_chunk_size")).to_contain_text("between 200 and 20000")
@@ -189,7 +191,9 @@ def test_an_admin_creates_a_store_and_saves_a_compared_configuration(
     page.goto(f"/admin/stores/{store.pk}/settings")
     shots(page, "store-settings")
 
-    compare(page, store.pk, QUERY, a={"mode": "hybrid", "backend": "bm25"}, b={"mode": "lexical", "backend": "pgvector"})
+    compare(
+        page, store.pk, QUERY, a={"mode": "hybrid", "backend": "bm25"}, b={"mode": "lexical", "backend": "pgvector"}
+    )
     page.get_by_role("button", name="Save B as the store's settings").click()
     expect(page.get_by_role("status")).to_have_text("Saved configuration B as the search settings of “handbook”.")
     store.refresh_from_db()
