@@ -177,16 +177,21 @@ def test_an_admin_creates_a_store_and_saves_a_compared_configuration(
     expect(page.locator("#errors_chunk_size")).to_contain_text("between 200 and 20000")
     page.get_by_label("Chunk size").fill("200")
     page.get_by_label("Chunk overlap").fill("0")
+    page.get_by_label("Maximum documents").fill("10")
+    page.get_by_label("Maximum bytes").fill("1000000")
     page.get_by_role("button", name="Create store").click()
     expect(page.get_by_role("status")).to_have_text("Created the store “handbook”. Upload documents to fill it.")
     store = RagStore.objects.get(name="handbook")
     assert (store.chunk_size, store.chunk_overlap, store.search_backend) == (200, 0, "bm25")
+    assert (store.max_documents, store.max_bytes) == (10, 1_000_000)
 
     files = [IncomingFile(name, (FILES / name).read_bytes()) for name in DROPPED]
     assert document_upload(store=store, files=files).refusal is None
     ingest_now()
     page.get_by_role("link", name="Stores").click()
-    expect(page.get_by_role("row", name="handbook")).to_contain_text("3 documents")
+    row = page.get_by_role("row", name="handbook")
+    expect(row).to_contain_text("3 of 10 documents")
+    expect(row.locator("meter").first).to_have_attribute("value", "3")
     shots(page, "stores")
     page.goto(f"/admin/stores/{store.pk}/settings")
     shots(page, "store-settings")
