@@ -61,7 +61,7 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
         ("admin/api/models/<id:connection_id>", "get"): NoInput(),
         ("admin/api/models/<id:connection_id>", "put"): Json(connection),
         ("admin/api/models/<id:connection_id>", "delete"): NoInput(),
-        ("admin/api/models/<id:connection_id>/test", "post"): NoInput(),
+        ("admin/api/models/<id:connection_id>/test", "post"): Json({"mode": "chat"}, empty_is_valid=True),
         ("admin/api/model-prices", "get"): Query({"provider_type": "openai"}),
         ("admin/api/model-prices", "post"): Json(price),
         ("admin/api/model-prices/<id:price_id>", "get"): NoInput(),

@@ -184,9 +184,7 @@ def test_a_stream_without_usage_asked_for_has_no_usage_chunk(sdk, provider_proje
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_the_token_limit_and_stop_sequences_are_sent_and_length_comes_back(
-    sdk, provider, spec, fake_upstream, stream
-):
+def test_the_token_limit_and_stop_sequences_are_sent_and_length_comes_back(sdk, provider, spec, fake_upstream, stream):
     created = sdk.chat.completions.create(model="m", messages=HISTORY, max_tokens=3, stop=["END"], stream=stream)
     if stream:
         chunks = list(created)
@@ -198,7 +196,10 @@ def test_the_token_limit_and_stop_sequences_are_sent_and_length_comes_back(
     sent = sent_to(fake_upstream, spec["stream_route"] if stream else spec["route"])
     limits = {
         "anthropic": (sent.get("max_tokens"), sent.get("stop_sequences")),
-        "gemini": (sent.get("generationConfig", {}).get("maxOutputTokens"), sent.get("generationConfig", {}).get("stopSequences")),
+        "gemini": (
+            sent.get("generationConfig", {}).get("maxOutputTokens"),
+            sent.get("generationConfig", {}).get("stopSequences"),
+        ),
         "ollama": (sent.get("options", {}).get("num_predict"), sent.get("options", {}).get("stop")),
     }
     assert limits[provider] == (3, ["END"])
@@ -210,7 +211,11 @@ TOOL_HISTORY = [
         "role": "assistant",
         "content": None,
         "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "search_docs", "arguments": '{"query": "falcon"}'}}
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "search_docs", "arguments": '{"query": "falcon"}'},
+            }
         ],
     },
     {"role": "tool", "tool_call_id": "call_1", "content": '{"hits": 1}'},
@@ -244,8 +249,9 @@ def sent_tool_turns(provider: str, sent: dict) -> list:
             ("functionResponse", result["name"], result["response"]),
         ]
     [tool] = sent["tools"]
-    call = sent["messages"][1]["tool_calls"][0]["function"]
-    result = sent["messages"][2]
+    turns = [m for m in sent["messages"] if m["role"] != "system"]
+    call = turns[1]["tool_calls"][0]["function"]
+    result = turns[2]
     return [
         tool["function"]["name"],
         sorted(tool["function"]["parameters"]["properties"]),
@@ -318,11 +324,14 @@ def test_inline_images_become_the_providers_image_parts(sdk, provider, spec, fak
         "gemini": lambda: sent["contents"][0]["parts"][1],
         "ollama": lambda: sent["messages"][-1]["images"],
     }[provider]()
-    assert image == {
-        "anthropic": {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PIXEL}},
-        "gemini": {"inlineData": {"mimeType": "image/png", "data": PIXEL}},
-        "ollama": [PIXEL],
-    }[provider]
+    assert (
+        image
+        == {
+            "anthropic": {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PIXEL}},
+            "gemini": {"inlineData": {"mimeType": "image/png", "data": PIXEL}},
+            "ollama": [PIXEL],
+        }[provider]
+    )
 
 
 @pytest.mark.parametrize(
