@@ -186,7 +186,9 @@ def request_log_purge(*, retention_days: int, batch_size: int = PURGE_BATCH) -> 
     cutoff = timezone.now() - timedelta(days=retention_days)
     deleted = 0
     while True:
-        ids = list(RequestLog.objects.filter(created_at__lt=cutoff).order_by("id").values_list("id", flat=True)[:batch_size])
+        ids = list(
+            RequestLog.objects.filter(created_at__lt=cutoff).order_by("id").values_list("id", flat=True)[:batch_size]
+        )
         if not ids:
             return deleted
         deleted += RequestLog.objects.filter(id__in=ids).delete()[0]
