@@ -94,7 +94,10 @@ class AnthropicChat(ChatProvider):
             where = f"messages[{index}]"
             role, content = message.get("role"), message.get("content")
             if role in SYSTEM_ROLES:
-                system.extend(self._blocks(content, where))
+                blocks = self._blocks(content, where)
+                if any(block["type"] != "text" for block in blocks):
+                    raise invalid_request(f"{where} may only hold text")
+                system.extend(blocks)
                 continue
             if role == "user":
                 blocks = self._blocks(content, where)
@@ -138,10 +141,11 @@ class AnthropicChat(ChatProvider):
             "stream": stream,
         }
         if system:
+            # A cache marker needs the block form; without one, the plain string.
             if any("cache_control" in block for block in system):
-                payload["system"] = [block for block in system if block["type"] == "text"]
+                payload["system"] = system
             else:
-                payload["system"] = "\n\n".join(block["text"] for block in system if block["type"] == "text")
+                payload["system"] = "\n\n".join(block["text"] for block in system)
         for name in ("temperature", "top_p"):
             if number(body, name) is not None:
                 payload[name] = body[name]

@@ -136,8 +136,6 @@ def _result_object(text: str) -> dict:
 
 class GeminiChat(ChatProvider):
     label = "gemini"
-    # Gemini has no `max_tokens` of its own; the payload maps the OpenAI name.
-    token_limit_field = "max_tokens"
 
     def _url(self, *, stream: bool) -> str:
         model = f"{self.base_url}/models/{quote(self.model.removeprefix('models/'), safe='')}"

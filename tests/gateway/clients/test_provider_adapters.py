@@ -396,3 +396,81 @@ def test_a_remote_image_is_refused_where_the_provider_takes_inline_images_only(s
         sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": content}])
     assert "data: URL" in caught.value.response.json()["error"]["message"]
     assert fake_upstream.calls() == fake_upstream.calls("openai.embeddings")  # no chat call was made
+
+
+def options_sent(provider: str, sent: dict) -> dict:
+    if provider == "anthropic":
+        return {"tool_choice": sent["tool_choice"], "temperature": sent["temperature"], "top_p": sent["top_p"]}
+    if provider == "gemini":
+        return {
+            "toolConfig": sent["toolConfig"],
+            "temperature": sent["generationConfig"]["temperature"],
+            "responseMimeType": sent["generationConfig"]["responseMimeType"],
+        }
+    return {"format": sent["format"], "options": sent["options"], "keep_alive": sent["keep_alive"]}
+
+
+EXPECTED_OPTIONS = {
+    "anthropic": {
+        "tool_choice": {"type": "tool", "name": "search_docs", "disable_parallel_tool_use": True},
+        "temperature": 0.2,
+        "top_p": 0.9,
+    },
+    "gemini": {
+        "toolConfig": {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["search_docs"]}},
+        "temperature": 0.2,
+        "responseMimeType": "application/json",
+    },
+    "ollama": {
+        "format": "json",
+        "options": {"num_ctx": 8192, "temperature": 0.2, "top_p": 0.9, "seed": 7},
+        "keep_alive": "5m",
+    },
+}
+
+
+def test_sampling_tool_choice_and_json_mode_are_said_in_the_providers_terms(sdk, provider, spec, fake_upstream):
+    sdk.chat.completions.create(
+        model="m",
+        messages=HISTORY,
+        tools=TOOLS,
+        tool_choice={"type": "function", "function": {"name": "search_docs"}},
+        parallel_tool_calls=False,
+        temperature=0.2,
+        top_p=0.9,
+        seed=7,
+        response_format={"type": "json_object"},
+        extra_body={"keep_alive": "5m", "options": {"num_ctx": 8192}},
+    )
+    assert options_sent(provider, sent_to(fake_upstream, spec["route"])) == EXPECTED_OPTIONS[provider]
+
+
+@pytest.mark.parametrize("provider", ["anthropic"], indirect=True)
+def test_cache_markers_reach_anthropic_on_content_parts(sdk, fake_upstream, provider):
+    marker = {"type": "ephemeral"}
+    system = [{"type": "text", "text": CLIENT_SYSTEM, "cache_control": marker}]
+    question = [{"type": "text", "text": QUESTION, "cache_control": marker}]
+    sdk.chat.completions.create(
+        model="m", messages=[{"role": "system", "content": system}, {"role": "user", "content": question}]
+    )
+    sent = sent_to(fake_upstream, "anthropic.messages")
+    assert sent["messages"][0]["content"] == [{"type": "text", "text": QUESTION, "cache_control": marker}]
+    # The retrieved context put in front of the system text changes with every query, so the
+    # marker there is dropped (by the injection) and the system text stays a plain string.
+    assert isinstance(sent["system"], str) and sent["system"].endswith(CLIENT_SYSTEM)
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "narrator", "content": "Once upon a time"}],
+        [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}],
+        [{"role": "user", "content": 42}],
+        [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,???"}}]}],
+    ],
+)
+def test_requests_the_provider_cannot_take_are_a_400_before_any_call(sdk, spec, fake_upstream, messages):
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk.chat.completions.create(model="m", messages=messages)
+    assert caught.value.response.json()["error"]["type"] == "invalid_request_error"
+    assert fake_upstream.calls(spec["route"]) == 0
