@@ -161,8 +161,8 @@ class Chunks:
     def delta(self, delta: dict, *, index: int = 0, finish_reason: str | None = None) -> dict[str, Any]:
         return self._chunk([{"index": index, "delta": delta, "finish_reason": finish_reason}])
 
-    def start(self, index: int = 0) -> dict[str, Any]:
-        return self.delta({"role": "assistant", "content": ""}, index=index)
+    def start(self) -> dict[str, Any]:
+        return self.delta({"role": "assistant", "content": ""})
 
     def usage(self, usage: dict) -> dict[str, Any]:
         # OpenAI's own last chunk: no choices, only the usage (v1 hides it unless asked for).
