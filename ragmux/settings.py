@@ -144,6 +144,8 @@ try:
     V1_MAX_BODY_MB = env_int("V1_MAX_BODY_MB", 4, minimum=1, maximum=1024)
     # Browser origins allowed to call /v1 (exact `scheme://host[:port]`, or `*`); none by default.
     V1_CORS_ORIGINS = env_list("V1_CORS_ORIGINS")
+    # Request log rows older than this are purged (hourly); 0 keeps them all.
+    LOG_RETENTION_DAYS = env_int("LOG_RETENTION_DAYS", 90, minimum=0, maximum=36500)
 
     # First admin of a fresh installation
     RAGMUX_ADMIN_USER = env_str("RAGMUX_ADMIN_USER", "admin")
@@ -268,6 +270,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_TIME_LIMIT = int(INGEST_JOB_TIMEOUT) + 120
 CELERY_BEAT_SCHEDULE = {
     "requeue-expired-leases": {"task": "ingestion.requeue_expired", "schedule": INGEST_REQUEUE_INTERVAL},
+    "purge-request-logs": {"task": "gateway.purge_request_logs", "schedule": 3600},
 }
 
 LOGGING = {

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
 from gateway.clients.keys import DISPLAY_PREFIX_LENGTH, hash_key, new_key
-from gateway.clients.models import GatewayKey, Project, Scope
+from gateway.clients.models import GatewayKey, Project, RequestLog, Scope
 from gateway.connections.models import ModelConnection
 from gateway.connections.providers.chat import CHAT_PROVIDER_TYPES
 from ragmux.core.errors import Conflict, InvalidInput
@@ -172,3 +172,25 @@ def key_rotate(*, api_key: GatewayKey) -> IssuedKey:
 @transaction.atomic
 def key_revoke(*, api_key: GatewayKey) -> None:
     GatewayKey.objects.filter(pk=api_key.pk, revoked_at=None).update(revoked_at=timezone.now())
+
+
+PURGE_BATCH = 5000
+
+
+def request_log_purge(*, retention_days: int, batch_size: int = PURGE_BATCH) -> int:
+    """Deletes request log rows older than ``retention_days`` (0 keeps everything); returns how
+    many went. Each batch is its own short statement, so a large backlog never holds one long
+    transaction or lock over the ledger that `/v1` keeps writing to."""
+    if retention_days <= 0:
+        return 0
+    cutoff = timezone.now() - timedelta(days=retention_days)
+    deleted = 0
+    while True:
+        ids = list(
+            RequestLog.objects.filter(created_at__lt=cutoff).order_by("id").values_list("id", flat=True)[:batch_size]
+        )
+        if not ids:
+            return deleted
+        deleted += RequestLog.objects.filter(id__in=ids).delete()[0]
+        if len(ids) < batch_size:
+            return deleted

@@ -13,9 +13,17 @@ from django.utils import timezone
 
 from gateway.connections import http
 from gateway.connections.credentials import mask_api_key, seal_api_key
-from gateway.connections.models import ModelConnection, ModelPrice, PriceSource, ProviderType
+from gateway.connections.models import (
+    CHAT_PROVIDERS,
+    ModelConnection,
+    ModelPrice,
+    PriceSource,
+    ProbeMode,
+    ProviderType,
+)
 from gateway.connections.prices import builtin_values
 from gateway.connections.providers import local_model
+from gateway.connections.providers.chat import ChatError, chat_provider
 from gateway.connections.providers.embeddings import ProviderError, effective_base_url, embedding_provider
 from ragmux.core.errors import Conflict, InvalidInput
 
@@ -186,18 +194,33 @@ def embedding_width(connection: ModelConnection, *, timeout: float = PROBE_TIMEO
     return embedding_provider(connection, timeout=timeout).embed(["ping"]).dimensions
 
 
-def connection_test(*, connection: ModelConnection) -> dict:
-    """Embeds one word through the connection and records the outcome on it."""
-    if not connection.supports_embeddings:
-        raise InvalidInput(
-            f'provider "{connection.provider_type}" cannot be used for embeddings; '
-            "only embedding connections can be probed here"
-        )
+def _chat_reply(connection: ModelConnection) -> str:
+    """The text of a one-token answer through the connection."""
+    choices = chat_provider(connection).probe(timeout=PROBE_TIMEOUT)["choices"]
+    message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else ""
+
+
+def connection_test(*, connection: ModelConnection, mode: str | None = None) -> dict:
+    """Probes the connection (one embedding, or a one-token chat answer) and records the outcome.
+
+    Without a mode a connection that can embed is probed with an embedding, the others with chat.
+    """
+    mode = mode or (ProbeMode.EMBEDDING if connection.supports_embeddings else ProbeMode.CHAT)
+    if mode == ProbeMode.EMBEDDING and not connection.supports_embeddings:
+        raise InvalidInput(f'provider "{connection.provider_type}" cannot be used for embeddings', field="mode")
+    if mode == ProbeMode.CHAT and connection.provider_type not in CHAT_PROVIDERS:
+        raise InvalidInput(f'provider "{connection.provider_type}" cannot be used for chat', field="mode")
+    outcome = {"ok": True, "mode": mode, "dimensions": None, "reply": None, "error": ""}
     started = time.monotonic()
     try:
-        outcome = {"ok": True, "dimensions": embedding_width(connection), "error": ""}
-    except ProviderError as exc:
-        outcome = {"ok": False, "dimensions": None, "error": str(exc)[:512]}
+        if mode == ProbeMode.EMBEDDING:
+            outcome["dimensions"] = embedding_width(connection)
+        else:
+            outcome["reply"] = _chat_reply(connection)
+    except (ProviderError, ChatError) as exc:
+        outcome.update(ok=False, error=str(exc)[:512])
     outcome["latency_ms"] = int((time.monotonic() - started) * 1000)
     ModelConnection.objects.filter(pk=connection.pk).update(
         last_test_at=timezone.now(),

@@ -9,6 +9,7 @@ from gateway.connections import selectors, services
 from gateway.connections.serializers import (
     ConnectionInput,
     ConnectionOutput,
+    ConnectionTestInput,
     ConnectionTestOutput,
     PriceCreateInput,
     PriceListQuery,
@@ -53,7 +54,10 @@ class ConnectionTestApi(APIView):
     permission_classes = [AdminWrites]
 
     def post(self, request, connection_id: int):
-        outcome = services.connection_test(connection=selectors.connection_get(connection_id))
+        connection = selectors.connection_get(connection_id)
+        data = ConnectionTestInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        outcome = services.connection_test(connection=connection, **data.validated_data)
         return Response(ConnectionTestOutput(outcome).data)
 
 

@@ -52,6 +52,15 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
     price = {"provider_type": "openai", "model": "gpt-hostile", "input_per_mtok": 1, "output_per_mtok": 2}
     store = {"name": "kb2", "embedding_connection_id": ids["connection"], "chunk_size": 500}
     project = {"name": "app", "chat_connection_id": ids["connection"], "system_prompt": "Be brief."}
+    # `model` is left out: any short text, digits too, is a model name one may filter by.
+    log_filters = {
+        "project": 1,
+        "key": 1,
+        "endpoint": "chat",
+        "status": "4xx",
+        "from": "2026-01-01T00:00:00Z",
+        "to": "2026-02-01T00:00:00+01:00",
+    }
     return {
         ("admin/api/login", "post"): Json({"username": "admin", "password": "correct horse battery", "bearer": True}),
         ("admin/api/logout", "post"): NoInput(),
@@ -61,7 +70,7 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
         ("admin/api/models/<id:connection_id>", "get"): NoInput(),
         ("admin/api/models/<id:connection_id>", "put"): Json(connection),
         ("admin/api/models/<id:connection_id>", "delete"): NoInput(),
-        ("admin/api/models/<id:connection_id>/test", "post"): NoInput(),
+        ("admin/api/models/<id:connection_id>/test", "post"): Json({"mode": "chat"}, empty_is_valid=True),
         ("admin/api/model-prices", "get"): Query({"provider_type": "openai"}),
         ("admin/api/model-prices", "post"): Json(price),
         ("admin/api/model-prices/<id:price_id>", "get"): NoInput(),
@@ -97,6 +106,8 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
         ("admin/api/projects/<id:project_id>/logs", "get"): NoInput(),
         ("admin/api/keys/<id:key_id>", "delete"): NoInput(),
         ("admin/api/keys/<id:key_id>/rotate", "post"): NoInput(),
+        ("admin/api/request-logs", "get"): Query({**log_filters, "cursor": "YmVmb3JlOjEwMA", "limit": 10}),
+        ("admin/api/request-logs.csv", "get"): Query(log_filters),
     }
 
 
