@@ -10,8 +10,7 @@ from django.utils import timezone
 
 from gateway.clients.keys import DISPLAY_PREFIX_LENGTH, hash_key, new_key
 from gateway.clients.models import GatewayKey, Project, RequestLog, Scope
-from gateway.connections.models import ModelConnection
-from gateway.connections.providers.chat import CHAT_PROVIDER_TYPES
+from gateway.connections.models import CHAT_PROVIDERS, ModelConnection
 from ragmux.core.errors import Conflict, InvalidInput
 from stores.models import RagStore
 
@@ -30,7 +29,7 @@ def _chat_connection(connection_id: int) -> ModelConnection:
         raise InvalidInput(
             "chat_connection_id does not reference an existing model connection", field="chat_connection_id"
         )
-    if connection.provider_type not in CHAT_PROVIDER_TYPES:
+    if connection.provider_type not in CHAT_PROVIDERS:
         raise InvalidInput(
             f'connection "{connection.name}" cannot serve chat: it is a {connection.provider_type} connection',
             field="chat_connection_id",

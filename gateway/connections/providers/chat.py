@@ -23,8 +23,9 @@ from gateway.connections.providers.chat_ollama import OllamaChat
 from gateway.connections.providers.chat_openai import CustomOpenAIChat, OpenAIChat
 from gateway.connections.providers.embeddings import effective_base_url
 
-__all__ = ["CHAT_PROVIDER_TYPES", "ChatError", "ChatProvider", "ChatStream", "NoChat", "chat_provider"]
+__all__ = ["ChatError", "ChatProvider", "ChatStream", "NoChat", "chat_provider"]
 
+# One adapter for every provider type that models.CHAT_PROVIDERS says can chat.
 _CHAT_PROVIDERS: dict[str, type[ChatProvider]] = {
     ProviderType.OPENAI: OpenAIChat,
     ProviderType.CUSTOM_OPENAI: CustomOpenAIChat,
@@ -32,7 +33,6 @@ _CHAT_PROVIDERS: dict[str, type[ChatProvider]] = {
     ProviderType.GEMINI: GeminiChat,
     ProviderType.OLLAMA: OllamaChat,
 }
-CHAT_PROVIDER_TYPES = frozenset(_CHAT_PROVIDERS)
 
 
 def chat_provider(connection: ModelConnection) -> ChatProvider:

@@ -474,3 +474,10 @@ def test_requests_the_provider_cannot_take_are_a_400_before_any_call(sdk, spec, 
         sdk.chat.completions.create(model="m", messages=messages)
     assert caught.value.response.json()["error"]["type"] == "invalid_request_error"
     assert fake_upstream.calls(spec["route"]) == 0
+
+
+def test_every_chat_capable_provider_type_has_an_adapter():
+    from gateway.connections.models import CHAT_PROVIDERS
+    from gateway.connections.providers import chat
+
+    assert frozenset(chat._CHAT_PROVIDERS) == CHAT_PROVIDERS
