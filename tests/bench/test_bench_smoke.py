@@ -216,3 +216,21 @@ def test_ingest_smoke_uses_the_given_services_and_starts_nothing_embedded(run_tm
     assert sorted(statuses) == [("failed", 1), ("ready", 19)]
     time.sleep(1)
     assert processes_left_by_run(run_tmpdir, workers_before) == []
+
+
+@pytest.mark.slow
+def test_upload_memory_smoke_reports_every_upload_and_leaves_nothing_running(run_tmpdir):
+    workers_before = running_workers()
+
+    finished = run_bench("upload_memory.py", run_tmpdir, "--smoke")
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert {"baseline_rss_mb", "final_rss_mb", "final_growth_mb", "max_peak_growth_per_n", "uploads"} <= result.keys()
+    assert [upload["size_mb"] for upload in result["uploads"]] == [1.0, 1.0, 2.0, 2.0]
+    for upload in result["uploads"]:
+        assert {"rss_before_mb", "peak_growth_mb", "peak_growth_per_n", "growth_after_2s_mb"} <= upload.keys()
+        assert upload["samples"] > 0
+    time.sleep(1)
+    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert list(run_tmpdir.glob("ragmux-*")) == []
