@@ -146,8 +146,8 @@ def _store_original(document: Document, data: bytes) -> None:
             f"UPDATE {connection.ops.quote_name(Document._meta.db_table)} SET original = %b WHERE id = %s",
             (data, document.pk),
         )
-    # Deferred, as if loaded without it: the instance goes into the response's serializer, whose
-    # reference cycle would keep the bytes alive after the request until the cyclic GC runs.
+    # Deferred, as if loaded without it: the response's serializer keeps the instance, and a DRF
+    # view and its response form a reference cycle that outlives the request until a GC.
     del document.original
 
 
