@@ -232,3 +232,20 @@ def test_dashboard_smoke_reports_every_page_and_leaves_nothing_running(run_tmpdi
     time.sleep(1)
     assert processes_left_by_run(run_tmpdir, workers_before) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
+
+
+def test_upload_memory_smoke_reports_every_upload_and_leaves_nothing_running(run_tmpdir):
+    workers_before = running_workers()
+
+    finished = run_bench("upload_memory.py", run_tmpdir, "--smoke")
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert {"baseline_rss_mb", "final_rss_mb", "final_growth_mb", "max_peak_growth_per_n", "uploads"} <= result.keys()
+    assert [upload["size_mb"] for upload in result["uploads"]] == [1.0, 1.0, 2.0, 2.0]
+    for upload in result["uploads"]:
+        assert {"rss_before_mb", "peak_growth_mb", "peak_growth_per_n", "growth_after_2s_mb"} <= upload.keys()
+        assert upload["samples"] > 0
+    time.sleep(1)
+    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert list(run_tmpdir.glob("ragmux-*")) == []
