@@ -112,6 +112,9 @@ try:
     RERANK_TIMEOUT = env_duration("RERANK_TIMEOUT", None, minimum=0.001)
     RERANK_MAX_TOKENS = env_int("RERANK_MAX_TOKENS", 200, minimum=1)
     HNSW_EF_SEARCH_MIN = env_int("HNSW_EF_SEARCH_MIN", 40, minimum=1, maximum=1000)
+    # PostgreSQL's statement_timeout for each statement of a search (any viewer can pick a slow
+    # backend or query); exceeding it answers 503 `search_timeout`.
+    SEARCH_TIMEOUT = env_duration("SEARCH_TIMEOUT", 5, minimum=0.001)
     # Stores with at most this many chunks are searched by exact scan instead of the HNSW graph.
     VECTOR_EXACT_SCAN_MAX_CHUNKS = env_int("VECTOR_EXACT_SCAN_MAX_CHUNKS", 20000, minimum=0)
     # ParadeDB's analyser for the pg_search backend: `default` or `<iso-639-1>_stem`.
