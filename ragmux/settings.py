@@ -116,9 +116,11 @@ try:
     INGEST_REQUEUE_INTERVAL = env_duration("INGEST_REQUEUE_INTERVAL", 15, minimum=0.5)
 
     # Retrieval
-    # Bound on one search (query embedding included); chat answers without context past it.
-    SEARCH_TIMEOUT = env_duration("SEARCH_TIMEOUT", 5, minimum=0.001)
     HNSW_EF_SEARCH_MIN = env_int("HNSW_EF_SEARCH_MIN", 40, minimum=1, maximum=1000)
+    # PostgreSQL's statement_timeout for each statement of a search (any viewer can pick a slow
+    # backend or query): the search API answers 503 `search_timeout` beyond it, and a chat is
+    # answered without context.
+    SEARCH_TIMEOUT = env_duration("SEARCH_TIMEOUT", 5, minimum=0.001)
     # Stores with at most this many chunks are searched by exact scan instead of the HNSW graph.
     VECTOR_EXACT_SCAN_MAX_CHUNKS = env_int("VECTOR_EXACT_SCAN_MAX_CHUNKS", 20000, minimum=0)
     # ParadeDB's analyser for the pg_search backend: `default` or `<iso-639-1>_stem`.
