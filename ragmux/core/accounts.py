@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ragmux.core.audit import MASKED, audit_record
-from ragmux.core.errors import Conflict, Forbidden, InvalidInput
+from ragmux.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from ragmux.core.models import AdminToken
 from ragmux.core.roles import ROLES, role_rank
 
@@ -33,6 +33,17 @@ def stored_role(user: User) -> str | None:
         return "admin"
     names = {group.name for group in user.groups.all()}
     return next((role for role in reversed(ROLES) if role in names), None)
+
+
+def user_list():
+    return User.objects.prefetch_related("groups").order_by("username")
+
+
+def user_get(user_id: int) -> User:
+    user = User.objects.prefetch_related("groups").filter(pk=user_id).first()
+    if user is None:
+        raise NotFound.of("user")
+    return user
 
 
 def _state(user: User) -> dict:

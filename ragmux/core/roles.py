@@ -76,3 +76,10 @@ class EditorWrites(_RolePermission):
 
 class AdminWrites(_RolePermission):
     write_role = "admin"
+
+
+class AdminOnly(_RolePermission):
+    """Users and the audit trail: admins alone read them too."""
+
+    read_role = "admin"
+    write_role = "admin"
