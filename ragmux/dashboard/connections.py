@@ -146,6 +146,11 @@ def dollars(micros: int) -> str:
     return f"${Decimal(micros) / 1_000_000:.6f}"
 
 
+def figure(value: Decimal | None) -> str:
+    """A price as typed: 2.5, not 2.500000 (nor 1E+1 for ten)."""
+    return "" if value is None else format(value.normalize(), "f")
+
+
 @dataclass
 class PriceRow:
     price: ModelPrice
@@ -163,6 +168,10 @@ class PriceRow:
         if self.price.source == PriceSource.BUILTIN:
             return "built-in"
         return "yours, overrides the built-in price" if self.overrides_builtin else "yours"
+
+    @property
+    def figures(self) -> dict[str, str]:
+        return {name: figure(getattr(self.price, name)) for name in PRICE_VALUES}
 
     @property
     def preview(self) -> str:
@@ -224,8 +233,7 @@ def price_create(request):
 def price_edit(request, price_id: int):
     """Edits one price. "Preview" shows what the typed values would charge without saving them."""
     price = selectors.price_get(price_id)
-    saved = {name: getattr(price, name) for name in PRICE_VALUES}
-    form = Form(request.POST if request.method == "POST" else None, names=PRICE_VALUES, initial=saved)
+    form = Form(request.POST if request.method == "POST" else None, names=PRICE_VALUES, initial=PriceRow(price).figures)
     preview = PriceRow(price)
     status = 200
     if request.method == "POST":
