@@ -26,6 +26,8 @@ from ragmux.core.models import AuditEntry
 
 logger = logging.getLogger("ragmux.audit")
 
+# What the trail records changes to (each service passes its own).
+OBJECT_TYPES = ("store", "connection", "price", "project", "gateway_key", "user")
 SYSTEM = "system"
 MASKED = "(hidden)"
 # A value under a name containing one of these is never stored, whatever the caller passed.
@@ -125,10 +127,6 @@ def audit_list(
     if until is not None:
         entries = entries.filter(created_at__lt=until)
     return entries
-
-
-def audit_object_types() -> list[str]:
-    return list(AuditEntry.objects.order_by("object_type").values_list("object_type", flat=True).distinct())
 
 
 def audit_purge(*, days: int, now: datetime | None = None) -> int:

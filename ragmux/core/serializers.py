@@ -13,7 +13,7 @@ from django.core.validators import MaxValueValidator
 from django.db.models import QuerySet
 from rest_framework import serializers
 
-from ragmux.core.audit import audit_list
+from ragmux.core.audit import OBJECT_TYPES, audit_list
 from ragmux.core.models import AuditEntry
 from ragmux.core.roles import ROLES
 
@@ -74,7 +74,7 @@ class PasswordResetInput(StrictInput):
 
 class AuditQuery(serializers.Serializer):
     actor = serializers.CharField(max_length=150, required=False)
-    object_type = serializers.CharField(max_length=32, required=False)
+    object_type = serializers.ChoiceField(choices=OBJECT_TYPES, required=False)
     object_id = serializers.IntegerField(min_value=1, max_value=2**63 - 1, required=False)
     since = serializers.DateTimeField(required=False)
     until = serializers.DateTimeField(required=False)

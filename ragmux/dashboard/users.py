@@ -13,7 +13,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from ragmux.core import accounts
-from ragmux.core.audit import audit_object_types
+from ragmux.core.audit import OBJECT_TYPES
 from ragmux.core.authentication import change_own_password
 from ragmux.core.errors import ServiceError
 from ragmux.core.models import AuditEntry
@@ -203,7 +203,7 @@ def audit(request):
             "pages": pages,
             "previous": link(number - 1) if number > 1 else "",
             "next": link(number + 1) if number < pages else "",
-            "object_types": audit_object_types(),
+            "object_types": OBJECT_TYPES,
         },
         status=400 if form.errors else 200,
     )
