@@ -154,6 +154,9 @@ try:
     RAGMUX_ADMIN_PASSWORD = env_str("RAGMUX_ADMIN_PASSWORD")
     # Threads of the local embedding model; 0 shares the cores among INGEST_WORKERS jobs.
     LOCAL_EMBED_THREADS = env_int("LOCAL_EMBED_THREADS", 0, minimum=0, maximum=256)
+
+    # Audit trail rows older than this many days are purged daily; 0 keeps them all.
+    AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 365, minimum=0)
 except ConfigError as error:
     sys.stderr.write(f"config: {error}\n")
     raise SystemExit(2) from None
@@ -273,6 +276,8 @@ CELERY_TASK_TIME_LIMIT = int(INGEST_JOB_TIMEOUT) + 120
 CELERY_BEAT_SCHEDULE = {
     "requeue-expired-leases": {"task": "ingestion.requeue_expired", "schedule": INGEST_REQUEUE_INTERVAL},
     "purge-request-logs": {"task": "gateway.purge_request_logs", "schedule": 3600},
+    # Audit rows expire by the day, so a daily sweep keeps the table within a day of the retention.
+    "purge-audit-entries": {"task": "ragmux.purge_audit", "schedule": 24 * 3600},
 }
 
 LOGGING = {

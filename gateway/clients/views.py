@@ -37,7 +37,9 @@ class ProjectsApi(APIView):
     def post(self, request):
         data = ProjectInput(data=request.data)
         data.is_valid(raise_exception=True)
-        return Response(ProjectOutput(services.project_create(**data.validated_data)).data, status=201)
+        return Response(
+            ProjectOutput(services.project_create(**data.validated_data, actor=request.user)).data, status=201
+        )
 
 
 class ProjectApi(APIView):
@@ -50,10 +52,12 @@ class ProjectApi(APIView):
         project = selectors.project_get(project_id=project_id)
         data = ProjectInput(data=request.data)
         data.is_valid(raise_exception=True)
-        return Response(ProjectOutput(services.project_update(project=project, **data.validated_data)).data)
+        return Response(
+            ProjectOutput(services.project_update(project=project, **data.validated_data, actor=request.user)).data
+        )
 
     def delete(self, request, project_id: int):
-        services.project_delete(project=selectors.project_get(project_id=project_id))
+        services.project_delete(project=selectors.project_get(project_id=project_id), actor=request.user)
         return Response({"ok": True})
 
 
@@ -68,14 +72,17 @@ class ProjectKeysApi(APIView):
         project = selectors.project_get(project_id=project_id)
         data = KeyInput(data=request.data)
         data.is_valid(raise_exception=True)
-        return Response(IssuedKeyOutput(services.key_create(project=project, **data.validated_data)).data, status=201)
+        return Response(
+            IssuedKeyOutput(services.key_create(project=project, **data.validated_data, actor=request.user)).data,
+            status=201,
+        )
 
 
 class KeyRotateApi(APIView):
     permission_classes = [AdminWrites]
 
     def post(self, request, key_id: int):
-        issued = services.key_rotate(api_key=selectors.key_get(key_id=key_id))
+        issued = services.key_rotate(api_key=selectors.key_get(key_id=key_id), actor=request.user)
         return Response(IssuedKeyOutput(issued).data)
 
 
@@ -83,7 +90,7 @@ class KeyApi(APIView):
     permission_classes = [AdminWrites]
 
     def delete(self, request, key_id: int):
-        services.key_revoke(api_key=selectors.key_get(key_id=key_id))
+        services.key_revoke(api_key=selectors.key_get(key_id=key_id), actor=request.user)
         return Response({"ok": True})
 
 

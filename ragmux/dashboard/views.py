@@ -110,7 +110,7 @@ def store_create(request):
         if validated is not None:
             name, values = validated
             try:
-                store = services.store_create(name=name, values=values)
+                store = services.store_create(name=name, values=values, actor=request.user)
             except ServiceError as refusal:
                 form.refuse(refusal)
             else:
@@ -130,7 +130,7 @@ def store_settings(request, store_id: int):
         if validated is not None:
             name, values = validated
             try:
-                outcome = services.store_update(store=store, name=name, values=values)
+                outcome = services.store_update(store=store, name=name, values=values, actor=request.user)
             except ServiceError as refusal:
                 form.refuse(refusal)
             else:
@@ -147,7 +147,7 @@ def store_delete(request, store_id: int):
     store = selectors.store_get(store_id)
     if request.method == "POST":
         if request.POST.get("confirm_name", "").strip() == store.name:
-            services.store_delete(store=store)
+            services.store_delete(store=store, actor=request.user)
             messages.success(request, f"Deleted the store “{store.name}” and its {store.document_count} documents.")
             return redirect("dashboard:stores")
         messages.error(request, "The store was not deleted: type its name exactly to confirm.")
@@ -414,7 +414,7 @@ def search_save(request, store_id: int):
         messages.error(request, f"Configuration {side} was not saved: {problems}")
     else:
         try:
-            services.store_update(store=store, name=store.name, values=dict(data.validated_data))
+            services.store_update(store=store, name=store.name, values=dict(data.validated_data), actor=request.user)
         except ServiceError as refusal:
             messages.error(request, f"Configuration {side} was not saved: {refusal.message}")
         else:

@@ -9,10 +9,11 @@ import random
 import pytest
 from django.db import connection
 
+from ingestion.services import IncomingFile, document_upload
 from retrieval import sql
 from retrieval.search import store_search
 from stores.models import RagStore
-from stores.services import IncomingFile, document_upload, store_create
+from stores.services import store_create
 from tests.retrieval.test_bm25_pruning import expected_top
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,7 +36,7 @@ def common_store(fake_connection, ingest_now):
         texts.append(" ".join(words))
     created = store_create(name="common", values={"embedding_connection_id": fake_connection.id, "chunk_size": 20000})
     files = [IncomingFile(filename=f"doc{n}.txt", data=text.encode()) for n, text in enumerate(texts)]
-    assert document_upload(store=created, files=files).error is None
+    assert document_upload(store=created, files=files).refusal is None
     ingest_now()
     return RagStore.objects.get(pk=created.pk)
 
