@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
-from django.db.models import QuerySet
+from django.db.models import Count, F, QuerySet, Sum
+from django.db.models.functions import Coalesce, Trunc
 
 from gateway.clients.models import GatewayKey, Project, RequestLog
 from ragmux.core.errors import NotFound
@@ -31,6 +32,11 @@ def key_get(*, key_id: int) -> GatewayKey:
     if api_key is None:
         raise NotFound.of("key")
     return api_key
+
+
+def key_choices() -> QuerySet[GatewayKey]:
+    """Every key, revoked ones included (their calls stay in the log), with its project."""
+    return GatewayKey.objects.select_related("project").order_by("project__name", "name", "id")
 
 
 def key_by_hash(*, key_hash: str) -> GatewayKey | None:
@@ -76,6 +82,29 @@ def request_log_list(
     if until is not None:
         logs = logs.filter(created_at__lt=until)
     return logs
+
+
+def request_log_get(*, log_id: int) -> RequestLog:
+    log = RequestLog.objects.select_related("project__store", "key").filter(pk=log_id).first()
+    if log is None:
+        raise NotFound.of("request log")
+    return log
+
+
+def usage_buckets(*, since: datetime, bucket: str) -> list[dict]:
+    """Requests, tokens and cost (micro-dollars) from ``since`` on, per ``bucket`` ("hour" or
+    "day") that has any, oldest first: one aggregate query whatever the traffic."""
+    return list(
+        RequestLog.objects.filter(created_at__gte=since)
+        .annotate(start=Trunc("created_at", bucket))
+        .values("start")
+        .annotate(
+            requests=Count("id"),
+            tokens=Coalesce(Sum(F("prompt_tokens") + F("completion_tokens") + F("embedding_tokens")), 0),
+            cost_micros=Coalesce(Sum("cost_micros"), 0),
+        )
+        .order_by("start")
+    )
 
 
 def request_log_page(

@@ -36,6 +36,7 @@ from ragmux.dashboard.compare import (
     store_settings_input,
 )
 from ragmux.dashboard.quota import store_quota
+from ragmux.dashboard.request_logs import overview_usage
 from ragmux.dashboard.store_form import RERANK_NOTE, StoreForm
 from ragmux.dashboard.uploads import summary, upload_outcomes
 from retrieval.search import SearchResult, store_search
@@ -71,6 +72,7 @@ def overview(request):
             "stores": list(selectors.store_list()),
             "backlog": selectors.documents_by_status(),
             "failures": list(selectors.recent_failures(limit=RECENT_FAILURES)),
+            **overview_usage(),
         },
     )
 
