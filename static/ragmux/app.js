@@ -96,9 +96,10 @@ function drawCharts() {
       height: 70,
       legend: { show: false },
       cursor: { show: false },
-      scales: { y: { range: (u, min, max) => [0, Math.max(max, 1)] } },
+      // From zero, so a quiet range reads as quiet; an empty one still needs a height.
+      scales: { y: { range: (u, min, max) => [0, max > 0 ? max : 1] } },
       axes: [{ show: false }, { show: false }],
-      series: [{}, { stroke: "#2563eb", fill: "rgba(37, 99, 235, 0.15)", width: 1.5 }],
+      series: [{}, { stroke: "#2563eb", fill: "rgba(37, 99, 235, 0.15)", width: 1.5, points: { show: false } }],
     };
     new uPlot(options, [range.x, range[box.dataset.series]], box);
   });
