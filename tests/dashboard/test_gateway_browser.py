@@ -114,4 +114,4 @@ def test_an_admin_creates_a_project_and_a_key_and_finds_its_call_in_the_request_
     expect(page.locator("[data-range=day] .requests")).to_have_text("1")
     expect(page.locator("[data-range=week] .requests")).to_have_text("1")
     expect(page.locator("[data-chart] canvas")).to_have_count(6)
-    shots(page, "overview")
+    shots(page, "overview-usage")
