@@ -163,17 +163,31 @@ def dashboard_routes() -> list[str]:
 
 
 def test_every_page_passes_axe_for_an_admin_and_a_viewer(wide_page, personas, fake_connection):
+    from gateway.clients.models import RequestLog
+    from gateway.clients.services import key_create, project_create
     from gateway.connections.models import ModelPrice
     from stores.services import store_create
 
     store = store_create(name="kb", values={"embedding_connection_id": fake_connection.pk})
     document = DocumentFactory(store=store, status="failed", error="no text found", error_stage="parse")
+    project = project_create(
+        name="support",
+        chat_connection_id=fake_connection.pk,
+        embedding_connection_id=None,
+        store_id=store.pk,
+        system_prompt="",
+    )
+    api_key = key_create(project=project, name="app", scopes=None, expires_at=None).api_key
+    call = RequestLog.objects.create(project=project, key=api_key, endpoint="chat", status_code=200, rag_hits=2)
     ids = {
         "store_id": store.pk,
         "document_id": document.pk,
         "connection_id": fake_connection.pk,
         "price_id": ModelPrice.objects.get(model="gpt-4o-mini").pk,
         "user_id": personas["editor"].pk,
+        "project_id": project.pk,
+        "key_id": api_key.pk,
+        "log_id": call.pk,
     }
     page = wide_page
     page.goto("/admin/login/")
@@ -224,13 +238,15 @@ def test_the_keyboard_reaches_the_skip_link_first_and_focus_is_always_visible(wi
         assert focused["outline"] != "none" and focused["width"] != "0px", focused
         order.append(focused["text"])
     # Skip link, brand, then the sections in reading order, then the account's controls.
-    assert order[:9] == [
+    assert order[:11] == [
         "Skip to content",
         "ragmux",
         "Overview",
         "Stores",
         "Search compare",
         "Connections",
+        "Projects",
+        "Request logs",
         "Prices",
         "Users",
         "Audit trail",
