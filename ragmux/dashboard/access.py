@@ -5,8 +5,8 @@ from __future__ import annotations
 from functools import wraps
 
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
-from django.http import Http404
+from django.http import Http404, HttpResponse
+from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
 from ragmux.core.errors import NotFound
@@ -23,7 +23,9 @@ def page(role: str, *, methods: tuple[str, ...] = ("GET", "HEAD")):
         @wraps(view)
         def wrapper(request, *args, **kwargs):
             if not has_role(request.user, role):
-                raise PermissionDenied(f"This needs the {role} role.")
+                # Answered here rather than raised: Django logs a raised PermissionDenied with a
+                # traceback, and a role refusal is an ordinary answer, not an error.
+                return forbidden_page(request, f"This needs the {role} role.")
             try:
                 return view(request, *args, **kwargs)
             except NotFound as missing:
@@ -32,6 +34,10 @@ def page(role: str, *, methods: tuple[str, ...] = ("GET", "HEAD")):
         return wrapper
 
     return decorate
+
+
+def forbidden_page(request, reason: str) -> HttpResponse:
+    return render(request, "403.html", {"reason": reason}, status=403)
 
 
 def wants_fragment(request) -> bool:

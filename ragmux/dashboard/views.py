@@ -21,7 +21,7 @@ from ingestion.serializers import ReprocessInput, TextDocumentInput
 from ingestion.uploads import oversize_upload
 from ragmux.core.errors import ServiceError, error_response
 from ragmux.core.middleware import is_api_path
-from ragmux.dashboard.access import page, wants_fragment
+from ragmux.dashboard.access import forbidden_page, page, wants_fragment
 from ragmux.dashboard.compare import (
     CHECKBOX,
     SETTING_OF_INPUT,
@@ -53,7 +53,7 @@ MOVING = (DocumentStatus.PENDING, DocumentStatus.PROCESSING)
 def forbidden(request, exception=None):
     if is_api_path(request.path):
         return error_response(403, "insufficient role", "forbidden")
-    return render(request, "403.html", {"reason": str(exception or "")}, status=403)
+    return forbidden_page(request, str(exception or ""))
 
 
 def _store_url(store_id: int) -> str:

@@ -71,10 +71,12 @@ def test_each_role_sees_only_the_controls_it_may_use(as_role, kb):
         assert "Download" in html
 
 
-def test_a_user_without_a_role_gets_a_readable_403(as_role):
+def test_a_user_without_a_role_gets_a_readable_403(as_role, caplog):
     response = as_role("outsider").get("/admin/")
     assert response.status_code == 403
     assert "Your account has no role yet" in response.content.decode()
+    # A refusal is an answer, not an error: nothing in the log carries a traceback.
+    assert not any(record.exc_info for record in caplog.records)
 
 
 @pytest.mark.parametrize(
