@@ -4,13 +4,17 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install install-test browser
+.PHONY: run test install install-test browser screenshots
 
 run: install
 	$(BIN)/ragmux serve
 
 test: install-test browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The dashboard's browser tests, photographing every page into docs/screenshots/.
+screenshots: install-test browser
+	RAGMUX_SCREENSHOTS=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest tests/dashboard -m browser -q
 
 install: $(VENV)/.installed
 

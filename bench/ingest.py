@@ -86,10 +86,10 @@ def upload_paced(store, corpus: list[dict], *, as_text: bool = False) -> dict[st
                 if as_text:
                     error = document_ingest_text(
                         store=store, title=document.get("title") or source, content=text, source=source, tags=[]
-                    ).error
+                    ).refusal
                 else:
                     incoming = IncomingFile(filename=f"{source}.txt", data=text.encode(), source=source)
-                    error = document_upload(store=store, files=[incoming]).error
+                    error = document_upload(store=store, files=[incoming]).refusal
             except InvalidInput as invalid:
                 error = invalid
             if error is None:

@@ -273,7 +273,10 @@ class Job:
                     _fail(document, str(exc), ErrorStage.EMBED)
                 return False
             RagStore.objects.filter(pk=store.pk, dimensions__isnull=True).update(dimensions=width)
-            store.dimensions = RagStore.objects.values_list("dimensions", flat=True).get(pk=store.pk)
+            store.dimensions = RagStore.objects.filter(pk=store.pk).values_list("dimensions", flat=True).first()
+            if store.dimensions is None:
+                logger.debug("store %s was deleted while its documents were embedded", store.pk)
+                return False
         if store.dimensions != width:
             for document in self.alive():
                 _fail(
@@ -324,6 +327,10 @@ def _commit(store: RagStore, key: str, document: PreparedDocument, vectors: dict
             )
             queue.mark_ready(claim, chunk_count=len(drafts), page_count=document.page_count)
     except DatabaseError as exc:
+        if not Document.objects.filter(pk=claim.document_id).exists():
+            # Deleted (alone or with its store) while it was being written: nothing to report.
+            logger.debug("document %s was deleted while it was indexed", claim.document_id)
+            return
         logger.exception("index write failed document_id=%s", claim.document_id)
         _fail(document, _unexpected(exc), ErrorStage.INDEX)
         return

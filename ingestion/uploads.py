@@ -27,8 +27,9 @@ class CappedUploadHandler(FileUploadHandler):
 
 
 def oversize_upload(request) -> None:
-    """Refuses the request when the handler above cut a file off; nothing of it was stored."""
-    oversize = getattr(request._request, "oversize_upload", None)
+    """Refuses the request when the handler above cut a file off; nothing of it was stored.
+    Takes the API's DRF request or the dashboard's Django request."""
+    oversize = getattr(getattr(request, "_request", request), "oversize_upload", None)
     if oversize is not None:
         raise TooLarge(
             f'"{oversize}" is larger than {settings.MAX_UPLOAD_MB} MiB (MAX_UPLOAD_MB); nothing was stored',

@@ -10,7 +10,6 @@ urlpatterns = [
     path("", include("django_prometheus.urls")),
     path("admin/login/", views.DashboardLoginView.as_view(), name="login"),
     path("admin/logout/", views.DashboardLogoutView.as_view(), name="logout"),
-    path("admin/", views.dashboard_home, name="dashboard"),
     path("admin/api/login", views.LoginApi.as_view()),
     path("admin/api/logout", views.LogoutApi.as_view()),
     path("admin/api/me", views.MeApi.as_view()),
@@ -20,7 +19,10 @@ urlpatterns = [
     path("admin/api/", include("retrieval.urls")),
     path("admin/api/", include("gateway.clients.urls")),
     path("v1/", include("gateway.clients.v1_urls")),
+    # After the API: the dashboard's pages are everything else under /admin/.
+    path("admin/", include("ragmux.dashboard.urls")),
 ]
 
+handler403 = "ragmux.dashboard.views.forbidden"
 handler404 = "ragmux.views.not_found"
 handler500 = "ragmux.views.server_error"

@@ -5,7 +5,6 @@ from functools import wraps
 
 from django.contrib.auth import login, logout
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
 from django.db import connection
 from django.http import HttpResponse, JsonResponse
@@ -165,8 +164,3 @@ class DashboardLoginView(auth_views.LoginView):
 
 class DashboardLogoutView(auth_views.LogoutView):
     next_page = "/admin/login/"
-
-
-@login_required
-def dashboard_home(request):
-    return render(request, "dashboard/home.html")

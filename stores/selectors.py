@@ -8,7 +8,7 @@ from django.db.models.functions import Coalesce
 
 from ragmux.core.errors import NotFound
 from ragmux.core.units import MIB
-from stores.models import Document, RagStore
+from stores.models import Document, DocumentStatus, RagStore
 from stores.quotas import Limits, Usage, effective_limit
 
 DOCUMENT_LIST_FIELDS = (
@@ -58,6 +58,12 @@ def store_usage(store: RagStore) -> Usage:
     return Usage(documents=totals["n"], bytes=totals["size"] or 0)
 
 
+def listed_usage(store: RagStore) -> Usage:
+    """The usage of a store read by store_list or store_get, from its annotations: a page
+    listing many stores' quotas then costs no query per store."""
+    return Usage(documents=store.document_count, bytes=store.bytes_used)
+
+
 def store_limits(store: RagStore) -> Limits:
     return Limits(
         documents=effective_limit(store.max_documents, settings.MAX_DOCUMENTS_PER_STORE),
@@ -89,5 +95,17 @@ def document_original(document_id: int) -> Document:
     return document
 
 
-def documents_by_status() -> dict[str, int]:
-    return dict(Document.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
+def documents_by_status(*, store: RagStore | None = None) -> dict[str, int]:
+    """Document counts per status, across stores or in one."""
+    documents = Document.objects.filter(store=store) if store is not None else Document.objects.all()
+    return dict(documents.order_by().values_list("status").annotate(n=Count("id")).values_list("status", "n"))
+
+
+def recent_failures(*, limit: int) -> QuerySet[Document]:
+    """The failed documents most recently changed, across stores, with their store's name."""
+    return (
+        Document.objects.filter(status=DocumentStatus.FAILED)
+        .select_related("store")
+        .only(*DOCUMENT_LIST_FIELDS, "store__name")
+        .order_by("-updated_at", "-id")[:limit]
+    )

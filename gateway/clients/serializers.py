@@ -12,7 +12,9 @@ class ProjectInput(StrictInput):
     chat_connection_id = serializers.IntegerField()
     embedding_connection_id = serializers.IntegerField(required=False, allow_null=True, default=None)
     store_id = serializers.IntegerField(required=False, allow_null=True, default=None)
-    system_prompt = serializers.CharField(required=False, allow_blank=True, default="", trim_whitespace=False)
+    system_prompt = serializers.CharField(
+        max_length=100_000, required=False, allow_blank=True, default="", trim_whitespace=False
+    )
 
 
 class ProjectOutput(serializers.ModelSerializer):

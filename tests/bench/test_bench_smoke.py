@@ -216,3 +216,19 @@ def test_ingest_smoke_uses_the_given_services_and_starts_nothing_embedded(run_tm
     assert sorted(statuses) == [("failed", 1), ("ready", 19)]
     time.sleep(1)
     assert processes_left_by_run(run_tmpdir, workers_before) == []
+
+
+@pytest.mark.slow
+def test_dashboard_smoke_reports_every_page_and_leaves_nothing_running(run_tmpdir):
+    workers_before = running_workers()
+
+    finished = run_bench("dashboard.py", run_tmpdir, "--smoke")
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert result["bench"] == "dashboard"
+    assert {"overview", "stores", "store page", "search compare"} <= set(result["pages"])
+    assert all(page["queries"] > 0 and page["p50_ms"] <= page["p95_ms"] for page in result["pages"].values())
+    time.sleep(1)
+    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert list(run_tmpdir.glob("ragmux-bench-*")) == []

@@ -28,8 +28,8 @@ def test_a_wrong_password_is_refused_with_a_message(page, personas):
 
 def test_signing_in_lands_on_the_dashboard_and_signing_out_leaves_it(page, personas):
     sign_in(page, "editor", PASSWORD)
-    assert page.get_by_role("heading", name="Dashboard").is_visible()
-    assert "Signed in as editor (editor)." in page.inner_text("main")
+    assert page.get_by_role("heading", name="Overview").is_visible()
+    assert "Signed in as editor (editor)." in page.inner_text("header")
     page.get_by_role("button", name="Sign out").click()
     assert page.get_by_role("heading", name="Sign in").is_visible()
     page.goto("/admin/")

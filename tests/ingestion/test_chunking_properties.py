@@ -62,7 +62,7 @@ def runs(blocks: list[Block]) -> list[list[Block]]:
 
 
 def is_character(strategy: str) -> bool:
-    return strategy.strip() in ("character", "char")
+    return ChunkingStrategy.parse(strategy) == ChunkingStrategy.CHARACTER
 
 
 @PROPERTY_SETTINGS

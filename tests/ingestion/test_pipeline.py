@@ -10,7 +10,7 @@ from django.db import connection
 from ingestion.services import IncomingFile, document_reprocess, document_upload
 from ragmux.core.redis import shared_redis
 from stores.models import Chunk, ChunkTerm, Document, RagStore, StoreTextStats
-from stores.services import document_delete, store_create
+from stores.services import document_delete, store_create, store_delete
 
 
 @pytest.fixture
@@ -254,3 +254,22 @@ def test_a_job_that_outlives_its_timeout_fails(make_store, fake_upstream, ingest
     large = refreshed(large)
     assert (large.status, large.error) == ("failed", "ingestion took longer than 1s (INGEST_JOB_TIMEOUT)")
     assert 20 < large.progress_percent < 99  # some, not all, of its embedding batches were done
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_store_deleted_while_its_documents_ingest_ends_them_quietly(make_store, fake_upstream, ingest_now, caplog):
+    store = make_store()
+    documents = add(store, ("a.txt", "first of two"), ("b.txt", "second of two"))
+
+    def delete_the_store(request):
+        if request.path.endswith("/embeddings"):
+            store_delete(store=store)
+            connection.close()
+
+    fake_upstream.on_request = delete_the_store
+    with caplog.at_level(logging.DEBUG):
+        ingest_now()
+
+    assert not Document.objects.filter(pk__in=[d.pk for d in documents]).exists()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert not any(r.exc_info for r in caplog.records)

@@ -224,14 +224,12 @@ def test_hostile_files_fail_with_precise_reasons_while_the_worker_carries_on(pro
         "random-bytes.pdf": "the file is not a readable PDF",
         "scanned.pdf": "the PDF has no text layer (it looks scanned) and OCR is not supported",
         "encrypted.pdf": "the PDF is encrypted and cannot be read",
-        "huge.txt": "the extracted text is larger than 20 MiB (the limit per document)",
         "empty.txt": "the document contains no text",
         "undecodable.txt": "the text is not in a recognisable encoding (save it as UTF-8)",
     }
     contents = {name: (FILES / name).read_bytes() for name in hostile if (FILES / name).exists()}
     contents["slow.pdf"] = many_pages_pdf(1500)
     contents["fake-zip.docx"] = b"PK\x03\x04 but nothing of a zip archive follows"
-    contents["huge.txt"] = b"all work and no play makes jack a dull boy\n" * (30 * 1024 * 1024 // 43)
     contents["empty.txt"] = b""
     contents["undecodable.txt"] = bytes(range(256)) * 64
     assert set(contents) == set(hostile)
@@ -239,8 +237,13 @@ def test_hostile_files_fail_with_precise_reasons_while_the_worker_carries_on(pro
         IncomingFile(filename=f"fine-{n}.md", data=f"# Fine {n}\n\nAn ordinary document.".encode()) for n in range(3)
     ]
     files = [IncomingFile(filename=name, data=data) for name, data in contents.items()]
-    result = document_upload(store=store, files=files[:6] + healthy + files[6:])
+    # Text larger than the extracted-text cap can only fail, so it is never stored.
+    huge = IncomingFile(
+        filename="huge.txt", data=b"all work and no play makes jack a dull boy\n" * (30 * 1024 * 1024 // 43)
+    )
+    result = document_upload(store=store, files=files[:6] + healthy + [huge] + files[6:])
     assert result.refusal is None, result.refusal
+    assert [(s.filename, s.code) for s in result.skipped] == [("huge.txt", "text_too_large")]
     processes.start("worker")
     wait_until(lambda: settled(*result.documents), timeout=240, message="every document to settle")
     outcome = {d.filename: (d.status, d.error) for d in Document.objects.all()}

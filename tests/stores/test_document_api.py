@@ -176,6 +176,38 @@ def test_a_full_backlog_keeps_documents_as_failed(api, fake_connection, settings
     assert upload(editor, store, text_file("4.txt", "four")).status_code == 422
 
 
+def test_documents_failed_by_a_full_backlog_are_retried_in_one_call(api, fake_connection, settings):
+    settings.MAX_PENDING_DOCUMENTS = 1
+    store = make_store(api, fake_connection)
+    editor = api("editor")
+    upload(editor, store, *[text_file(f"{n}.txt", f"document {n}") for n in range(4)])
+    settings.MAX_PENDING_DOCUMENTS = 100
+
+    response = editor.post(f"/admin/api/rag-stores/{store['id']}/reprocess", json={"status": "failed"})
+
+    assert response.status_code == 202
+    assert response.json()["documents"] == 3
+    statuses = [d["status"] for d in editor.get(f"/admin/api/rag-stores/{store['id']}/documents").json()["documents"]]
+    assert statuses == ["pending"] * 4
+    assert api("viewer").post(f"/admin/api/rag-stores/{store['id']}/reprocess", json={}).status_code == 403
+
+
+def test_a_batch_with_a_duplicate_in_the_middle_stores_every_other_file(api, fake_connection):
+    store = make_store(api, fake_connection)
+    editor = api("editor")
+    first = upload(editor, store, text_file("original.txt", "same bytes")).json()["documents"][0]
+
+    files = [text_file(f"{n}.txt", f"file {n}") for n in range(99)]
+    response = upload(editor, store, *files[:10], text_file("copy.txt", "same bytes"), *files[10:])
+
+    assert response.status_code == 202
+    body = response.json()
+    assert len(body["documents"]) == 99
+    assert [(s["filename"], s["code"], s["existing_document_id"]) for s in body["skipped"]] == [
+        ("copy.txt", "duplicate_document", first["id"])
+    ]
+
+
 def test_text_ingest_names_the_file_after_the_title(api, fake_connection):
     store = make_store(api, fake_connection)
     response = api("editor").post(

@@ -47,11 +47,12 @@ def chat_connection(transactional_db, fake_upstream):
 
 @pytest.fixture
 def falcon_store(fake_connection, ingest_now):
-    from stores.services import IncomingFile, document_upload, store_create
+    from ingestion.services import IncomingFile, document_upload
+    from stores.services import store_create
 
     store = store_create(name="falcon", values={"embedding_connection_id": fake_connection.id, "top_k": 3})
     document = f"# Handbook\n\n## Launch procedures\n\n{PLANTED_FACT}"
-    assert document_upload(store=store, files=[IncomingFile("handbook.md", document.encode())]).error is None
+    assert document_upload(store=store, files=[IncomingFile("handbook.md", document.encode())]).refusal is None
     ingest_now()
     return store
 

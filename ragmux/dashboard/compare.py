@@ -1,0 +1,166 @@
+"""Search compare: one query, two configurations. The configurations are validated by the search
+API's own input; the comparison of the two hit lists and the snippets are plain functions."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.http import QueryDict
+
+from ragmux.dashboard.store_form import field_errors
+from retrieval.ranking import positive_text
+from retrieval.search import Hit, SearchOptions
+from retrieval.serializers import SearchInput
+from stores.choices import SearchBackend
+from stores.models import RagStore
+
+SIDES = ("a", "b")
+SNIPPET_CHARACTERS = 320
+# Characters of context kept before the first query word, so a snippet reads as a sentence.
+SNIPPET_LEAD = 80
+CHECKBOX = "typo_tolerance"
+# Form inputs of one configuration (each prefixed with its side, "a-mode") and the store setting
+# each one saves to.
+SETTING_OF_INPUT = {
+    "mode": "search_mode",
+    "backend": "search_backend",
+    "top_k": "top_k",
+    "max_distance": "max_distance",
+    "typo_tolerance": "typo_tolerance",
+}
+WEIGHT_INPUT_OF_SIDE = {"vector": "vector_weight", "lexical": "lexical_weight"}
+WEIGHT_INPUTS = tuple(WEIGHT_INPUT_OF_SIDE.values())
+
+
+@dataclass
+class Configuration:
+    """One side's settings as the form shows them, and the errors the search API found."""
+
+    side: str
+    values: dict[str, Any]
+    errors: dict[str, list[str]] = field(default_factory=dict)
+    overrides: dict[str, Any] | None = None
+
+
+def _form_values(options: SearchOptions) -> dict[str, Any]:
+    return {
+        "mode": options.mode,
+        "backend": options.backend,
+        "top_k": options.top_k,
+        "max_distance": options.max_distance,
+        "vector_weight": options.vector_weight,
+        "lexical_weight": options.lexical_weight,
+        "typo_tolerance": options.typo_tolerance,
+    }
+
+
+def default_configurations(store: RagStore) -> list[Configuration]:
+    """A is the store's settings; B the same with the other of the two built-in lexical
+    backends, the comparison people come here for."""
+    a = _form_values(SearchOptions.for_store(store))
+    other = SearchBackend.PGVECTOR if a["backend"] != SearchBackend.PGVECTOR else SearchBackend.BM25
+    return [Configuration("a", a), Configuration("b", {**a, "backend": str(other)})]
+
+
+def search_input(values: dict[str, Any], query: str) -> dict[str, Any]:
+    """The search API's input for one configuration's form values (empty ones left out)."""
+    data: dict[str, Any] = {"query": query, CHECKBOX: bool(values.get(CHECKBOX))}
+    for name in ("mode", "backend", "top_k", "max_distance"):
+        if str(values.get(name, "")).strip():
+            data[name] = str(values[name]).strip()
+    weights = [str(values.get(name, "")).strip() for name in WEIGHT_INPUTS]
+    if any(weights):
+        data["fusion_weights"] = dict(zip(("vector", "lexical"), weights, strict=True))
+    return data
+
+
+def configuration_from(params: QueryDict, side: str, query: str) -> Configuration:
+    values = {name: params.get(f"{side}-{name}", "") for name in (*SETTING_OF_INPUT, *WEIGHT_INPUTS)}
+    values[CHECKBOX] = f"{side}-{CHECKBOX}" in params
+    configuration = Configuration(side, values)
+    data = SearchInput(data=search_input(values, query))
+    if data.is_valid():
+        configuration.overrides = {k: v for k, v in data.validated_data.items() if k != "query"}
+    else:
+        configuration.errors = field_errors(data.errors, WEIGHT_INPUT_OF_SIDE)
+    return configuration
+
+
+def store_settings_input(values: dict[str, Any]) -> dict[str, Any]:
+    """The store settings one configuration saves as (the store API's field names)."""
+    data = {SETTING_OF_INPUT[name]: values[name] for name in SETTING_OF_INPUT if str(values.get(name, "")).strip()}
+    data["typo_tolerance"] = bool(values.get(CHECKBOX))
+    data["fusion_weights"] = {"vector": values.get("vector_weight"), "lexical": values.get("lexical_weight")}
+    return data
+
+
+@dataclass(frozen=True)
+class RankedHit:
+    """A hit with its rank here and in the other configuration (None when absent there)."""
+
+    rank: int
+    hit: Hit
+    other_rank: int | None
+    snippet: list[tuple[str, bool]]
+
+    @property
+    def moved(self) -> bool:
+        return self.other_rank is not None and self.other_rank != self.rank
+
+    @property
+    def movement(self) -> str:
+        """How far the hit moved compared with the other column, in words."""
+        if self.other_rank is None:
+            return "only here"
+        if self.other_rank == self.rank:
+            return "same rank"
+        steps = abs(self.other_rank - self.rank)
+        return f"{'up' if self.rank < self.other_rank else 'down'} {steps}"
+
+
+def rank_against(hits: list[Hit], other: list[Hit] | None, terms: list[str]) -> list[RankedHit]:
+    other_rank = {hit.chunk_id: rank for rank, hit in enumerate(other or [], start=1)}
+    return [
+        RankedHit(rank, hit, other_rank.get(hit.chunk_id), snippet(hit.content, terms))
+        for rank, hit in enumerate(hits, start=1)
+    ]
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def query_terms(query: str, corrected: list[str] = ()) -> list[str]:
+    """The words to highlight: the query's scoring words and the typo corrections."""
+    words = {w.lower() for w in _WORD.findall(positive_text(query)) + list(corrected) if len(w) > 1}
+    return sorted(words, key=lambda w: (-len(w), w))
+
+
+def snippet(content: str, terms: list[str]) -> list[tuple[str, bool]]:
+    """A window of ``content`` around the first query word, as (text, is_query_word) pieces.
+
+    Pieces stay plain text: the template escapes each one and marks the query words, so the
+    document's own markup is shown, never run."""
+    pattern = re.compile(r"(?<!\w)(" + "|".join(map(re.escape, terms)) + r")(?!\w)", re.IGNORECASE) if terms else None
+    text = " ".join(content.split())
+    first = pattern.search(text) if pattern else None
+    start = max(0, first.start() - SNIPPET_LEAD) if first else 0
+    if start:
+        # Start at a word boundary.
+        space = text.find(" ", start)
+        start = space + 1 if 0 <= space < (first.start() if first else len(text)) else start
+    end = min(len(text), start + SNIPPET_CHARACTERS)
+    window = ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
+    if pattern is None:
+        return [(window, False)]
+    pieces: list[tuple[str, bool]] = []
+    cursor = 0
+    for match in pattern.finditer(window):
+        if match.start() > cursor:
+            pieces.append((window[cursor : match.start()], False))
+        pieces.append((match.group(0), True))
+        cursor = match.end()
+    if cursor < len(window):
+        pieces.append((window[cursor:], False))
+    return pieces

@@ -1,0 +1,263 @@
+"""The store create and edit form: every setting, grouped as the RAG documentation groups them,
+with its help text. Validation is the store API's own (`StoreCreateInput`, then the service's
+cross-field and database checks); this module only turns form posts into that input and the
+errors back into messages beside their fields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.http import QueryDict
+
+from ragmux.core.errors import ServiceError
+from stores.backends import backend_statuses
+from stores.choices import ChunkingStrategy, SearchMode
+from stores.models import STORE_SETTINGS, RagStore, store_defaults
+from stores.serializers import StoreCreateInput
+
+CHECKBOXES = ("contextual_chunks", "typo_tolerance")
+# The fusion weights are one setting in the API and two inputs here.
+WEIGHT_INPUTS = {"vector": "fusion_vector", "lexical": "fusion_lexical"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    label: str
+    help: str
+    kind: str = "number"  # number, checkbox, select or text
+    step: str = "1"
+
+
+@dataclass(frozen=True)
+class Option:
+    value: str
+    label: str
+    disabled: bool = False
+
+
+GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
+    (
+        "Embedding",
+        (
+            Setting(
+                "embedding_connection_id",
+                "Embedding connection",
+                "The model connection that embeds chunks and queries. Fixed once the store holds chunks.",
+                kind="select",
+            ),
+            Setting(
+                "contextual_chunks",
+                "Contextual chunks",
+                "Prefix the file name and section to the text that is embedded (the stored text is unchanged). "
+                "Default: on.",
+                kind="checkbox",
+            ),
+        ),
+    ),
+    (
+        "Chunking",
+        (
+            Setting(
+                "chunking_strategy",
+                "Chunking strategy",
+                "section packs paragraphs within one section and page; word, semantic and character cut "
+                "at those boundaries. Default: section.",
+                kind="select",
+            ),
+            Setting(
+                "chunk_size", "Chunk size", "Characters per chunk, 200–20000 (0 means the default). Default: 1000."
+            ),
+            Setting(
+                "chunk_overlap",
+                "Chunk overlap",
+                "Characters carried over between consecutive chunks; smaller than the chunk size. Default: 200.",
+            ),
+        ),
+    ),
+    (
+        "Search",
+        (
+            Setting(
+                "search_mode",
+                "Search mode",
+                "vector (nearest neighbours), hybrid (vector and lexical lists fused) or lexical. Default: hybrid.",
+                kind="select",
+            ),
+            Setting(
+                "search_backend",
+                "Search backend",
+                "Who answers the lexical half: pgvector (PostgreSQL full text), bm25 or pg_search (ParadeDB). "
+                "Switching needs no reprocessing. Default: bm25.",
+                kind="select",
+            ),
+            Setting(
+                "fts_config",
+                "Text search configuration",
+                "The PostgreSQL configuration that parses the query on the pgvector backend; keep simple unless "
+                "your corpus benefits. Default: simple.",
+                kind="text",
+            ),
+            Setting("top_k", "Top k", "Passages returned per search, 1–50 (0 means the default). Default: 5."),
+            Setting(
+                "max_distance",
+                "Maximum distance",
+                "Cosine distance cut-off applied after fusion, 0–2 (0 = off). Default: 0.",
+                step="0.01",
+            ),
+            Setting(
+                "fusion_vector",
+                "Vector weight",
+                "Weight of the vector list in fusion, 0–100; the two weights cannot both be 0. Default: 1.",
+                step="0.1",
+            ),
+            Setting(
+                "fusion_lexical",
+                "Lexical weight",
+                "Weight of the lexical list in fusion, 0–100. Default: 1.",
+                step="0.1",
+            ),
+            Setting(
+                "typo_tolerance",
+                "Typo tolerance",
+                "Correct query words the store does not know (4 letters or more) to its vocabulary, within edit "
+                "distance 2. Default: off.",
+                kind="checkbox",
+            ),
+        ),
+    ),
+    (
+        "Quotas",
+        (
+            Setting(
+                "max_documents",
+                "Maximum documents",
+                "Documents the store may hold, in any status (0 = unlimited; MAX_DOCUMENTS_PER_STORE caps every "
+                "store). Default: 0.",
+            ),
+            Setting(
+                "max_bytes",
+                "Maximum bytes",
+                "Sum of the uploaded files' sizes in bytes (0 = unlimited; MAX_BYTES_PER_STORE_MB caps every "
+                "store). Default: 0.",
+            ),
+        ),
+    ),
+)
+RERANK_NOTE = "Reranking is not available yet: it arrives with the rerank adapters. Until then it stays off."
+
+
+def _initial(store: RagStore | None) -> dict[str, Any]:
+    if store is None:
+        values = {"embedding_connection_id": None, **store_defaults(), "name": ""}
+    else:
+        values = {name: getattr(store, name) for name in STORE_SETTINGS} | {"name": store.name}
+    weights = values.pop("fusion_weights")
+    for side, input_name in WEIGHT_INPUTS.items():
+        values[input_name] = weights[side]
+    return values
+
+
+def _input(post: QueryDict) -> dict[str, Any]:
+    """The API's input from a form post: unchecked boxes are false, empty fields are left out."""
+    data: dict[str, Any] = {name: name in post for name in CHECKBOXES}
+    for _, settings in GROUPS:
+        for setting in settings:
+            value = post.get(setting.name, "").strip()
+            if setting.kind != "checkbox" and value:
+                data[setting.name] = value
+    weights = {side: data.pop(input_name, "") for side, input_name in WEIGHT_INPUTS.items()}
+    if any(weights.values()):
+        data["fusion_weights"] = weights
+    if post.get("name", "").strip():
+        data["name"] = post["name"].strip()
+    return data
+
+
+def field_errors(errors: dict, weight_inputs: dict[str, str]) -> dict[str, list[str]]:
+    """An API input's errors by form input; the fusion weights' go to ``weight_inputs``."""
+    found: dict[str, list[str]] = {}
+    for name, messages in errors.items():
+        if name == "fusion_weights":
+            # Per weight, or (a rule over both) beside the first.
+            by_side = messages if isinstance(messages, dict) else {"vector": messages}
+            for side, side_messages in by_side.items():
+                found.setdefault(weight_inputs.get(side, weight_inputs["vector"]), []).extend(map(str, side_messages))
+        else:
+            found.setdefault(name, []).extend(map(str, messages))
+    return found
+
+
+class StoreForm:
+    def __init__(self, *, store: RagStore | None, connections, post: QueryDict | None = None):
+        self.store = store
+        self.connections = [c for c in connections if c.supports_embeddings]
+        self.values = _initial(store)
+        self.errors: dict[str, list[str]] = {}
+        self.post = post
+        if post is not None:
+            self.values.update({name: name in post for name in CHECKBOXES})
+            self.values.update({key: post[key] for key in post if key in self.values and key not in CHECKBOXES})
+
+    def validated(self) -> tuple[str, dict[str, Any]] | None:
+        """The store's name and settings, or None with the errors recorded."""
+        data = StoreCreateInput(data=_input(self.post), partial=self.store is not None)
+        if not data.is_valid():
+            self.errors = field_errors(data.errors, WEIGHT_INPUTS)
+            return None
+        values = dict(data.validated_data)
+        name = values.pop("name", self.store.name if self.store else "")
+        return name, values
+
+    def refuse(self, error: ServiceError) -> None:
+        """Puts a service's refusal beside the field it names (or above the form)."""
+        fields = error.extra.get("fields") or {}
+        if not fields and error.code == "duplicate_name":
+            fields = {"name": [error.message]}
+        elif not fields and error.code == "embedding_connection_locked":
+            fields = {"embedding_connection_id": [error.message]}
+        self.errors = field_errors(fields, WEIGHT_INPUTS) or {"non_field_errors": [error.message]}
+
+    def groups(self) -> list[tuple[str, list[dict[str, Any]]]]:
+        """Each group with its fields ready to render: value, errors, limits and choices."""
+        limits = StoreCreateInput().fields
+        weights = limits["fusion_weights"].fields
+        rendered = []
+        for title, settings in GROUPS:
+            fields = []
+            for setting in settings:
+                field = limits.get(setting.name) or weights[setting.name.removeprefix("fusion_")]
+                value = self.values.get(setting.name)
+                fields.append(
+                    {
+                        "setting": setting,
+                        "value": str(value) if setting.kind == "select" and value is not None else value,
+                        "errors": self.errors.get(setting.name, []),
+                        "min": getattr(field, "min_value", None),
+                        "max": getattr(field, "max_value", None),
+                        "options": self._options(setting.name),
+                    }
+                )
+            rendered.append((title, fields))
+        return rendered
+
+    def _options(self, name: str) -> list[Option]:
+        if name == "embedding_connection_id":
+            return [Option(str(c.pk), f"{c.name} ({c.provider_type} · {c.model_name})") for c in self.connections]
+        if name == "chunking_strategy":
+            return [Option(value, value) for value in ChunkingStrategy.values]
+        if name == "search_mode":
+            return [Option(value, value) for value in SearchMode.values]
+        if name == "search_backend":
+            return [
+                Option(status.id, status.id if status.available else f"{status.id} (not available here)", True)
+                if not status.available
+                else Option(status.id, status.id)
+                for status in backend_statuses()
+            ]
+        return []
+
+    @property
+    def form_errors(self) -> list[str]:
+        return self.errors.get("non_field_errors", [])

@@ -1,0 +1,425 @@
+"""The dashboard's pages and forms. Each reads through the selectors and writes through the
+services the JSON API uses, validates with the API's own inputs, and checks the role first
+(`access.page`). Every form ends with a flash message saying what happened."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.http import Http404, HttpResponseRedirect
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+
+from gateway.connections.selectors import connection_list
+from ingestion import services as admission
+from ingestion.serializers import ReprocessInput, TextDocumentInput
+from ingestion.uploads import oversize_upload
+from ragmux.core.errors import ServiceError, error_response
+from ragmux.core.middleware import is_api_path
+from ragmux.dashboard.access import page, wants_fragment
+from ragmux.dashboard.compare import (
+    CHECKBOX,
+    SETTING_OF_INPUT,
+    SIDES,
+    WEIGHT_INPUTS,
+    Configuration,
+    RankedHit,
+    configuration_from,
+    default_configurations,
+    query_terms,
+    rank_against,
+    store_settings_input,
+)
+from ragmux.dashboard.quota import store_quota
+from ragmux.dashboard.store_form import RERANK_NOTE, StoreForm
+from ragmux.dashboard.uploads import summary, upload_outcomes
+from retrieval.search import SearchResult, store_search
+from stores import selectors, services
+from stores.choices import DocumentStatus, SearchBackend, SearchMode
+from stores.models import RagStore
+from stores.serializers import DocumentListQuery, StoreSettingsInput
+
+RECENT_FAILURES = 10
+# Statuses that change on their own: while a store has documents in them its table polls.
+MOVING = (DocumentStatus.PENDING, DocumentStatus.PROCESSING)
+
+
+def forbidden(request, exception=None):
+    if is_api_path(request.path):
+        return error_response(403, "insufficient role", "forbidden")
+    return render(request, "403.html", {"reason": str(exception or "")}, status=403)
+
+
+def _store_url(store_id: int) -> str:
+    return reverse("dashboard:store", args=[store_id])
+
+
+# --- overview and stores ----------------------------------------------------------------------
+
+
+@page("viewer")
+def overview(request):
+    return render(
+        request,
+        "dashboard/overview.html",
+        {
+            "stores": list(selectors.store_list()),
+            "backlog": selectors.documents_by_status(),
+            "failures": list(selectors.recent_failures(limit=RECENT_FAILURES)),
+        },
+    )
+
+
+@page("viewer")
+def stores(request):
+    rows = [(store, store_quota(store)) for store in selectors.store_list()]
+    return render(request, "dashboard/stores.html", {"rows": rows})
+
+
+def _posted(request):
+    return request.POST if request.method == "POST" else None
+
+
+def _store_form_page(request, form: StoreForm, *, status: int = 200):
+    store = form.store
+    return render(
+        request,
+        "dashboard/store_form.html",
+        {
+            "form": form,
+            "store": store,
+            "rerank_note": RERANK_NOTE,
+            "reprocess_recommended": bool(
+                store and store.document_count and request.GET.get("reprocess") == "recommended"
+            ),
+        },
+        status=status,
+    )
+
+
+@page("admin", methods=("GET", "POST"))
+def store_create(request):
+    form = StoreForm(store=None, connections=connection_list(), post=_posted(request))
+    if request.method == "POST":
+        validated = form.validated()
+        if validated is not None:
+            name, values = validated
+            try:
+                store = services.store_create(name=name, values=values)
+            except ServiceError as refusal:
+                form.refuse(refusal)
+            else:
+                messages.success(request, f"Created the store “{store.name}”. Upload documents to fill it.")
+                return redirect(_store_url(store.pk))
+        messages.error(request, "The store was not created: see the messages beside the fields.")
+        return _store_form_page(request, form, status=400)
+    return _store_form_page(request, form)
+
+
+@page("admin", methods=("GET", "POST"))
+def store_settings(request, store_id: int):
+    store = selectors.store_get(store_id)
+    form = StoreForm(store=store, connections=connection_list(), post=_posted(request))
+    if request.method == "POST":
+        validated = form.validated()
+        if validated is not None:
+            name, values = validated
+            try:
+                outcome = services.store_update(store=store, name=name, values=values)
+            except ServiceError as refusal:
+                form.refuse(refusal)
+            else:
+                messages.success(request, f"Saved the settings of “{outcome.store.name}”.")
+                url = reverse("dashboard:store-settings", args=[store.pk])
+                return redirect(url + ("?reprocess=recommended" if outcome.reprocess_recommended else ""))
+        messages.error(request, "The settings were not saved: see the messages beside the fields.")
+        return _store_form_page(request, form, status=400)
+    return _store_form_page(request, form)
+
+
+@page("admin", methods=("GET", "POST"))
+def store_delete(request, store_id: int):
+    store = selectors.store_get(store_id)
+    if request.method == "POST":
+        if request.POST.get("confirm_name", "").strip() == store.name:
+            services.store_delete(store=store)
+            messages.success(request, f"Deleted the store “{store.name}” and its {store.document_count} documents.")
+            return redirect("dashboard:stores")
+        messages.error(request, "The store was not deleted: type its name exactly to confirm.")
+        return render(request, "dashboard/store_delete.html", {"store": store, "mismatch": True}, status=400)
+    return render(request, "dashboard/store_delete.html", {"store": store})
+
+
+# --- a store's documents ----------------------------------------------------------------------
+
+
+@dataclass
+class DocumentTable:
+    store: RagStore
+    documents: list
+    counts: dict[str, int]
+    status: str
+    page: int
+    pages: int
+    page_size: int
+    total: int
+
+    @property
+    def moving(self) -> bool:
+        return any(self.counts.get(status) for status in MOVING)
+
+    def _query(self, page: int) -> str:
+        params = {"status": self.status, "page": page if page > 1 else ""}
+        query = urlencode({k: v for k, v in params.items() if v})
+        return f"?{query}" if query else ""
+
+    @property
+    def url(self) -> str:
+        """The table alone, as it is now: what htmx polls."""
+        return reverse("dashboard:store-documents", args=[self.store.pk]) + self._query(self.page)
+
+    @property
+    def page_link_base(self) -> str:
+        return _store_url(self.store.pk)
+
+    @property
+    def page_link_previous(self) -> str:
+        return self.page_link_base + self._query(self.page - 1)
+
+    @property
+    def page_link_next(self) -> str:
+        return self.page_link_base + self._query(self.page + 1)
+
+    @property
+    def filters(self) -> list[tuple[str, str, int]]:
+        """(value, label, count) of each status filter, "all" first."""
+        every = [("", "all", sum(self.counts.values()))]
+        return every + [(value, value, self.counts.get(value, 0)) for value in DocumentStatus.values]
+
+
+def _document_table(request, store: RagStore) -> DocumentTable:
+    query = DocumentListQuery(data=request.GET)
+    if not query.is_valid():  # a hand-edited address shows the first page of everything
+        query = DocumentListQuery(data={})
+        query.is_valid()
+    status, size = query.validated_data.get("status", ""), query.validated_data["page_size"]
+    counts = selectors.documents_by_status(store=store)
+    total = counts.get(status, 0) if status else sum(counts.values())
+    pages = max(1, math.ceil(total / size))
+    number = min(query.validated_data["page"], pages)
+    documents = list(selectors.document_list(store=store, status=status or None)[(number - 1) * size : number * size])
+    return DocumentTable(store, documents, counts, status, number, pages, size, total)
+
+
+def _store_page(request, store: RagStore, *, text_form: dict | None = None, status: int = 200):
+    return render(
+        request,
+        "dashboard/store.html",
+        {
+            "store": store,
+            "quota": store_quota(store),
+            "table": _document_table(request, store),
+            "text_form": text_form or {},
+        },
+        status=status,
+    )
+
+
+@page("viewer")
+def store_detail(request, store_id: int):
+    return _store_page(request, selectors.store_get(store_id))
+
+
+@page("viewer")
+def store_documents(request, store_id: int):
+    """The document table alone, with the quota meters out of band: htmx polls it while
+    documents are queued or processing, and the upload script asks for it after each batch."""
+    store = selectors.store_get(store_id)
+    return render(
+        request,
+        "dashboard/_documents.html",
+        {"table": _document_table(request, store), "quota": store_quota(store), "out_of_band": True},
+    )
+
+
+@page("editor", methods=("POST",))
+def store_upload(request, store_id: int):
+    store = selectors.store_get(store_id)
+    uploads = request.FILES.getlist("files")
+    names = [admission.sanitise_filename(upload.name) for upload in uploads]
+    if not uploads and getattr(request, "oversize_upload", None) is None:
+        messages.error(request, "Nothing was uploaded: choose or drop at least one file.")
+        return redirect(_store_url(store.pk))
+    try:
+        oversize_upload(request)
+        incoming = [
+            admission.IncomingFile(filename=name, data=upload.read())
+            for name, upload in zip(names, uploads, strict=True)
+        ]
+        result = admission.document_upload(store=store, files=incoming)
+    except ServiceError as refusal:
+        result = admission.UploadResult(refusal=refusal)
+    outcomes = upload_outcomes(names, result)
+    if wants_fragment(request):
+        return render(request, "dashboard/_upload_results.html", {"outcomes": outcomes})
+    level = messages.SUCCESS if all(outcome.accepted for outcome in outcomes) else messages.WARNING
+    messages.add_message(request, level, "Upload: " + summary(outcomes))
+    for outcome in outcomes:
+        if not outcome.accepted:
+            messages.add_message(request, level, f"{outcome.filename}: {outcome.verdict} — {outcome.detail}")
+    return redirect(_store_url(store.pk))
+
+
+@page("editor", methods=("POST",))
+def store_text(request, store_id: int):
+    store = selectors.store_get(store_id)
+    form = {name: request.POST.get(name, "") for name in ("title", "content", "source", "tags")}
+    tags = [tag.strip() for tag in form["tags"].split(",") if tag.strip()]
+    data = TextDocumentInput(data={**form, "tags": tags})
+    error = None
+    if data.is_valid():
+        try:
+            result = admission.document_ingest_text(store=store, **data.validated_data)
+        except ServiceError as refusal:
+            error = refusal.message
+        else:
+            (outcome,) = upload_outcomes([admission.text_document_filename(form["title"])], result)
+            if outcome.accepted:
+                messages.success(request, f"{outcome.filename}: accepted, queued for ingestion.")
+                return redirect(_store_url(store.pk))
+            error = f"{outcome.filename}: {outcome.verdict} — {outcome.detail}"
+    else:
+        form["errors"] = {name: [str(m) for m in found] for name, found in data.errors.items()}
+    messages.error(request, error or "The text was not added: see the messages beside the fields.")
+    return _store_page(request, store, text_form=form, status=400)
+
+
+@page("editor", methods=("POST",))
+def store_reprocess(request, store_id: int):
+    store = selectors.store_get(store_id)
+    status = request.POST.get("status", "")
+    data = ReprocessInput(data={"status": status} if status else {})
+    if not data.is_valid():
+        messages.error(request, f"Nothing was reprocessed: “{status}” is not a document status.")
+        return redirect(_store_url(store.pk))
+    try:
+        queued = admission.store_reprocess(store=store, status=data.validated_data.get("status"))
+    except ServiceError as refusal:
+        messages.error(request, refusal.message)
+    else:
+        which = f"{status} " if status else ""
+        messages.success(request, f"{queued} {which}document{'s' if queued != 1 else ''} queued for reprocessing.")
+    return redirect(_store_url(store.pk))
+
+
+@page("editor", methods=("POST",))
+def document_reprocess(request, document_id: int):
+    document = selectors.document_get(document_id)
+    try:
+        admission.document_reprocess(document=document)
+    except ServiceError as refusal:
+        messages.error(request, f"{document.filename}: {refusal.message}")
+    else:
+        messages.success(request, f"{document.filename}: queued for reprocessing.")
+    return redirect(_store_url(document.store_id))
+
+
+@page("editor", methods=("POST",))
+def document_delete(request, document_id: int):
+    document = selectors.document_get(document_id)
+    services.document_delete(document=document)
+    messages.success(request, f"Deleted {document.filename} with its chunks.")
+    return redirect(_store_url(document.store_id))
+
+
+# --- search compare ---------------------------------------------------------------------------
+
+
+@dataclass
+class Column:
+    configuration: Configuration
+    result: SearchResult | None = None
+    error: str = ""
+    latency_ms: float = 0.0
+    hits: list[RankedHit] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.configuration.side.upper()
+
+
+def _run(store: RagStore, query: str, configuration: Configuration) -> Column:
+    column = Column(configuration)
+    if configuration.overrides is None:
+        column.error = "Fix the settings of this configuration to run it."
+        return column
+    started = time.monotonic()
+    try:
+        column.result = store_search(store=store, query=query, overrides=configuration.overrides)
+    except ServiceError as refusal:
+        column.error = refusal.message
+    column.latency_ms = (time.monotonic() - started) * 1000
+    return column
+
+
+@page("viewer")
+def search(request):
+    stores = list(selectors.store_list())
+    chosen = request.GET.get("store", "")
+    store = next((s for s in stores if str(s.pk) == chosen), None) if chosen else (stores[0] if stores else None)
+    if chosen and store is None:
+        raise Http404("store not found")
+    query = request.GET.get("q", "").strip()
+    columns: list[Column] = []
+    if store is not None and query:
+        columns = [_run(store, query, configuration_from(request.GET, side, query)) for side in SIDES]
+        a, b = columns
+        for column, other in ((a, b), (b, a)):
+            if column.result is not None:
+                corrected = [c.corrected for c in column.result.corrections]
+                other_hits = other.result.hits if other.result is not None else None
+                column.hits = rank_against(column.result.hits, other_hits, query_terms(query, corrected))
+    elif store is not None:
+        columns = [Column(configuration) for configuration in default_configurations(store)]
+    return render(
+        request,
+        "dashboard/search.html",
+        {
+            "stores": stores,
+            "store": store,
+            "query": query,
+            "columns": columns,
+            "compared": bool(query),
+            "modes": SearchMode.values,
+            "backends": SearchBackend.values,
+        },
+    )
+
+
+@page("admin", methods=("POST",))
+def search_save(request, store_id: int):
+    """Saves one compared configuration as the store's search settings."""
+    store = selectors.store_get(store_id)
+    side = request.POST.get("side", "").upper()
+    values = {name: request.POST.get(name, "") for name in (*SETTING_OF_INPUT, *WEIGHT_INPUTS)}
+    values[CHECKBOX] = CHECKBOX in request.POST
+    data = StoreSettingsInput(data=store_settings_input(values), partial=True)
+    if not data.is_valid():
+        problems = "; ".join(f"{name}: {found[0]}" for name, found in data.errors.items())
+        messages.error(request, f"Configuration {side} was not saved: {problems}")
+    else:
+        try:
+            services.store_update(store=store, name=store.name, values=dict(data.validated_data))
+        except ServiceError as refusal:
+            messages.error(request, f"Configuration {side} was not saved: {refusal.message}")
+        else:
+            messages.success(request, f"Saved configuration {side} as the search settings of “{store.name}”.")
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        back = reverse("dashboard:search") + f"?store={store.pk}"
+    return HttpResponseRedirect(back)
