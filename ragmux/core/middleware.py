@@ -105,12 +105,25 @@ class StaticFilesMiddleware(WhiteNoiseMiddleware):
 class _InlineForClientApi:
     """Runs a Django middleware's hooks on the event loop for `/v1` calls.
 
-    In async mode Django runs each ``process_request`` and ``process_response`` in a thread
-    (one hop each, about twenty per request for the list in settings): they may block, on the
-    session's or the user's database rows. The `/v1` views are async and never touch the
-    session, the user or messages, so for them every hook below is plain computation and the
-    hops are pure overhead. Every other path keeps Django's behaviour.
+    In async mode Django runs each ``process_request``, ``process_view`` and
+    ``process_response`` in a thread (one hop each, about twenty per request for the list in
+    settings), because they may block on the session's or the user's database rows. The `/v1`
+    views are async and never touch the session, the user or messages, so for them these hooks
+    are plain computation and the hops pure overhead. Every other path keeps Django's behaviour.
     """
+
+    def __init__(self, get_response):
+        super().__init__(get_response)
+        if self.async_mode and hasattr(self, "process_view"):
+            # Django adapts a sync process_view to a thread hop when it builds the chain; a
+            # coroutine in its place is called as it is.
+            self.process_view = self._process_view_async
+
+    async def _process_view_async(self, request, view_func, view_args, view_kwargs):
+        hook = super().process_view
+        if request.path.startswith("/v1/"):
+            return hook(request, view_func, view_args, view_kwargs)
+        return await sync_to_async(hook, thread_sensitive=True)(request, view_func, view_args, view_kwargs)
 
     async def __acall__(self, request):
         if not request.path.startswith("/v1/"):
