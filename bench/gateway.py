@@ -52,22 +52,23 @@ async def first_byte(client: httpx.AsyncClient, url: str, headers: dict) -> floa
     return ttfb
 
 
-async def throughput(client: httpx.AsyncClient, url: str, headers: dict, seconds: float) -> tuple[float, int]:
-    done, failed = 0, 0
+async def throughput(client: httpx.AsyncClient, url: str, headers: dict, seconds: float) -> tuple[float, Counter]:
+    """Requests per second of 50 clients, and the failed calls by reason."""
+    done, failed = 0, Counter()
     deadline = time.perf_counter() + seconds
 
     async def one_client():
-        nonlocal done, failed
+        nonlocal done
         while time.perf_counter() < deadline:
             try:
                 response = await client.post(url, json=BODY, headers=headers)
-            except httpx.TransportError:
-                failed += 1
+            except httpx.TransportError as exc:
+                failed[type(exc).__name__] += 1
                 continue
             if response.status_code == 200:
                 done += 1
             else:
-                failed += 1
+                failed[f"HTTP {response.status_code}"] += 1
 
     started = time.perf_counter()
     await asyncio.gather(*(one_client() for _ in range(CLIENTS)))
@@ -120,7 +121,8 @@ async def measure(direct: str, gateway: str, key: str, upstream_key: str, reques
                 "p95_ms": percentile(latencies, 95),
                 "ttfb_p50_ms": percentile(ttfbs, 50),
                 "requests_per_second": rate,
-                "failed": failed,
+                "failed": failed.total(),
+                "failures": dict(failed),
                 **streams,
             }
         return results
@@ -228,6 +230,7 @@ def main() -> None:
     rows.append(("streams_ok", direct["streams_ok"], gateway["streams_ok"], ""))
     rows.append(("streams_errors", str(direct["streams_errors"] or "-"), str(gateway["streams_errors"] or "-"), ""))
     rows.append(("failed (throughput)", direct["failed"], gateway["failed"], ""))
+    rows.append(("failures (throughput)", str(direct["failures"] or "-"), str(gateway["failures"] or "-"), ""))
     print_table(rows, ("metric", "direct", "gateway", "added"))
     report(
         {
@@ -241,6 +244,8 @@ def main() -> None:
             "added_ttfb_p50_ms": round(gateway["ttfb_p50_ms"] - direct["ttfb_p50_ms"], 2),
             "gateway_requests_per_second": round(gateway["requests_per_second"], 1),
             "direct_requests_per_second": round(direct["requests_per_second"], 1),
+            "gateway_failed": gateway["failed"],
+            "gateway_failures": gateway["failures"],
             "gateway_streams_ok": gateway["streams_ok"],
             "gateway_streams_errors": gateway["streams_errors"],
             "gateway_streams_seconds": round(gateway["streams_seconds"], 2),
