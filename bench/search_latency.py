@@ -10,6 +10,12 @@ sees real document frequencies and lengths. Each query is timed through ``store_
 query vector passed in, so embedding is excluded) and then by replaying the exact statements it
 issued on the bare database cursor; the difference is the Python overhead. Last line: one JSON
 object.
+
+Query classes: ``typical`` (3–8 words from the corpus distribution, every configuration),
+``common`` (2–5 of the corpus's 5 most frequent words), ``paragraph`` (a pasted paragraph of 60
+words) and ``phrase`` (a quoted phrase from a chunk, two words and an exclusion), the last three
+on the ``bm25`` configurations. Each class also reports the overlap of lexical ``bm25``'s top 10
+with full scoring (no term treated as common) over its first queries.
 """
 
 from __future__ import annotations
@@ -48,6 +54,16 @@ CONFIGURATIONS = (
     ("hybrid", "bm25"),
     ("hybrid", "pgvector"),
 )
+QUERY_CLASSES = ("typical", "common", "paragraph", "phrase")
+# The classes added for issue 10 measure the bm25 backend, the one they were slow on.
+BM25_CONFIGURATIONS = (("lexical", "bm25"), ("hybrid", "bm25"))
+COMMON_WORDS = 5
+COMMON_QUERY_WORDS = (2, 5)
+PARAGRAPH_WORDS = 60
+# Exclusions are words of middling frequency (Zipf ranks in this range), so they remove some
+# chunks without emptying the result.
+EXCLUSION_RANKS = (20, 200)
+OVERLAP_QUERIES = 20
 STORE_NAME = "bench-search-latency"
 CONSONANTS = "bdfghklmnprstvz"
 VOWELS = "aeiou"
@@ -105,6 +121,27 @@ def near_copies(rng: np.random.Generator, vectors: np.ndarray) -> np.ndarray:
     return unit_rows(vectors.astype(np.float64) + noise).astype(np.float32)
 
 
+def issue_queries(
+    rng: np.random.Generator, words: np.ndarray, cdf: np.ndarray, texts: list[str], count: int
+) -> dict[str, list[str]]:
+    """``count`` queries of each class but ``typical`` (drawn after it, so the typical queries
+    and their vectors are those of earlier runs)."""
+    common = []
+    for _ in range(count):
+        size = rng.integers(COMMON_QUERY_WORDS[0], COMMON_QUERY_WORDS[1] + 1)
+        common.append(" ".join(rng.permutation(words[:COMMON_WORDS])[:size]))
+    paragraphs = synthetic_texts(rng, words, cdf, count, (PARAGRAPH_WORDS, PARAGRAPH_WORDS))
+    phrases = []
+    pairs = synthetic_texts(rng, words, cdf, count, (2, 2))
+    for source, pair in zip(rng.choice(len(texts), size=count), pairs, strict=True):
+        # Two neighbouring words of a chunk, so the phrase matches at least that chunk.
+        chunk_words = texts[source].split()
+        start = int(rng.integers(0, len(chunk_words) - 1))
+        excluded = words[rng.integers(*EXCLUSION_RANKS)]
+        phrases.append(f'"{chunk_words[start]} {chunk_words[start + 1]}" {pair} -{excluded}')
+    return {"common": common, "paragraph": paragraphs, "phrase": phrases}
+
+
 # --- filling the store ------------------------------------------------------------------------
 
 
@@ -112,10 +149,10 @@ def fill_store(store, texts: list[str], vectors: np.ndarray) -> tuple[np.ndarray
     """Writes documents, chunks, vectors and term statistics; returns the chunk ids (in the order
     of ``texts``) and the seconds each step took."""
     from django.db import connection, transaction
-    from stores.text_stats import TOKEN_COUNT_SQL, lock_store_stats
 
     from ingestion.chunking import text_hash
     from ingestion.pipeline import model_key
+    from stores import index
     from stores.models import Document, RagStore
     from stores.vector_tables import column_type, ensure_embedding_table, index_name
 
@@ -155,83 +192,37 @@ def fill_store(store, texts: list[str], vectors: np.ndarray) -> tuple[np.ndarray
     steps["documents"] = time.monotonic() - started
 
     key = model_key(store.embedding_connection)
-    token_count = TOKEN_COUNT_SQL.format(content="x.content")
     chunk_ids = np.zeros(len(texts), dtype=np.int64)
-    insert_started = time.monotonic()
+    started = time.monotonic()
     for start in range(0, len(texts), FILL_BATCH):
         positions = range(start, min(start + FILL_BATCH, len(texts)))
-        batch_texts = [texts[p] for p in positions]
-        hashes = [text_hash(t) for t in batch_texts]
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(
-                f"""
-                INSERT INTO chunks (store_id, document_id, index, content, section, page, embedded_hash, token_count)
-                SELECT %s, x.document_id, x.idx, x.content, '', NULL, x.digest, {token_count}
-                FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[]) AS x(document_id, idx, content, digest)
-                RETURNING id, document_id, index
-                """,
-                [
-                    store.pk,
-                    [document_ids[p // CHUNKS_PER_DOCUMENT] for p in positions],
-                    [p % CHUNKS_PER_DOCUMENT for p in positions],
-                    batch_texts,
-                    hashes,
-                ],
+        rows = [
+            index.ChunkRow(
+                document_id=document_ids[p // CHUNKS_PER_DOCUMENT],
+                index=p % CHUNKS_PER_DOCUMENT,
+                content=texts[p],
+                section="",
+                page=None,
+                embedded_hash=text_hash(texts[p]),
             )
-            position_of = {
-                (d, i): d_index
-                for d_index, (d, i) in enumerate(
-                    (document_ids[p // CHUNKS_PER_DOCUMENT], p % CHUNKS_PER_DOCUMENT) for p in positions
-                )
-            }
-            batch_ids = np.zeros(len(batch_texts), dtype=np.int64)
-            for chunk_id, document_id, index in cursor.fetchall():
-                batch_ids[position_of[(document_id, index)]] = chunk_id
-            chunk_ids[start : start + len(batch_texts)] = batch_ids
-            with cursor.cursor.copy(
-                f"COPY {table} (chunk_id, store_id, model_key, embedded_hash, embedding) FROM STDIN"
-            ) as copy:
-                for offset, chunk_id in enumerate(batch_ids.tolist()):
-                    vector = "[" + ",".join(map(repr, vectors[start + offset].tolist())) + "]"
-                    copy.write_row((chunk_id, store.pk, key, hashes[offset], vector))
-            # The postings of these chunks, exactly as stores.text_stats.add_document_terms
-            # writes them (that function does the same per document).
-            cursor.execute(
-                """
-                INSERT INTO chunk_terms (chunk_id, store_id, term, tf, chunk_length)
-                SELECT c.id, c.store_id, t.lexeme, array_length(t.positions, 1), c.token_count
-                FROM chunks c, unnest(c.tsv) t
-                WHERE c.id = ANY(%s)
-                """,
-                [batch_ids.tolist()],
+            for p in positions
+        ]
+        # The one index writer, a batch of chunks per transaction instead of a document's.
+        with transaction.atomic():
+            index.lock_store_stats(store.pk)
+            batch_ids = index.write_chunks(store_id=store.pk, rows=rows)
+            index.write_vectors(
+                store_id=store.pk,
+                dimensions=DIMENSIONS,
+                model_key=key,
+                chunk_ids=batch_ids,
+                rows=rows,
+                vectors=[index.format_vector(vectors[p]) for p in positions],
             )
-    steps["chunks, vectors, postings"] = time.monotonic() - insert_started
-
-    started = time.monotonic()
-    with transaction.atomic(), connection.cursor() as cursor:
-        # Document frequencies and totals of the whole store at once: the same rows the
-        # per-document upserts of add_document_terms add up to.
-        lock_store_stats(store.pk)
-        cursor.execute(
-            """
-            INSERT INTO store_terms (store_id, term, df)
-            SELECT %s, term, count(*) FROM chunk_terms WHERE store_id = %s
-            GROUP BY term ORDER BY term
-            ON CONFLICT (store_id, term) DO UPDATE SET df = store_terms.df + EXCLUDED.df
-            """,
-            [store.pk, store.pk],
-        )
-        cursor.execute(
-            """
-            UPDATE store_text_stats s
-            SET chunk_count = s.chunk_count + d.chunks, token_total = s.token_total + d.tokens
-            FROM (SELECT count(*) AS chunks, coalesce(sum(token_count), 0) AS tokens
-                  FROM chunks WHERE store_id = %s) d
-            WHERE s.store_id = %s
-            """,
-            [store.pk, store.pk],
-        )
-    steps["term statistics"] = time.monotonic() - started
+            index.write_postings(chunk_ids=batch_ids)
+            index.add_to_statistics(store_id=store.pk, chunk_ids=batch_ids)
+        chunk_ids[start : start + len(rows)] = batch_ids
+    steps["chunks, vectors, postings, statistics"] = time.monotonic() - started
 
     started = time.monotonic()
     with connection.cursor() as cursor:
@@ -308,6 +299,36 @@ def measure_configuration(store, queries, query_vectors, mode, backend) -> tuple
     return search_ms, raw_ms, hits
 
 
+def configurations_of(query_class: str) -> tuple[tuple[str, str | None], ...]:
+    return CONFIGURATIONS if query_class == "typical" else BM25_CONFIGURATIONS
+
+
+def top_overlap(store, queries: list[str]) -> float:
+    """Mean share of the full-scoring BM25 top 10 that the search's lexical list has in its top 10
+    (the lexical side of a search, as store_search asks for it: 3 × top_k candidates)."""
+    from retrieval import sql
+    from retrieval.ranking import phrase_and_exclusion_filter, positive_text
+
+    def top(query: str) -> set[int]:
+        rows = sql.bm25_candidates(
+            store_id=store.pk,
+            scoring_text=positive_text(query),
+            filter_query=phrase_and_exclusion_filter(query),
+            limit=3 * TOP_K,
+        )
+        return {chunk_id for chunk_id, _ in rows[:TOP_K]}
+
+    shares = []
+    for query in queries:
+        found = top(query)
+        # No term counts as common: every posting of every essential term is read.
+        with mock.patch.object(sql, "BM25_COMMON_SHARE", 1.0):
+            exact = top(query)
+        if exact:
+            shares.append(len(found & exact) / len(exact))
+    return sum(shares) / len(shares) if shares else 1.0
+
+
 def exact_neighbours(vectors: np.ndarray, chunk_ids: np.ndarray, query: np.ndarray, k: int) -> list[int]:
     similarity = vectors @ query.astype(np.float32)
     nearest = np.argpartition(-similarity, k)[:k]
@@ -324,8 +345,8 @@ def ef_sweep(store, query_vectors, expected, chunk_count: int) -> list[dict]:
     """Recall@10 and raw latency of the HNSW candidate query at several ef_search values."""
     from django.conf import settings
 
-    from ingestion.embedding import format_vector
     from retrieval import sql
+    from stores.index import format_vector
 
     if chunk_count <= settings.VECTOR_EXACT_SCAN_MAX_CHUNKS:
         return []
@@ -415,15 +436,20 @@ def main() -> None:
             f"load average {load[0]:.2f}"
         )
 
+        queries_of = {"typical": queries, **issue_queries(rng, words, cdf, texts, query_count)}
         vector_lists = [q.tolist() for q in query_vectors]
         results, recall_at_10, observe_ms = [], None, []
+        runs = [(name, configuration) for name in QUERY_CLASSES for configuration in configurations_of(name)]
         # The slow full-text configurations go last, so the others are measured close together.
-        for mode, backend in sorted(CONFIGURATIONS, key=lambda configuration: configuration[1] == "pgvector"):
+        for query_class, (mode, backend) in sorted(runs, key=lambda run: run[1][1] == "pgvector"):
             with timing_metrics(observe_ms):
-                search_ms, raw_ms, hits = measure_configuration(store, queries, vector_lists, mode, backend)
+                search_ms, raw_ms, hits = measure_configuration(
+                    store, queries_of[query_class], vector_lists, mode, backend
+                )
             if mode == "vector":
                 recall_at_10 = recall([h[:RECALL_AT] for h in hits], expected)
             entry = {
+                "class": query_class,
                 "mode": mode,
                 "backend": backend,
                 "p50_ms": round(percentile(search_ms, 50), 3),
@@ -434,16 +460,33 @@ def main() -> None:
                 "load_average_1m": round(os.getloadavg()[0], 2),
             }
             results.append(entry)
-        results.sort(key=lambda entry: CONFIGURATIONS.index((entry["mode"], entry["backend"])))
+        results.sort(key=lambda e: runs.index((e["class"], (e["mode"], e["backend"]))))
         timings = ("p50_ms", "p95_ms", "raw_p50_ms", "raw_p95_ms", "overhead_p50_ms")
         rows = [
-            (e["mode"], e["backend"] or "-", *(f"{e[k]:.2f}" for k in timings), e["load_average_1m"]) for e in results
+            (e["class"], e["mode"], e["backend"] or "-", *(f"{e[k]:.2f}" for k in timings), e["load_average_1m"])
+            for e in results
         ]
+        overlap = {name: round(top_overlap(store, queries_of[name][:OVERLAP_QUERIES]), 4) for name in QUERY_CLASSES}
 
         sweep = ef_sweep(store, query_vectors, expected, chunk_count)
 
         print_table(
-            rows, ("mode", "backend", "p50 ms", "p95 ms", "raw p50 ms", "raw p95 ms", "overhead p50 ms", "load after")
+            rows,
+            (
+                "class",
+                "mode",
+                "backend",
+                "p50 ms",
+                "p95 ms",
+                "raw p50 ms",
+                "raw p95 ms",
+                "overhead p50 ms",
+                "load after",
+            ),
+        )
+        print(
+            f"lexical bm25 top {TOP_K} against full scoring (first {OVERLAP_QUERIES} queries of each class): "
+            + ", ".join(f"{name} {share:.4f}" for name, share in overlap.items())
         )
         print(
             f"HNSW recall@{RECALL_AT} (vector mode against exact search): {recall_at_10:.4f} at ef_search {ef_search}"
@@ -462,6 +505,7 @@ def main() -> None:
                 "queries": query_count,
                 "results": results,
                 "hnsw_recall@10": round(recall_at_10, 4),
+                "bm25_top10_overlap": overlap,
                 "ef_search": ef_search,
                 "ef_sweep": sweep,
                 "metrics_observe_p50_ms": round(percentile(observe_ms, 50), 3),

@@ -10,8 +10,12 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
+import psycopg
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from psycopg import postgres
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
 
 from ingestion import queue
 from ingestion.parsing import UnsupportedFormat, check_upload
@@ -118,6 +122,35 @@ def _refusal(incoming: IncomingFile) -> SkippedFile | str:
     return file_format
 
 
+class _BytesAsGiven(Dumper):
+    """Hands libpq the caller's bytes: psycopg's own binary dumper for bytes (the C one) first
+    copies them into a buffer of its own."""
+
+    format = Format.BINARY
+    oid = postgres.types["bytea"].oid
+
+    def dump(self, obj: bytes) -> bytes:
+        return obj
+
+
+def _store_original(document: Document, data: bytes) -> None:
+    """Writes the original bytes as one binary parameter, bound by the server.
+
+    The ORM binds on the client: it would splice the bytes into the SQL as a hex literal, about
+    eight copies of their size on the way to libpq (escaped, quoted, spliced, buffered). Here
+    the only copy besides ``data`` is libpq's send buffer.
+    """
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.adapters.register_dumper(bytes, _BytesAsGiven)
+        cursor.execute(
+            f"UPDATE {connection.ops.quote_name(Document._meta.db_table)} SET original = %b WHERE id = %s",
+            (data, document.pk),
+        )
+    # Deferred, as if loaded without it: the response's serializer keeps the instance, and a DRF
+    # view and its response form a reference cycle that outlives the request until a GC.
+    del document.original
+
+
 def _create_document(store: RagStore, incoming: IncomingFile, file_format: str) -> Document | SkippedFile:
     """Creates one document under the store's lock, after the duplicate and quota checks."""
     with transaction.atomic():
@@ -143,11 +176,11 @@ def _create_document(store: RagStore, incoming: IncomingFile, file_format: str) 
             source=incoming.source,
             tags=list(incoming.tags),
             mime=MIME_TYPES[file_format],
-            original=incoming.data,
             size_bytes=len(incoming.data),
             content_sha256=digest,
             **queue.admission_status(),
         )
+        _store_original(document, incoming.data)
         if document.status == DocumentStatus.PENDING:
             _wake_ingestion()
     return document
@@ -183,7 +216,9 @@ def document_upload(*, store: RagStore, files: list[IncomingFile]) -> UploadResu
             try:
                 outcome = _create_document(store, incoming, outcome)
             except QuotaExceeded as exc:
-                result.refusal = exc
+                # Without the traceback: its frames hold the file's bytes, and the result holding
+                # it closes a reference cycle that would keep them after the request until a GC.
+                result.refusal = exc.with_traceback(None)
                 return result
         if isinstance(outcome, SkippedFile):
             result.skipped.append(outcome)

@@ -5,6 +5,10 @@ from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
 from django.core.asgi import get_asgi_application
 
+from ragmux.core.allocator import keep_large_blocks_mapped
+
+# Before anything large is allocated: an upload's memory must go back after the request.
+keep_large_blocks_mapped()
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ragmux.settings")
 # The web process pools its database connections: every blocking step of a request runs in a
 # thread of its own whose connection is closed at the step's end, and opening a PostgreSQL

@@ -118,9 +118,11 @@ try:
     INGEST_REQUEUE_INTERVAL = env_duration("INGEST_REQUEUE_INTERVAL", 15, minimum=0.5)
 
     # Retrieval
-    # Bound on one search (query embedding included); chat answers without context past it.
-    SEARCH_TIMEOUT = env_duration("SEARCH_TIMEOUT", 5, minimum=0.001)
     HNSW_EF_SEARCH_MIN = env_int("HNSW_EF_SEARCH_MIN", 40, minimum=1, maximum=1000)
+    # PostgreSQL's statement_timeout for each statement of a search (any viewer can pick a slow
+    # backend or query): the search API answers 503 `search_timeout` beyond it, and a chat is
+    # answered without context.
+    SEARCH_TIMEOUT = env_duration("SEARCH_TIMEOUT", 5, minimum=0.001)
     # Stores with at most this many chunks are searched by exact scan instead of the HNSW graph.
     VECTOR_EXACT_SCAN_MAX_CHUNKS = env_int("VECTOR_EXACT_SCAN_MAX_CHUNKS", 20000, minimum=0)
     # ParadeDB's analyser for the pg_search backend: `default` or `<iso-639-1>_stem`.
@@ -146,12 +148,17 @@ try:
     V1_MAX_BODY_MB = env_int("V1_MAX_BODY_MB", 4, minimum=1, maximum=1024)
     # Browser origins allowed to call /v1 (exact `scheme://host[:port]`, or `*`); none by default.
     V1_CORS_ORIGINS = env_list("V1_CORS_ORIGINS")
+    # Request log rows older than this are purged (hourly); 0 keeps them all.
+    LOG_RETENTION_DAYS = env_int("LOG_RETENTION_DAYS", 90, minimum=0, maximum=36500)
 
     # First admin of a fresh installation
     RAGMUX_ADMIN_USER = env_str("RAGMUX_ADMIN_USER", "admin")
     RAGMUX_ADMIN_PASSWORD = env_str("RAGMUX_ADMIN_PASSWORD")
     # Threads of the local embedding model; 0 shares the cores among INGEST_WORKERS jobs.
     LOCAL_EMBED_THREADS = env_int("LOCAL_EMBED_THREADS", 0, minimum=0, maximum=256)
+
+    # Audit trail rows older than this many days are purged daily; 0 keeps them all.
+    AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 365, minimum=0)
 except ConfigError as error:
     sys.stderr.write(f"config: {error}\n")
     raise SystemExit(2) from None
@@ -272,6 +279,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_TIME_LIMIT = int(INGEST_JOB_TIMEOUT) + 120
 CELERY_BEAT_SCHEDULE = {
     "requeue-expired-leases": {"task": "ingestion.requeue_expired", "schedule": INGEST_REQUEUE_INTERVAL},
+    "purge-request-logs": {"task": "gateway.purge_request_logs", "schedule": 3600},
+    # Audit rows expire by the day, so a daily sweep keeps the table within a day of the retention.
+    "purge-audit-entries": {"task": "ragmux.purge_audit", "schedule": 24 * 3600},
 }
 
 LOGGING = {

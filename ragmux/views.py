@@ -15,11 +15,21 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ragmux.core.authentication import bearer_login, bearer_token, revoke_admin_token
+from ragmux.core import accounts
+from ragmux.core.authentication import bearer_login, bearer_token, change_own_password, revoke_admin_token
 from ragmux.core.errors import error_response
 from ragmux.core.middleware import is_api_path
-from ragmux.core.roles import user_role
-from ragmux.core.serializers import StrictInput
+from ragmux.core.models import AuditEntry
+from ragmux.core.roles import AdminOnly
+from ragmux.core.serializers import (
+    AuditQuery,
+    PasswordChangeInput,
+    PasswordResetInput,
+    StrictInput,
+    UserCreateInput,
+    UserUpdateInput,
+    audit_entries,
+)
 from ragmux.core.signin import InvalidCredentials, SignInThrottled, sign_in
 
 
@@ -86,7 +96,7 @@ class UserOutput(serializers.Serializer):
     created_at = serializers.DateTimeField(source="date_joined")
 
     def get_role(self, user) -> str | None:
-        return user_role(user)
+        return accounts.stored_role(user)
 
 
 class LoginApi(APIView):
@@ -127,6 +137,98 @@ class LogoutApi(APIView):
 class MeApi(APIView):
     def get(self, request):
         return Response(UserOutput(request.user).data)
+
+
+class MePasswordApi(APIView):
+    def post(self, request):
+        data = PasswordChangeInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        change_own_password(request._request, **data.validated_data)
+        return Response({"ok": True})
+
+
+def _with_generated(body: dict, generated: str | None) -> dict:
+    return {**body, "password": generated} if generated else body
+
+
+class UsersApi(APIView):
+    permission_classes = [AdminOnly]
+
+    def get(self, request):
+        return Response(UserOutput(accounts.user_list(), many=True).data)
+
+    def post(self, request):
+        data = UserCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        user, generated = accounts.user_create(**data.validated_data, actor=request.user)
+        return Response(_with_generated(UserOutput(user).data, generated), status=201)
+
+
+class UserApi(APIView):
+    permission_classes = [AdminOnly]
+
+    def get(self, request, user_id: int):
+        return Response(UserOutput(accounts.user_get(user_id)).data)
+
+    def patch(self, request, user_id: int):
+        user = accounts.user_get(user_id)
+        data = UserUpdateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        user = accounts.user_update(user=user, **data.validated_data, actor=request.user)
+        return Response(UserOutput(user).data)
+
+    def delete(self, request, user_id: int):
+        """Deactivates: the user's rows in the audit trail keep pointing at them."""
+        user = accounts.user_update(user=accounts.user_get(user_id), is_active=False, actor=request.user)
+        return Response(UserOutput(user).data)
+
+
+class UserPasswordApi(APIView):
+    permission_classes = [AdminOnly]
+
+    def post(self, request, user_id: int):
+        user = accounts.user_get(user_id)
+        data = PasswordResetInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        generated = accounts.user_reset_password(user=user, **data.validated_data, actor=request.user)
+        return Response(_with_generated({"ok": True}, generated))
+
+
+class AuditEntryOutput(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEntry
+        fields = [
+            "id",
+            "actor_id",
+            "actor_username",
+            "action",
+            "object_type",
+            "object_id",
+            "object_repr",
+            "before",
+            "after",
+            "created_at",
+        ]
+
+
+class AuditApi(APIView):
+    permission_classes = [AdminOnly]
+
+    def get(self, request):
+        query = AuditQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        entries = audit_entries(query.validated_data)
+        total = entries.count()
+        page, size = query.validated_data["page"], query.validated_data["page_size"]
+        rows = entries[(page - 1) * size : page * size]
+        return Response(
+            {
+                "entries": AuditEntryOutput(rows, many=True).data,
+                "total": total,
+                "page": page,
+                "pages": max(1, -(-total // size)),
+            }
+        )
 
 
 class SignInForm(AuthenticationForm):

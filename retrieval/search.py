@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
+from django.db import OperationalError, connection, transaction
+from psycopg.errors import QueryCanceled
 
 from gateway.connections.providers.embeddings import NoEmbeddings, ProviderError, embedding_provider
 from ragmux.core import metrics
-from ragmux.core.errors import Conflict, UpstreamFailed
+from ragmux.core.errors import Conflict, Unavailable, UpstreamFailed
 from retrieval import pg_search, sql
 from retrieval.ranking import (
     Correction,
@@ -26,6 +30,37 @@ from retrieval.ranking import (
 )
 from stores.index import format_vector
 from stores.models import RagStore
+
+
+class SearchTimeout(Unavailable):
+    code = "search_timeout"
+
+
+@contextmanager
+def statement_timeout() -> Iterator[None]:
+    """Runs the block's statements in a transaction under SEARCH_TIMEOUT (PostgreSQL's
+    statement_timeout), which ends with the transaction, so no other query on the connection
+    inherits it; a statement cancelled by it raises :class:`SearchTimeout`."""
+    milliseconds = max(1, round(settings.SEARCH_TIMEOUT * 1000))
+    nested = connection.in_atomic_block
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT current_setting('statement_timeout'), set_config('statement_timeout', %s, true)",
+                [f"{milliseconds}ms"],
+            )
+            previous = cursor.fetchone()[0]
+            yield
+            if nested:
+                # Inside a caller's transaction the setting would outlive this block (a savepoint
+                # keeps it on release): put the caller's value back.
+                cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
+    except OperationalError as exc:
+        if isinstance(exc.__cause__, QueryCanceled):
+            raise SearchTimeout(
+                f"the search took longer than SEARCH_TIMEOUT ({settings.SEARCH_TIMEOUT:g}s) and was cancelled"
+            ) from None
+        raise
 
 
 @dataclass(frozen=True)
@@ -178,31 +213,32 @@ def store_search(
         result.embedding_ms = (time.monotonic() - started) * 1000
 
     started = time.monotonic()
-    vector_rows: list[tuple[int, float]] = []
-    lexical_rows: list[tuple[int, float]] = []
-    if wants_vector and vector_text is not None:
-        vector_rows = _vector_side(store, vector_text, limit)
-    if options.mode in ("hybrid", "lexical"):
-        lexical_query = query
-        if options.typo_tolerance:
-            result.corrections = _corrections(store, query)
-            lexical_query = apply_corrections(query, result.corrections)
-        result.backend, lexical_rows = _lexical_side(store, lexical_query, options, limit)
-    else:
-        result.backend = options.backend if options.backend != "pg_search" or pg_search.available() else "pgvector"
+    with statement_timeout():
+        vector_rows: list[tuple[int, float]] = []
+        lexical_rows: list[tuple[int, float]] = []
+        if wants_vector and vector_text is not None:
+            vector_rows = _vector_side(store, vector_text, limit)
+        if options.mode in ("hybrid", "lexical"):
+            lexical_query = query
+            if options.typo_tolerance:
+                result.corrections = _corrections(store, query)
+                lexical_query = apply_corrections(query, result.corrections)
+            result.backend, lexical_rows = _lexical_side(store, lexical_query, options, limit)
+        else:
+            result.backend = options.backend if options.backend != "pg_search" or pg_search.available() else "pgvector"
 
-    fused = fuse(
-        [chunk_id for chunk_id, _ in vector_rows],
-        [chunk_id for chunk_id, _ in lexical_rows],
-        vector_weight=options.vector_weight,
-        lexical_weight=options.lexical_weight,
-    )
-    distance_of: dict[int, float | None] = dict(vector_rows)
-    if vector_text is not None:
-        missing = [f.chunk_id for f in fused if f.chunk_id not in distance_of]
-        distance_of.update(sql.distances(width=store.dimensions, query_vector=vector_text, chunk_ids=missing))
-    kept = within_distance(fused, distance_of, options.max_distance)[: options.top_k]
-    details = sql.hit_details([f.chunk_id for f in kept])
+        fused = fuse(
+            [chunk_id for chunk_id, _ in vector_rows],
+            [chunk_id for chunk_id, _ in lexical_rows],
+            vector_weight=options.vector_weight,
+            lexical_weight=options.lexical_weight,
+        )
+        distance_of: dict[int, float | None] = dict(vector_rows)
+        if vector_text is not None:
+            missing = [f.chunk_id for f in fused if f.chunk_id not in distance_of]
+            distance_of.update(sql.distances(width=store.dimensions, query_vector=vector_text, chunk_ids=missing))
+        kept = within_distance(fused, distance_of, options.max_distance)[: options.top_k]
+        details = sql.hit_details([f.chunk_id for f in kept])
     lexical_score = dict(lexical_rows) if result.backend in ("bm25", "pg_search") else {}
     for item in kept:
         if item.chunk_id not in details:  # deleted between the two statements

@@ -98,6 +98,16 @@ def fulltext_candidates(*, store_id: int, config: str, query: str, limit: int) -
 BM25_LOOKUP_STEPS = 3
 # The first floor fully scores this many times n chunks, the ones the rarest term scores best.
 BM25_FLOOR_SAMPLE = 2
+# Terms in more than this share of a store's chunks are "common": their postings are never read
+# in full (a query of only such words would otherwise read nearly every posting of the store, and
+# their near-zero idfs leave the bounds nothing to prune). Each contributes candidates from its
+# densest postings only (see _bm25_statement); scores stay exact, the candidate set is the
+# approximation.
+BM25_COMMON_SHARE = 0.5
+# How many of a common term's postings, densest first, become candidates: at least this many,
+# and at least BM25_COMMON_DEPTH_PER_RESULT times the number of results asked for.
+BM25_COMMON_DEPTH_MIN = 200
+BM25_COMMON_DEPTH_PER_RESULT = 5
 # Relative margin on every "this bound is below the floor" test, so floating-point rounding of a
 # sum can never prune a chunk that ties with the n-th best.
 _BOUND_SLACK = 1e-9
@@ -119,8 +129,9 @@ def bm25_candidates(
     ``filter_query`` (websearch syntax) restricts the result to chunks matching its phrases and
     exclusions; scoring uses the positive terms of ``scoring_text`` only.
 
-    The top ``limit`` are exact, but the postings of common terms are mostly skipped (MaxScore);
-    see :func:`_bm25_statement`.
+    The postings of common terms are mostly skipped (MaxScore) without changing the top
+    ``limit``; terms in most chunks only contribute their densest postings as candidates, which
+    can miss a chunk made only of such words. See :func:`_bm25_statement`.
     """
     with connection.cursor() as cursor:
         cursor.execute(
@@ -133,6 +144,8 @@ def bm25_candidates(
                 "filter": filter_query,
                 "limit": limit,
                 "sample": BM25_FLOOR_SAMPLE * limit,
+                "common_share": BM25_COMMON_SHARE,
+                "depth": max(BM25_COMMON_DEPTH_MIN, BM25_COMMON_DEPTH_PER_RESULT * limit),
                 "slack": _BOUND_SLACK,
             },
         )
@@ -141,7 +154,7 @@ def bm25_candidates(
 
 @lru_cache(maxsize=8)
 def _bm25_statement(*, filtered: bool, lookup_steps: int) -> str:
-    """The BM25 top-n statement: exact, with MaxScore pruning.
+    """The BM25 top-n statement: exact scores, with MaxScore pruning.
 
     A term adds less than its idf to any chunk's score, and every score is a sum of positive
     parts. So the n-th best full score among any chunks is a floor the n-th best overall cannot
@@ -156,8 +169,20 @@ def _bm25_statement(*, filtered: bool, lookup_steps: int) -> str:
     are dense: the btree `= ANY` scan does whichever is cheaper). Ties with the n-th best are
     never dropped, so the result and its order (score, then chunk id) are those of full
     scoring. With a filter, floors count only chunks that pass it.
+
+    Terms in more than BM25_COMMON_SHARE of the chunks (and in more than ``depth``) are always
+    lookup terms: their postings are never read in full. Instead each adds its ``depth``
+    densest postings (highest tf / length, from the `chunk_terms_by_density` index) as
+    candidates, and the rarest term's sample comes from them when it is common itself. Every
+    returned score is still exact; what is approximate is the candidate set, and only when the
+    idfs of the common terms together reach the floor: a chunk among none of those densest
+    postings and holding no essential term is not considered.
     """
     contribution = _CONTRIBUTION
+    # Parts of one chunk's score are always added in the same order (rarest term first): chunks
+    # with the same terms then get bit-identical scores and tie, whatever order the plan reads
+    # postings in (floating-point addition is not associative).
+    summed = f"sum({contribution} ORDER BY w.rarity)"
     slack = "(1 + %(slack)s::float8)"
     passes_filter = (
         "WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = ranked.chunk_id"
@@ -182,18 +207,16 @@ def _bm25_statement(*, filtered: bool, lookup_steps: int) -> str:
     steps = []
     for step in range(1, lookup_steps + 1):
         previous = f"survivors_{step - 1}"
-        # Before the first lookup, one essential term's partial scores are that term's own, whose
-        # n-th best the first floor already is at least: nothing to sort.
+        # Before the first lookup, one essential term's partial scores are that term's own (or 0
+        # for common candidates), whose n-th best the first floor already is at least.
         settled = "f.floor = '-infinity'" + (" OR (SELECT count(*) FROM essential) = 1" if step == 1 else "")
         nth_best = best(previous, offset="OFFSET %(limit)s - 1 LIMIT 1")
         kept = f"(s.score + f.still_to_add) * {slack} >= f.floor"
         kept_ids = f"ARRAY(SELECT s.chunk_id FROM {previous} s, floor_{step} f WHERE {kept})"
         step_postings = postings("lookup", f"AND ct.chunk_id = ANY({kept_ids})") + f" WHERE w.step = {step}"
-        # Every step but the last adds one term, whose postings name each chunk once.
-        if step < lookup_steps:
-            found = f"SELECT ct.chunk_id, {contribution} AS score {step_postings}"
-        else:
-            found = f"SELECT ct.chunk_id, sum({contribution}) AS score {step_postings} GROUP BY ct.chunk_id"
+        # The kept candidates and the sum of their postings of this step's terms, added per chunk:
+        # a union and one aggregate, not a join, because the planner estimates every CTE at one
+        # row and would otherwise rescan the postings once per candidate.
         steps.append(
             f"""
             floor_{step} AS MATERIALIZED (
@@ -202,9 +225,12 @@ def _bm25_statement(*, filtered: bool, lookup_steps: int) -> str:
                        {still_to_add(step)} AS still_to_add
                 FROM floor_{step - 1} f
             ), survivors_{step} AS MATERIALIZED (
-                SELECT s.chunk_id, s.score + coalesce(found.score, 0) AS score
-                FROM {previous} s CROSS JOIN floor_{step} f LEFT JOIN ({found}) found ON found.chunk_id = s.chunk_id
-                WHERE {kept}
+                SELECT chunk_id, sum(score) AS score FROM (
+                    SELECT s.chunk_id, s.score FROM {previous} s, floor_{step} f WHERE {kept}
+                    UNION ALL
+                    SELECT ct.chunk_id, {summed} AS score {step_postings} GROUP BY ct.chunk_id
+                ) parts
+                GROUP BY chunk_id
             )"""
         )
     # Only the chain ending at the last step that holds a lookup term is evaluated: CTEs are
@@ -224,15 +250,27 @@ def _bm25_statement(*, filtered: bool, lookup_steps: int) -> str:
         ), weights AS MATERIALIZED (
             -- bound_through: the idfs of this term and of every more common one, the most those
             -- terms together can add to a chunk.
-            SELECT term, idf, rarity, sum(idf) OVER (ORDER BY rarity DESC) AS bound_through
+            SELECT term, idf, rarity, common, sum(idf) OVER (ORDER BY rarity DESC) AS bound_through
             FROM (
                 SELECT st.term, ln(1 + (stats.n - st.df + 0.5) / (st.df + 0.5)) AS idf,
-                       row_number() OVER (ORDER BY st.df, st.term) AS rarity
+                       row_number() OVER (ORDER BY st.df, st.term) AS rarity,
+                       st.df > greatest(%(common_share)s::float8 * stats.n, %(depth)s) AS common
                 FROM store_terms st, stats
                 WHERE st.store_id = %(store)s AND st.term IN (SELECT term FROM query_terms)
             ) ranked_terms
+        ), densest AS MATERIALIZED (
+            -- Each common term's densest postings, in the order of its density index.
+            SELECT w.rarity, ct.chunk_id, {contribution} AS score
+            FROM weights w CROSS JOIN stats CROSS JOIN LATERAL (
+                SELECT chunk_id, tf, chunk_length FROM chunk_terms
+                WHERE store_id = %(store)s AND term = w.term
+                ORDER BY tf::float8 / greatest(chunk_length, 1) DESC, chunk_id LIMIT %(depth)s
+            ) ct
+            WHERE w.common
         ), rarest AS MATERIALIZED (
-            SELECT ct.chunk_id, {contribution} AS score {postings("weights")} WHERE w.rarity = 1
+            SELECT ct.chunk_id, {contribution} AS score {postings("weights")} WHERE w.rarity = 1 AND NOT w.common
+            UNION ALL
+            SELECT chunk_id, score FROM densest WHERE rarity = 1
         ), sample AS MATERIALIZED (
             {sample}
         ), floor_0 AS MATERIALIZED (
@@ -247,9 +285,10 @@ def _bm25_statement(*, filtered: bool, lookup_steps: int) -> str:
                 ORDER BY 1 DESC OFFSET %(limit)s - 1 LIMIT 1
             ), 0) ELSE '-infinity'::float8 END AS floor
         ), essential AS MATERIALIZED (
-            SELECT w.term, w.idf FROM weights w, floor_0 f WHERE w.bound_through * {slack} >= f.floor
+            SELECT w.term, w.idf, w.rarity FROM weights w, floor_0 f
+            WHERE NOT w.common AND w.bound_through * {slack} >= f.floor
         ), lookup AS MATERIALIZED (
-            SELECT term, idf, least(row_number() OVER (ORDER BY rarity), {lookup_steps}) AS step
+            SELECT term, idf, rarity, least(row_number() OVER (ORDER BY rarity), {lookup_steps}) AS step
             FROM weights WHERE term NOT IN (SELECT term FROM essential)
         ), survivors_0 AS MATERIALIZED (
             SELECT s.chunk_id, s.score
@@ -257,9 +296,17 @@ def _bm25_statement(*, filtered: bool, lookup_steps: int) -> str:
                 -- A single essential term is the rarest, already scored.
                 SELECT chunk_id, score FROM rarest WHERE (SELECT count(*) FROM essential) = 1
                 UNION ALL
-                SELECT ct.chunk_id, sum({contribution}) AS score {postings("essential")}
+                SELECT ct.chunk_id, {summed} AS score {postings("essential")}
                 WHERE (SELECT count(*) FROM essential) > 1
                 GROUP BY ct.chunk_id
+                UNION ALL
+                -- Common terms' candidates the essential postings did not already bring; their
+                -- common terms are added by the lookups like any other lookup term.
+                SELECT DISTINCT d.chunk_id, 0::float8 FROM densest d
+                WHERE NOT EXISTS (
+                    SELECT 1 FROM essential e JOIN chunk_terms ct
+                    ON ct.store_id = %(store)s AND ct.term = e.term AND ct.chunk_id = d.chunk_id
+                )
             ) s, floor_0 f
             WHERE (s.score + {still_to_add(1)}) * {slack} >= f.floor
         ), {",".join(steps)}, scored AS (

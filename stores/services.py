@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 from gateway.connections.models import CHAT_PROVIDERS, RERANK_API_PROVIDERS, ModelConnection
 from gateway.connections.providers.embeddings import ProviderError
 from gateway.connections.services import embedding_width
+from ragmux.core.audit import audit_record, snapshot
 from ragmux.core.errors import Conflict, InvalidInput
 from stores import index
 from stores.backends import backend_available, text_search_config_exists
@@ -109,7 +110,23 @@ def _apply(store: RagStore, values: dict[str, Any]) -> None:
         setattr(store, name, value)
 
 
-def store_create(*, name: str, values: dict[str, Any]) -> RagStore:
+def _audit(store: RagStore, *, actor, action: str, before=None, after=None) -> None:
+    audit_record(
+        actor=actor,
+        action=action,
+        object_type="store",
+        object_id=store.pk,
+        object_repr=store.name,
+        before=before,
+        after=after,
+    )
+
+
+def _settings(store: RagStore) -> dict[str, Any]:
+    return snapshot(store, ("name", *STORE_SETTINGS))
+
+
+def store_create(*, name: str, values: dict[str, Any], actor=None) -> RagStore:
     values = _validate_store_values({**store_defaults(), **values})
     if RagStore.objects.filter(name=name).exists():
         raise Conflict(f"a store named {name!r} already exists", code="duplicate_name")
@@ -119,6 +136,7 @@ def store_create(*, name: str, values: dict[str, Any]) -> RagStore:
             store = RagStore(name=name)
             _apply(store, values)
             store.save()
+            _audit(store, actor=actor, action="store.create", after=_settings(store))
     except IntegrityError:
         raise Conflict(f"a store named {name!r} already exists", code="duplicate_name") from None
     warn_about_fts_config(store)
@@ -131,7 +149,7 @@ class StoreUpdate:
     reprocess_recommended: bool
 
 
-def store_update(*, store: RagStore, name: str, values: dict[str, Any]) -> StoreUpdate:
+def store_update(*, store: RagStore, name: str, values: dict[str, Any], actor=None) -> StoreUpdate:
     current = {field_name: getattr(store, field_name) for field_name in STORE_SETTINGS}
     merged = _validate_store_values({**current, **values})
     if RagStore.objects.filter(name=name).exclude(pk=store.pk).exists():
@@ -147,17 +165,21 @@ def store_update(*, store: RagStore, name: str, values: dict[str, Any]) -> Store
     shaping_changed = any(merged[f] != current[f] for f in CHUNK_SHAPING_FIELDS)
     with transaction.atomic():
         locked = RagStore.objects.select_for_update().get(pk=store.pk)
+        before = _settings(locked)
         locked.name = name
         _apply(locked, merged)
         locked.save()
+        _audit(locked, actor=actor, action="store.update", before=before, after=_settings(locked))
         has_documents = Document.objects.filter(store=locked).exists()
     warn_about_fts_config(locked)
     return StoreUpdate(store=locked, reprocess_recommended=shaping_changed and has_documents)
 
 
-def store_delete(*, store: RagStore) -> None:
+@transaction.atomic
+def store_delete(*, store: RagStore, actor=None) -> None:
     # Documents, chunks, vectors and term statistics go with it (ON DELETE CASCADE).
     RagStore.objects.filter(pk=store.pk).delete()
+    _audit(store, actor=actor, action="store.delete", before=_settings(store))
 
 
 # --------------------------------------------------------------------------------------------

@@ -57,7 +57,9 @@ class StoresApi(APIView):
     def post(self, request):
         data = StoreCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
-        store = services.store_create(name=data.validated_data["name"], values=_store_values(data.validated_data))
+        store = services.store_create(
+            name=data.validated_data["name"], values=_store_values(data.validated_data), actor=request.user
+        )
         return Response(StoreOutput(selectors.store_get(store.pk)).data, status=201)
 
 
@@ -74,7 +76,7 @@ class StoreApi(StoreEndpoint):
         if not partial:
             values = {**store_defaults(), **values}
         outcome = services.store_update(
-            store=self.store, name=data.validated_data.get("name", self.store.name), values=values
+            store=self.store, name=data.validated_data.get("name", self.store.name), values=values, actor=request.user
         )
         body = StoreOutput(selectors.store_get(outcome.store.pk)).data
         return Response({**body, "reprocess_recommended": outcome.reprocess_recommended})
@@ -86,7 +88,7 @@ class StoreApi(StoreEndpoint):
         return self._update(request, partial=True)
 
     def delete(self, request, store_id: int):
-        services.store_delete(store=self.store)
+        services.store_delete(store=self.store, actor=request.user)
         return Response({"ok": True})
 
 

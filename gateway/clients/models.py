@@ -93,4 +93,8 @@ class RequestLog(models.Model):
     class Meta:
         db_table = "request_logs"
         ordering = ["-id"]
-        indexes = [models.Index(fields=["project", "created_at"], name="request_logs_project_time")]
+        indexes = [
+            models.Index(fields=["project", "created_at"], name="request_logs_project_time"),
+            # The retention purge and the request log's time filters across projects.
+            models.Index(fields=["created_at"], name="request_logs_time"),
+        ]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from collections.abc import Iterator
+from datetime import datetime
+
+from django.db.models import Count, F, QuerySet, Sum
+from django.db.models.functions import Coalesce, Trunc
 
 from gateway.clients.models import GatewayKey, Project, RequestLog
 from ragmux.core.errors import NotFound
@@ -30,6 +34,11 @@ def key_get(*, key_id: int) -> GatewayKey:
     return api_key
 
 
+def key_choices() -> QuerySet[GatewayKey]:
+    """Every key, revoked ones included (their calls stay in the log), with its project."""
+    return GatewayKey.objects.select_related("project").order_by("project__name", "name", "id")
+
+
 def key_by_hash(*, key_hash: str) -> GatewayKey | None:
     """The key with everything a `/v1` call needs, in one query; never cached, so a revoked or
     rotated key fails on its very next request in every process."""
@@ -42,8 +51,87 @@ def key_by_hash(*, key_hash: str) -> GatewayKey | None:
         return None
 
 
-def request_log_list(*, project: Project | None = None, limit: int = 100) -> QuerySet[RequestLog]:
+def request_log_list(
+    *,
+    project_id: int | None = None,
+    key_id: int | None = None,
+    model: str | None = None,
+    endpoint: str | None = None,
+    status: tuple[int, int] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> QuerySet[RequestLog]:
+    """The request log rows that match every filter given, newest first.
+
+    ``status`` is an inclusive range (one status, or a class such as 400-499); ``since`` is
+    inclusive and ``until`` exclusive.
+    """
     logs = RequestLog.objects.order_by("-id")
-    if project is not None:
-        logs = logs.filter(project=project)
-    return logs[:limit]
+    if project_id is not None:
+        logs = logs.filter(project_id=project_id)
+    if key_id is not None:
+        logs = logs.filter(key_id=key_id)
+    if model is not None:
+        logs = logs.filter(model=model)
+    if endpoint is not None:
+        logs = logs.filter(endpoint=endpoint)
+    if status is not None:
+        logs = logs.filter(status_code__range=status)
+    if since is not None:
+        logs = logs.filter(created_at__gte=since)
+    if until is not None:
+        logs = logs.filter(created_at__lt=until)
+    return logs
+
+
+def request_log_get(*, log_id: int) -> RequestLog:
+    log = RequestLog.objects.select_related("project__store", "key").filter(pk=log_id).first()
+    if log is None:
+        raise NotFound.of("request log")
+    return log
+
+
+def usage_buckets(*, since: datetime, bucket: str) -> list[dict]:
+    """Requests, tokens and cost (micro-dollars) from ``since`` on, per ``bucket`` ("hour" or
+    "day") that has any, oldest first: one aggregate query whatever the traffic."""
+    return list(
+        RequestLog.objects.filter(created_at__gte=since)
+        .annotate(start=Trunc("created_at", bucket))
+        .values("start")
+        .annotate(
+            requests=Count("id"),
+            tokens=Coalesce(Sum(F("prompt_tokens") + F("completion_tokens") + F("embedding_tokens")), 0),
+            cost_micros=Coalesce(Sum("cost_micros"), 0),
+        )
+        .order_by("start")
+    )
+
+
+def request_log_page(
+    logs: QuerySet[RequestLog], *, before_id: int | None, limit: int
+) -> tuple[list[RequestLog], int | None]:
+    """One page of ``logs`` (newest first) and the id the next page continues before, if any.
+
+    Pages are cut by id, not by offset, so rows written while a client pages never shift or
+    repeat what it sees.
+    """
+    if before_id is not None:
+        logs = logs.filter(id__lt=before_id)
+    rows = list(logs[: limit + 1])
+    if len(rows) > limit:
+        return rows[:limit], rows[limit - 1].id
+    return rows, None
+
+
+def request_log_batches(logs: QuerySet[RequestLog], columns: tuple[str, ...], *, size: int) -> Iterator[list[tuple]]:
+    """Every row of ``logs`` (newest first) as value tuples, one bounded query per batch."""
+    before_id = None
+    while True:
+        batch = logs if before_id is None else logs.filter(id__lt=before_id)
+        rows = list(batch.values_list("id", *columns)[:size])
+        if not rows:
+            return
+        before_id = rows[-1][0]
+        yield [row[1:] for row in rows]
+        if len(rows) < size:
+            return

@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import base64
+import binascii
+import re
+
 from rest_framework import serializers
 
-from gateway.clients.models import GatewayKey, Project, RequestLog, Scope
+from gateway.clients.models import Endpoint, GatewayKey, Project, RequestLog, Scope
 from ragmux.core.serializers import StrictInput
 from retrieval.serializers import API_MAX_TOP_K
 
@@ -51,29 +55,97 @@ class IssuedKeyOutput(serializers.Serializer):
     api_key = KeyOutput()
 
 
+# Every column of the ledger, in the order of the API's objects and the CSV export's columns.
+REQUEST_LOG_COLUMNS = (
+    "id",
+    "project_id",
+    "key_id",
+    "endpoint",
+    "model",
+    "status_code",
+    "prompt_tokens",
+    "completion_tokens",
+    "embedding_tokens",
+    "tokens_estimated",
+    "cost_micros",
+    "cost_source",
+    "latency_ms",
+    "ttfb_ms",
+    "rag_hits",
+    "streamed",
+    "error",
+    "created_at",
+)
+REQUEST_LOG_MAX_PAGE = 500
+_STATUS = re.compile(r"^(?:[1-5]xx|[1-5][0-9][0-9])$")
+_CURSOR_PREFIX = "before:"
+# The largest value of PostgreSQL's `bigint`, the type of the ledger's ids.
+_MAX_ID = 2**63 - 1
+
+
+def encode_cursor(before_id: int) -> str:
+    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{before_id}".encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> int:
+    """The id a cursor continues before; ValueError for anything this API did not hand out."""
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+    except (binascii.Error, UnicodeDecodeError):
+        raise ValueError(cursor) from None
+    number = text.removeprefix(_CURSOR_PREFIX)
+    if not text.startswith(_CURSOR_PREFIX) or not number.isdigit() or not 0 < int(number) <= _MAX_ID:
+        raise ValueError(cursor)
+    return int(number)
+
+
+class RequestLogQuery(StrictInput):
+    """The filters of the request log, as query-string parameters."""
+
+    project = serializers.IntegerField(required=False, min_value=1, source="project_id")
+    key = serializers.IntegerField(required=False, min_value=1, source="key_id")
+    model = serializers.CharField(required=False, max_length=128)
+    endpoint = serializers.ChoiceField(choices=Endpoint.choices, required=False)
+    # An exact status (`404`) or a class (`4xx`).
+    status = serializers.CharField(required=False, max_length=3)
+
+    def get_fields(self):
+        fields = super().get_fields()
+        # ISO 8601; `from` is inclusive, `to` exclusive. `from` is a Python keyword, so the two
+        # cannot be declared as attributes.
+        fields["from"] = serializers.DateTimeField(required=False, source="since")
+        fields["to"] = serializers.DateTimeField(required=False, source="until")
+        return fields
+
+    def validate_status(self, value: str) -> tuple[int, int]:
+        if not _STATUS.match(value):
+            raise serializers.ValidationError("must be an HTTP status (404) or a class (4xx)")
+        if value.endswith("xx"):
+            low = int(value[0]) * 100
+            return low, low + 99
+        return int(value), int(value)
+
+    def validate(self, data):
+        if "since" in data and "until" in data and data["since"] >= data["until"]:
+            raise serializers.ValidationError({"to": ["must be later than from"]})
+        return data
+
+
+class RequestLogPageQuery(RequestLogQuery):
+    cursor = serializers.CharField(required=False, max_length=64)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=REQUEST_LOG_MAX_PAGE, default=100)
+
+    def validate_cursor(self, value: str) -> int:
+        try:
+            return _decode_cursor(value)
+        except ValueError:
+            raise serializers.ValidationError("is not a cursor this API handed out") from None
+
+
 class RequestLogOutput(serializers.ModelSerializer):
     class Meta:
         model = RequestLog
-        fields = [
-            "id",
-            "project_id",
-            "key_id",
-            "endpoint",
-            "model",
-            "status_code",
-            "prompt_tokens",
-            "completion_tokens",
-            "embedding_tokens",
-            "tokens_estimated",
-            "cost_micros",
-            "cost_source",
-            "latency_ms",
-            "ttfb_ms",
-            "rag_hits",
-            "streamed",
-            "error",
-            "created_at",
-        ]
+        fields = list(REQUEST_LOG_COLUMNS)
 
 
 class ChatInput(serializers.Serializer):

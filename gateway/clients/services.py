@@ -3,17 +3,45 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
 from gateway.clients.keys import DISPLAY_PREFIX_LENGTH, hash_key, new_key
-from gateway.clients.models import GatewayKey, Project, Scope
-from gateway.connections.models import ModelConnection
-from gateway.connections.providers.chat import CHAT_PROVIDER_TYPES
+from gateway.clients.models import GatewayKey, Project, RequestLog, Scope
+from gateway.connections.models import CHAT_PROVIDERS, ModelConnection
+from ragmux.core.audit import audit_record, snapshot
 from ragmux.core.errors import Conflict, InvalidInput
 from stores.models import RagStore
+
+PROJECT_FIELDS = ("name", "chat_connection_id", "embedding_connection_id", "store_id", "system_prompt")
+# A key is audited by its display prefix; its hash never leaves the table.
+KEY_FIELDS = ("project_id", "name", "prefix", "scopes", "expires_at", "revoked_at")
+
+
+def _audit_project(project: Project, *, actor, action: str, before=None, after=None) -> None:
+    audit_record(
+        actor=actor,
+        action=action,
+        object_type="project",
+        object_id=project.pk,
+        object_repr=project.name,
+        before=before,
+        after=after,
+    )
+
+
+def _audit_key(api_key: GatewayKey, *, actor, action: str, before=None, after=None) -> None:
+    audit_record(
+        actor=actor,
+        action=action,
+        object_type="gateway_key",
+        object_id=api_key.pk,
+        object_repr=api_key.name,
+        before=before,
+        after=after,
+    )
 
 
 @dataclass(frozen=True)
@@ -30,7 +58,7 @@ def _chat_connection(connection_id: int) -> ModelConnection:
         raise InvalidInput(
             "chat_connection_id does not reference an existing model connection", field="chat_connection_id"
         )
-    if connection.provider_type not in CHAT_PROVIDER_TYPES:
+    if connection.provider_type not in CHAT_PROVIDERS:
         raise InvalidInput(
             f'connection "{connection.name}" cannot serve chat: it is a {connection.provider_type} connection',
             field="chat_connection_id",
@@ -88,9 +116,15 @@ def _apply(
 
 @transaction.atomic
 def project_create(
-    *, name: str, chat_connection_id: int, embedding_connection_id: int | None, store_id: int | None, system_prompt: str
+    *,
+    name: str,
+    chat_connection_id: int,
+    embedding_connection_id: int | None,
+    store_id: int | None,
+    system_prompt: str,
+    actor=None,
 ) -> Project:
-    return _apply(
+    project = _apply(
         Project(),
         name=name,
         chat_connection_id=chat_connection_id,
@@ -98,6 +132,8 @@ def project_create(
         store_id=store_id,
         system_prompt=system_prompt,
     )
+    _audit_project(project, actor=actor, action="project.create", after=snapshot(project, PROJECT_FIELDS))
+    return project
 
 
 @transaction.atomic
@@ -109,21 +145,29 @@ def project_update(
     embedding_connection_id: int | None,
     store_id: int | None,
     system_prompt: str,
+    actor=None,
 ) -> Project:
-    return _apply(
-        Project.objects.select_for_update().get(pk=project.pk),
+    locked = Project.objects.select_for_update().get(pk=project.pk)
+    before = snapshot(locked, PROJECT_FIELDS)
+    project = _apply(
+        locked,
         name=name,
         chat_connection_id=chat_connection_id,
         embedding_connection_id=embedding_connection_id,
         store_id=store_id,
         system_prompt=system_prompt,
     )
+    _audit_project(
+        project, actor=actor, action="project.update", before=before, after=snapshot(project, PROJECT_FIELDS)
+    )
+    return project
 
 
 @transaction.atomic
-def project_delete(*, project: Project) -> None:
+def project_delete(*, project: Project, actor=None) -> None:
     # Its keys and request log rows go with it (ON DELETE CASCADE).
-    project.delete()
+    Project.objects.filter(pk=project.pk).delete()
+    _audit_project(project, actor=actor, action="project.delete", before=snapshot(project, PROJECT_FIELDS))
 
 
 def _validated_scopes(scopes: list[str] | None) -> list[str]:
@@ -145,7 +189,9 @@ def _set_secret(api_key: GatewayKey) -> str:
 
 
 @transaction.atomic
-def key_create(*, project: Project, name: str, scopes: list[str] | None, expires_at: datetime | None) -> IssuedKey:
+def key_create(
+    *, project: Project, name: str, scopes: list[str] | None, expires_at: datetime | None, actor=None
+) -> IssuedKey:
     name = name.strip()
     if not name:
         raise InvalidInput("name is required", field="name")
@@ -154,21 +200,48 @@ def key_create(*, project: Project, name: str, scopes: list[str] | None, expires
     api_key = GatewayKey(project=project, name=name, scopes=_validated_scopes(scopes), expires_at=expires_at)
     key = _set_secret(api_key)
     api_key.save()
+    _audit_key(api_key, actor=actor, action="key.create", after=snapshot(api_key, KEY_FIELDS))
     return IssuedKey(key=key, api_key=api_key)
 
 
 @transaction.atomic
-def key_rotate(*, api_key: GatewayKey) -> IssuedKey:
+def key_rotate(*, api_key: GatewayKey, actor=None) -> IssuedKey:
     """A new secret on the same key row; the old one stops working at its next request, in
     every process, because keys are looked up in the database on every request."""
     api_key = GatewayKey.objects.select_for_update().get(pk=api_key.pk)
     if api_key.revoked_at is not None:
         raise Conflict("a revoked key cannot be rotated; create a new key", code="key_revoked")
+    before = snapshot(api_key, KEY_FIELDS)
     key = _set_secret(api_key)
     api_key.save(update_fields=["key_hash", "prefix"])
+    _audit_key(api_key, actor=actor, action="key.rotate", before=before, after=snapshot(api_key, KEY_FIELDS))
     return IssuedKey(key=key, api_key=api_key)
 
 
 @transaction.atomic
-def key_revoke(*, api_key: GatewayKey) -> None:
-    GatewayKey.objects.filter(pk=api_key.pk, revoked_at=None).update(revoked_at=timezone.now())
+def key_revoke(*, api_key: GatewayKey, actor=None) -> None:
+    now = timezone.now()
+    if GatewayKey.objects.filter(pk=api_key.pk, revoked_at=None).update(revoked_at=now):
+        _audit_key(api_key, actor=actor, action="key.revoke", before={"revoked_at": None}, after={"revoked_at": now})
+
+
+PURGE_BATCH = 5000
+
+
+def request_log_purge(*, retention_days: int, batch_size: int = PURGE_BATCH) -> int:
+    """Deletes request log rows older than ``retention_days`` (0 keeps everything); returns how
+    many went. Each batch is its own short statement, so a large backlog never holds one long
+    transaction or lock over the ledger that `/v1` keeps writing to."""
+    if retention_days <= 0:
+        return 0
+    cutoff = timezone.now() - timedelta(days=retention_days)
+    deleted = 0
+    while True:
+        ids = list(
+            RequestLog.objects.filter(created_at__lt=cutoff).order_by("id").values_list("id", flat=True)[:batch_size]
+        )
+        if not ids:
+            return deleted
+        deleted += RequestLog.objects.filter(id__in=ids).delete()[0]
+        if len(ids) < batch_size:
+            return deleted

@@ -9,4 +9,6 @@ urlpatterns = [
     path("projects/<id:project_id>/logs", views.ProjectRequestLogsApi.as_view()),
     path("keys/<id:key_id>", views.KeyApi.as_view()),
     path("keys/<id:key_id>/rotate", views.KeyRotateApi.as_view()),
+    path("request-logs", views.RequestLogsApi.as_view()),
+    path("request-logs.csv", views.RequestLogsCsvApi.as_view()),
 ]

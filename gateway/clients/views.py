@@ -3,21 +3,29 @@ writes for admins."""
 
 from __future__ import annotations
 
+from django.utils import timezone
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from gateway.clients import selectors, services
+from gateway.clients.exports import csv_pieces
 from gateway.clients.serializers import (
+    REQUEST_LOG_COLUMNS,
     IssuedKeyOutput,
     KeyInput,
     KeyOutput,
     ProjectInput,
     ProjectOutput,
     RequestLogOutput,
+    RequestLogPageQuery,
+    RequestLogQuery,
+    encode_cursor,
 )
 from ragmux.core.roles import AdminWrites
+from ragmux.core.streaming import AnyAccept, streaming_response
 
 REQUEST_LOG_PAGE = 100
+CSV_BATCH = 1000
 
 
 class ProjectsApi(APIView):
@@ -29,7 +37,9 @@ class ProjectsApi(APIView):
     def post(self, request):
         data = ProjectInput(data=request.data)
         data.is_valid(raise_exception=True)
-        return Response(ProjectOutput(services.project_create(**data.validated_data)).data, status=201)
+        return Response(
+            ProjectOutput(services.project_create(**data.validated_data, actor=request.user)).data, status=201
+        )
 
 
 class ProjectApi(APIView):
@@ -42,10 +52,12 @@ class ProjectApi(APIView):
         project = selectors.project_get(project_id=project_id)
         data = ProjectInput(data=request.data)
         data.is_valid(raise_exception=True)
-        return Response(ProjectOutput(services.project_update(project=project, **data.validated_data)).data)
+        return Response(
+            ProjectOutput(services.project_update(project=project, **data.validated_data, actor=request.user)).data
+        )
 
     def delete(self, request, project_id: int):
-        services.project_delete(project=selectors.project_get(project_id=project_id))
+        services.project_delete(project=selectors.project_get(project_id=project_id), actor=request.user)
         return Response({"ok": True})
 
 
@@ -60,14 +72,17 @@ class ProjectKeysApi(APIView):
         project = selectors.project_get(project_id=project_id)
         data = KeyInput(data=request.data)
         data.is_valid(raise_exception=True)
-        return Response(IssuedKeyOutput(services.key_create(project=project, **data.validated_data)).data, status=201)
+        return Response(
+            IssuedKeyOutput(services.key_create(project=project, **data.validated_data, actor=request.user)).data,
+            status=201,
+        )
 
 
 class KeyRotateApi(APIView):
     permission_classes = [AdminWrites]
 
     def post(self, request, key_id: int):
-        issued = services.key_rotate(api_key=selectors.key_get(key_id=key_id))
+        issued = services.key_rotate(api_key=selectors.key_get(key_id=key_id), actor=request.user)
         return Response(IssuedKeyOutput(issued).data)
 
 
@@ -75,12 +90,48 @@ class KeyApi(APIView):
     permission_classes = [AdminWrites]
 
     def delete(self, request, key_id: int):
-        services.key_revoke(api_key=selectors.key_get(key_id=key_id))
+        services.key_revoke(api_key=selectors.key_get(key_id=key_id), actor=request.user)
         return Response({"ok": True})
 
 
 class ProjectRequestLogsApi(APIView):
     def get(self, request, project_id: int):
         project = selectors.project_get(project_id=project_id)
-        logs = selectors.request_log_list(project=project, limit=REQUEST_LOG_PAGE)
+        logs = selectors.request_log_list(project_id=project.pk)[:REQUEST_LOG_PAGE]
         return Response(RequestLogOutput(logs, many=True).data)
+
+
+class RequestLogsApi(APIView):
+    """The request log, filtered, newest first, a page at a time (`next` is the cursor)."""
+
+    def get(self, request):
+        query = RequestLogPageQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        filters = dict(query.validated_data)
+        before_id, limit = filters.pop("cursor", None), filters.pop("limit")
+        rows, next_before = selectors.request_log_page(
+            selectors.request_log_list(**filters), before_id=before_id, limit=limit
+        )
+        return Response(
+            {
+                "data": RequestLogOutput(rows, many=True).data,
+                "next": encode_cursor(next_before) if next_before is not None else None,
+            }
+        )
+
+
+class RequestLogsCsvApi(APIView):
+    """Every row the same filters select in the JSON API, as CSV, streamed."""
+
+    content_negotiation_class = AnyAccept
+
+    def get(self, request):
+        query = RequestLogQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        batches = selectors.request_log_batches(
+            selectors.request_log_list(**query.validated_data), REQUEST_LOG_COLUMNS, size=CSV_BATCH
+        )
+        response = streaming_response(request, csv_pieces(REQUEST_LOG_COLUMNS, batches), content_type="text/csv")
+        filename = f"ragmux-request-logs-{timezone.now():%Y-%m-%d}.csv"
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        return response

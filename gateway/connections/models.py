@@ -14,6 +14,13 @@ class ProviderType(models.TextChoices):
     VOYAGE_RERANK = "voyage_rerank"
 
 
+class ProbeMode(models.TextChoices):
+    """What a connection test asks of the model."""
+
+    CHAT = "chat"
+    EMBEDDING = "embedding"
+
+
 # What each provider type can be used for.
 EMBEDDING_PROVIDERS = frozenset(
     {ProviderType.OPENAI, ProviderType.CUSTOM_OPENAI, ProviderType.OLLAMA, ProviderType.GEMINI, ProviderType.LOCAL}

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from gateway.connections.models import ModelConnection, ModelPrice, ProviderType
+from gateway.connections.models import ModelConnection, ModelPrice, ProbeMode, ProviderType
 from ragmux.core.serializers import StrictInput
 
 MAX_PRICE = 100000
@@ -48,9 +48,15 @@ class ConnectionOutput(serializers.ModelSerializer):
         ]
 
 
+class ConnectionTestInput(StrictInput):
+    mode = serializers.ChoiceField(choices=ProbeMode.choices, required=False, allow_null=True, default=None)
+
+
 class ConnectionTestOutput(serializers.Serializer):
     ok = serializers.BooleanField()
+    mode = serializers.CharField()
     dimensions = serializers.IntegerField(allow_null=True)
+    reply = serializers.CharField(allow_null=True, allow_blank=True)
     latency_ms = serializers.IntegerField()
     error = serializers.CharField(allow_blank=True)
 

@@ -13,10 +13,19 @@ from django.utils import timezone
 
 from gateway.connections import http
 from gateway.connections.credentials import mask_api_key, seal_api_key
-from gateway.connections.models import ModelConnection, ModelPrice, PriceSource, ProviderType
+from gateway.connections.models import (
+    CHAT_PROVIDERS,
+    ModelConnection,
+    ModelPrice,
+    PriceSource,
+    ProbeMode,
+    ProviderType,
+)
 from gateway.connections.prices import builtin_values
 from gateway.connections.providers import local_model
+from gateway.connections.providers.chat import ChatError, chat_provider
 from gateway.connections.providers.embeddings import ProviderError, effective_base_url, embedding_provider
+from ragmux.core.audit import audit_record, snapshot
 from ragmux.core.errors import Conflict, InvalidInput
 
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$")
@@ -24,6 +33,41 @@ MAX_DIMENSIONS = 16000
 PROBE_TIMEOUT = 60.0
 # Fields that decide what a stored vector means; they cannot change under stored vectors.
 VECTOR_DEFINING_FIELDS = ("provider_type", "model_name", "dimensions")
+# What the audit trail keeps of a connection: the key only as its masked hint.
+AUDITED_CONNECTION_FIELDS = ("name", "provider_type", "base_url", "model_name", "dimensions", "api_key_masked")
+AUDITED_PRICE_FIELDS = (
+    "provider_type",
+    "model",
+    "input_per_mtok",
+    "output_per_mtok",
+    "cached_input_per_mtok",
+    "per_search_unit",
+    "source",
+)
+
+
+def _audit_connection(connection: ModelConnection, *, actor, action: str, before=None, after=None) -> None:
+    audit_record(
+        actor=actor,
+        action=action,
+        object_type="connection",
+        object_id=connection.pk,
+        object_repr=connection.name,
+        before=before,
+        after=after,
+    )
+
+
+def _audit_price(price: ModelPrice, *, actor, action: str, before=None, after=None) -> None:
+    audit_record(
+        actor=actor,
+        action=action,
+        object_type="price",
+        object_id=price.pk,
+        object_repr=f"{price.provider_type} {price.model}",
+        before=before,
+        after=after,
+    )
 
 
 def _validate_base_url(provider_type: str, base_url: str) -> str:
@@ -99,7 +143,14 @@ def _set_api_key(connection: ModelConnection, api_key: str) -> None:
 
 @transaction.atomic
 def connection_create(
-    *, name: str, provider_type: str, base_url: str, model_name: str, dimensions: int | None, api_key: str
+    *,
+    name: str,
+    provider_type: str,
+    base_url: str,
+    model_name: str,
+    dimensions: int | None,
+    api_key: str,
+    actor=None,
 ) -> ModelConnection:
     name, model_name, base_url, dimensions = _validate_fields(
         name=name, provider_type=provider_type, base_url=base_url, model_name=model_name, dimensions=dimensions
@@ -117,6 +168,9 @@ def connection_create(
     # The ciphertext is bound to the row id, so it can only be sealed once the row exists.
     _set_api_key(connection, api_key.strip())
     connection.save(update_fields=["api_key_sealed", "api_key_masked"])
+    _audit_connection(
+        connection, actor=actor, action="connection.create", after=snapshot(connection, AUDITED_CONNECTION_FIELDS)
+    )
     return connection
 
 
@@ -130,6 +184,7 @@ def connection_update(
     model_name: str,
     dimensions: int | None,
     api_key: str,
+    actor=None,
 ) -> ModelConnection:
     name, model_name, base_url, dimensions = _validate_fields(
         name=name, provider_type=provider_type, base_url=base_url, model_name=model_name, dimensions=dimensions
@@ -147,6 +202,7 @@ def connection_update(
             "create a new connection instead",
             code="connection_in_use",
         )
+    before = snapshot(connection, AUDITED_CONNECTION_FIELDS)
     connection.name = name
     connection.provider_type = provider_type
     connection.base_url = base_url
@@ -156,11 +212,16 @@ def connection_update(
     if api_key.strip():
         _set_api_key(connection, api_key.strip())
     connection.save()
+    after = snapshot(connection, AUDITED_CONNECTION_FIELDS)
+    if api_key.strip() and after["api_key_masked"] == before["api_key_masked"]:
+        # A new key with the same hint is still a change the trail must show.
+        before["api_key_masked"] += " (replaced)"
+    _audit_connection(connection, actor=actor, action="connection.update", before=before, after=after)
     return connection
 
 
 @transaction.atomic
-def connection_delete(*, connection: ModelConnection) -> None:
+def connection_delete(*, connection: ModelConnection, actor=None) -> None:
     stores = list(connection.embedding_stores.values_list("name", flat=True))
     if stores:
         raise Conflict(
@@ -168,9 +229,10 @@ def connection_delete(*, connection: ModelConnection) -> None:
             code="connection_in_use",
             stores=stores,
         )
+    before = snapshot(connection, AUDITED_CONNECTION_FIELDS)
     try:
         with transaction.atomic():
-            connection.delete()
+            ModelConnection.objects.filter(pk=connection.pk).delete()
     except ProtectedError as exc:
         # Rows of the layers above (projects) that depend on this connection.
         users = sorted({f"{row._meta.verbose_name} {str(row)!r}" for row in exc.protected_objects})
@@ -179,6 +241,7 @@ def connection_delete(*, connection: ModelConnection) -> None:
             code="connection_in_use",
             used_by=users,
         ) from None
+    _audit_connection(connection, actor=actor, action="connection.delete", before=before)
 
 
 def embedding_width(connection: ModelConnection, *, timeout: float = PROBE_TIMEOUT) -> int:
@@ -186,18 +249,33 @@ def embedding_width(connection: ModelConnection, *, timeout: float = PROBE_TIMEO
     return embedding_provider(connection, timeout=timeout).embed(["ping"]).dimensions
 
 
-def connection_test(*, connection: ModelConnection) -> dict:
-    """Embeds one word through the connection and records the outcome on it."""
-    if not connection.supports_embeddings:
-        raise InvalidInput(
-            f'provider "{connection.provider_type}" cannot be used for embeddings; '
-            "only embedding connections can be probed here"
-        )
+def _chat_reply(connection: ModelConnection) -> str:
+    """The text of a one-token answer through the connection."""
+    choices = chat_provider(connection).probe(timeout=PROBE_TIMEOUT)["choices"]
+    message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else ""
+
+
+def connection_test(*, connection: ModelConnection, mode: str | None = None, actor=None) -> dict:
+    """Probes the connection (one embedding, or a one-token chat answer) and records the outcome.
+
+    Without a mode a connection that can embed is probed with an embedding, the others with chat.
+    """
+    mode = mode or (ProbeMode.EMBEDDING if connection.supports_embeddings else ProbeMode.CHAT)
+    if mode == ProbeMode.EMBEDDING and not connection.supports_embeddings:
+        raise InvalidInput(f'provider "{connection.provider_type}" cannot be used for embeddings', field="mode")
+    if mode == ProbeMode.CHAT and connection.provider_type not in CHAT_PROVIDERS:
+        raise InvalidInput(f'provider "{connection.provider_type}" cannot be used for chat', field="mode")
+    outcome = {"ok": True, "mode": mode, "dimensions": None, "reply": None, "error": ""}
     started = time.monotonic()
     try:
-        outcome = {"ok": True, "dimensions": embedding_width(connection), "error": ""}
-    except ProviderError as exc:
-        outcome = {"ok": False, "dimensions": None, "error": str(exc)[:512]}
+        if mode == ProbeMode.EMBEDDING:
+            outcome["dimensions"] = embedding_width(connection)
+        else:
+            outcome["reply"] = _chat_reply(connection)
+    except (ProviderError, ChatError) as exc:
+        outcome.update(ok=False, error=str(exc)[:512])
     outcome["latency_ms"] = int((time.monotonic() - started) * 1000)
     ModelConnection.objects.filter(pk=connection.pk).update(
         last_test_at=timezone.now(),
@@ -206,6 +284,7 @@ def connection_test(*, connection: ModelConnection) -> dict:
         last_test_dimensions=outcome["dimensions"],
         last_test_error=outcome["error"],
     )
+    _audit_connection(connection, actor=actor, action="connection.test", after=outcome)
     return outcome
 
 
@@ -227,11 +306,12 @@ def price_create(
     output_per_mtok: Decimal,
     cached_input_per_mtok: Decimal | None,
     per_search_unit: Decimal | None,
+    actor=None,
 ) -> ModelPrice:
     model = _validate_price_model(model)
     try:
         with transaction.atomic():
-            return ModelPrice.objects.create(
+            price = ModelPrice.objects.create(
                 provider_type=provider_type,
                 model=model,
                 input_per_mtok=input_per_mtok,
@@ -244,6 +324,8 @@ def price_create(
         raise Conflict(
             f"a price for {provider_type} {model!r} already exists; update it instead", code="duplicate_price"
         ) from None
+    _audit_price(price, actor=actor, action="price.create", after=snapshot(price, AUDITED_PRICE_FIELDS))
+    return price
 
 
 @transaction.atomic
@@ -254,29 +336,35 @@ def price_update(
     output_per_mtok: Decimal,
     cached_input_per_mtok: Decimal | None,
     per_search_unit: Decimal | None,
+    actor=None,
 ) -> ModelPrice:
     """Edits a price; an edited built-in row becomes the user's and upgrades leave it alone."""
+    before = snapshot(price, AUDITED_PRICE_FIELDS)
     price.input_per_mtok = input_per_mtok
     price.output_per_mtok = output_per_mtok
     price.cached_input_per_mtok = cached_input_per_mtok
     price.per_search_unit = per_search_unit
     price.source = PriceSource.USER
     price.save()
+    _audit_price(price, actor=actor, action="price.update", before=before, after=snapshot(price, AUDITED_PRICE_FIELDS))
     return price
 
 
 @transaction.atomic
-def price_delete(*, price: ModelPrice) -> ModelPrice | None:
+def price_delete(*, price: ModelPrice, actor=None) -> ModelPrice | None:
     """Deletes a user price; one that overrode a built-in row reverts to the built-in values,
     which are returned. Built-in rows themselves cannot be deleted."""
     if price.source == PriceSource.BUILTIN:
         raise Conflict("built-in prices cannot be deleted; edit the price instead", code="builtin_price")
+    before = snapshot(price, AUDITED_PRICE_FIELDS)
     shipped = builtin_values(price.provider_type, price.model)
     if shipped is None:
-        price.delete()
+        ModelPrice.objects.filter(pk=price.pk).delete()
+        _audit_price(price, actor=actor, action="price.delete", before=before)
         return None
     for name, value in shipped.items():
         setattr(price, name, value)
     price.source = PriceSource.BUILTIN
     price.save()
+    _audit_price(price, actor=actor, action="price.reset", before=before, after=snapshot(price, AUDITED_PRICE_FIELDS))
     return price

@@ -9,6 +9,7 @@ from gateway.connections import selectors, services
 from gateway.connections.serializers import (
     ConnectionInput,
     ConnectionOutput,
+    ConnectionTestInput,
     ConnectionTestOutput,
     PriceCreateInput,
     PriceListQuery,
@@ -27,7 +28,7 @@ class ConnectionsApi(APIView):
     def post(self, request):
         data = ConnectionInput(data=request.data)
         data.is_valid(raise_exception=True)
-        connection = services.connection_create(**data.validated_data)
+        connection = services.connection_create(**data.validated_data, actor=request.user)
         return Response(ConnectionOutput(connection).data, status=201)
 
 
@@ -41,11 +42,11 @@ class ConnectionApi(APIView):
         connection = selectors.connection_get(connection_id)
         data = ConnectionInput(data=request.data)
         data.is_valid(raise_exception=True)
-        connection = services.connection_update(connection=connection, **data.validated_data)
+        connection = services.connection_update(connection=connection, **data.validated_data, actor=request.user)
         return Response(ConnectionOutput(connection).data)
 
     def delete(self, request, connection_id: int):
-        services.connection_delete(connection=selectors.connection_get(connection_id))
+        services.connection_delete(connection=selectors.connection_get(connection_id), actor=request.user)
         return Response({"ok": True})
 
 
@@ -53,7 +54,10 @@ class ConnectionTestApi(APIView):
     permission_classes = [AdminWrites]
 
     def post(self, request, connection_id: int):
-        outcome = services.connection_test(connection=selectors.connection_get(connection_id))
+        connection = selectors.connection_get(connection_id)
+        data = ConnectionTestInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        outcome = services.connection_test(connection=connection, actor=request.user, **data.validated_data)
         return Response(ConnectionTestOutput(outcome).data)
 
 
@@ -69,7 +73,7 @@ class PricesApi(APIView):
     def post(self, request):
         data = PriceCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
-        return Response(PriceOutput(services.price_create(**data.validated_data)).data, status=201)
+        return Response(PriceOutput(services.price_create(**data.validated_data, actor=request.user)).data, status=201)
 
 
 class PriceApi(APIView):
@@ -82,8 +86,8 @@ class PriceApi(APIView):
         price = selectors.price_get(price_id)
         data = PriceValuesInput(data=request.data)
         data.is_valid(raise_exception=True)
-        return Response(PriceOutput(services.price_update(price=price, **data.validated_data)).data)
+        return Response(PriceOutput(services.price_update(price=price, **data.validated_data, actor=request.user)).data)
 
     def delete(self, request, price_id: int):
-        restored = services.price_delete(price=selectors.price_get(price_id))
+        restored = services.price_delete(price=selectors.price_get(price_id), actor=request.user)
         return Response({"ok": True, "restored": PriceOutput(restored).data if restored else None})

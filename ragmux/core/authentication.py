@@ -8,12 +8,13 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth import get_user_model, user_logged_in
+from django.contrib.auth import get_user_model, update_session_auth_hash, user_logged_in
 from django.contrib.auth.backends import ModelBackend
 from django.db.models import Case, Value, When
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
+from ragmux.core.accounts import password_change
 from ragmux.core.models import AdminToken
 
 TOKEN_BYTES = 36
@@ -55,6 +56,22 @@ def bearer_token(request) -> str | None:
     if scheme.lower() != "bearer" or not value.strip():
         return None
     return value.strip()
+
+
+def change_own_password(request, *, current_password: str, new_password: str) -> None:
+    """The signed-in user's own change: the credential of this request (its session or bearer
+    token) stays valid, every other one ends. The API and the dashboard's form both call this."""
+    token = bearer_token(request)
+    password_change(
+        user=request.user,
+        current_password=current_password,
+        new_password=new_password,
+        keep_session_key=None if token else request.session.session_key,
+        keep_token_hash=hash_token(token) if token else None,
+    )
+    if token is None:
+        # The session holds a hash of the old password, which would sign it out too.
+        update_session_auth_hash(request, request.user)
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):

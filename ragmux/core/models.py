@@ -28,3 +28,29 @@ class InstanceSetting(models.Model):
 
     class Meta:
         db_table = "instance_settings"
+
+
+class AuditEntry(models.Model):
+    """One change to the configuration: who made it, when, to what, and the values before and
+    after (secrets masked by `ragmux.core.audit` before they get here).
+
+    The actor's name is copied so the trail still reads after the user is gone; a change made by
+    the CLI or a start-up step has no actor and reads "system".
+    """
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_username = models.CharField(max_length=150)
+    action = models.CharField(max_length=64)
+    object_type = models.CharField(max_length=32)
+    object_id = models.BigIntegerField(null=True, blank=True)
+    object_repr = models.CharField(max_length=200, blank=True, default="")
+    before = models.JSONField(default=dict)
+    after = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        db_table = "audit_entries"
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["object_type", "object_id"], name="audit_entries_object")]

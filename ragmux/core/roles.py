@@ -35,9 +35,13 @@ def user_role(user: Any) -> str | None:
     return role
 
 
+def role_rank(role: str | None) -> int:
+    """0 for no role, then 1, 2, 3 from viewer to admin."""
+    return _RANK.get(role, 0)
+
+
 def has_role(user: Any, needed: str) -> bool:
-    role = user_role(user)
-    return role is not None and _RANK[role] >= _RANK[needed]
+    return role_rank(user_role(user)) >= _RANK[needed]
 
 
 def role_context(request: Any) -> dict:
@@ -71,4 +75,11 @@ class EditorWrites(_RolePermission):
 
 
 class AdminWrites(_RolePermission):
+    write_role = "admin"
+
+
+class AdminOnly(_RolePermission):
+    """Users and the audit trail: admins alone read them too."""
+
+    read_role = "admin"
     write_role = "admin"

@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from django.core.validators import MaxValueValidator
+from django.db.models import QuerySet
 from rest_framework import serializers
+
+from ragmux.core.audit import OBJECT_TYPES, audit_list
+from ragmux.core.models import AuditEntry
+from ragmux.core.roles import ROLES
 
 # The largest value of PostgreSQL's `integer`, the narrowest column an API integer lands in.
 MAX_INTEGER = 2**31 - 1
@@ -35,3 +40,48 @@ class StrictInput(serializers.Serializer):
             if errors:
                 raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
+
+
+# Django's hashers take any length; this bound only keeps a request from hashing megabytes.
+MAX_PASSWORD = 1024
+
+
+def _password(**kwargs) -> serializers.CharField:
+    return serializers.CharField(max_length=MAX_PASSWORD, trim_whitespace=False, **kwargs)
+
+
+class PasswordChangeInput(StrictInput):
+    current_password = _password()
+    new_password = _password()
+
+
+class UserCreateInput(StrictInput):
+    username = serializers.CharField(max_length=150)
+    # Blank: a password is generated and returned once.
+    password = _password(required=False, allow_blank=True, default="")
+    role = serializers.ChoiceField(choices=ROLES, default="viewer")
+
+
+class UserUpdateInput(StrictInput):
+    role = serializers.ChoiceField(choices=ROLES, required=False)
+    is_active = serializers.BooleanField(required=False)
+
+
+class PasswordResetInput(StrictInput):
+    # Blank: a password is generated and returned once.
+    password = _password(required=False, allow_blank=True, default="")
+
+
+class AuditQuery(serializers.Serializer):
+    actor = serializers.CharField(max_length=150, required=False)
+    object_type = serializers.ChoiceField(choices=OBJECT_TYPES, required=False)
+    object_id = serializers.IntegerField(min_value=1, max_value=2**63 - 1, required=False)
+    since = serializers.DateTimeField(required=False)
+    until = serializers.DateTimeField(required=False)
+    page = serializers.IntegerField(min_value=1, max_value=1_000_000, default=1)
+    page_size = serializers.IntegerField(min_value=1, max_value=500, default=50)
+
+
+def audit_entries(query: dict) -> QuerySet[AuditEntry]:
+    """The entries an `AuditQuery`'s validated data filters for, every page of them."""
+    return audit_list(**{name: value for name, value in query.items() if name not in ("page", "page_size")})

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from ragmux.dashboard import views
+from ragmux.dashboard import connections, projects, request_logs, users, views
 
 app_name = "dashboard"
 
@@ -19,4 +19,30 @@ urlpatterns = [
     path("documents/<id:document_id>/reprocess", views.document_reprocess, name="document-reprocess"),
     path("documents/<id:document_id>/delete", views.document_delete, name="document-delete"),
     path("search/", views.search, name="search"),
+    path("connections/", connections.connections, name="connections"),
+    path("connections/new", connections.connection_create, name="connection-create"),
+    path("connections/<id:connection_id>/edit", connections.connection_edit, name="connection-edit"),
+    path("connections/<id:connection_id>/delete", connections.connection_delete, name="connection-delete"),
+    path("connections/<id:connection_id>/test", connections.connection_test, name="connection-test"),
+    path("prices/", connections.prices, name="prices"),
+    path("prices/new", connections.price_create, name="price-create"),
+    path("prices/<id:price_id>/edit", connections.price_edit, name="price-edit"),
+    path("prices/<id:price_id>/delete", connections.price_delete, name="price-delete"),
+    path("projects/", projects.projects, name="projects"),
+    path("projects/new", projects.project_create, name="project-create"),
+    path("projects/<id:project_id>/", projects.project_detail, name="project"),
+    path("projects/<id:project_id>/edit", projects.project_edit, name="project-edit"),
+    path("projects/<id:project_id>/delete", projects.project_delete, name="project-delete"),
+    path("projects/<id:project_id>/keys", projects.key_create, name="key-create"),
+    path("keys/<id:key_id>/rotate", projects.key_rotate, name="key-rotate"),
+    path("keys/<id:key_id>/revoke", projects.key_revoke, name="key-revoke"),
+    path("request-logs/", request_logs.request_logs, name="request-logs"),
+    path("request-logs/<id:log_id>", request_logs.request_log_detail, name="request-log"),
+    path("users/", users.users, name="users"),
+    path("users/new", users.user_create, name="user-create"),
+    path("users/<id:user_id>/", users.user_detail, name="user"),
+    path("users/<id:user_id>/update", users.user_update, name="user-update"),
+    path("users/<id:user_id>/password", users.user_password, name="user-password"),
+    path("account/password", users.account_password, name="account-password"),
+    path("audit/", users.audit, name="audit"),
 ]

@@ -36,6 +36,7 @@ from ragmux.dashboard.compare import (
     store_settings_input,
 )
 from ragmux.dashboard.quota import store_quota
+from ragmux.dashboard.request_logs import overview_usage
 from ragmux.dashboard.store_form import RERANK_NOTE, StoreForm
 from ragmux.dashboard.uploads import summary, upload_outcomes
 from retrieval.search import SearchResult, store_search
@@ -71,6 +72,7 @@ def overview(request):
             "stores": list(selectors.store_list()),
             "backlog": selectors.documents_by_status(),
             "failures": list(selectors.recent_failures(limit=RECENT_FAILURES)),
+            **overview_usage(),
         },
     )
 
@@ -110,7 +112,7 @@ def store_create(request):
         if validated is not None:
             name, values = validated
             try:
-                store = services.store_create(name=name, values=values)
+                store = services.store_create(name=name, values=values, actor=request.user)
             except ServiceError as refusal:
                 form.refuse(refusal)
             else:
@@ -130,7 +132,7 @@ def store_settings(request, store_id: int):
         if validated is not None:
             name, values = validated
             try:
-                outcome = services.store_update(store=store, name=name, values=values)
+                outcome = services.store_update(store=store, name=name, values=values, actor=request.user)
             except ServiceError as refusal:
                 form.refuse(refusal)
             else:
@@ -147,7 +149,7 @@ def store_delete(request, store_id: int):
     store = selectors.store_get(store_id)
     if request.method == "POST":
         if request.POST.get("confirm_name", "").strip() == store.name:
-            services.store_delete(store=store)
+            services.store_delete(store=store, actor=request.user)
             messages.success(request, f"Deleted the store “{store.name}” and its {store.document_count} documents.")
             return redirect("dashboard:stores")
         messages.error(request, "The store was not deleted: type its name exactly to confirm.")
@@ -414,7 +416,7 @@ def search_save(request, store_id: int):
         messages.error(request, f"Configuration {side} was not saved: {problems}")
     else:
         try:
-            services.store_update(store=store, name=store.name, values=dict(data.validated_data))
+            services.store_update(store=store, name=store.name, values=dict(data.validated_data), actor=request.user)
         except ServiceError as refusal:
             messages.error(request, f"Configuration {side} was not saved: {refusal.message}")
         else:

@@ -68,3 +68,41 @@ function setUpUpload(form) {
 document.addEventListener("DOMContentLoaded", () => {
   document.querySelectorAll("form[data-upload]").forEach(setUpUpload);
 });
+
+// A key shown once: copied to the clipboard in one click, and the page says so.
+document.addEventListener("click", async (event) => {
+  const button = event.target.closest("button[data-copy]");
+  if (!button) return;
+  const id = button.dataset.copy;
+  const said = document.querySelector(`[data-copied="${id}"]`);
+  try {
+    await navigator.clipboard.writeText(document.getElementById(id).textContent.trim());
+    said.textContent = "Copied to the clipboard.";
+  } catch (error) {
+    said.textContent = "The browser refused the clipboard: select the key and copy it.";
+  }
+});
+
+// The overview's small charts, drawn with uPlot from the numbers the page carries; the totals
+// beside them are text, so nothing is lost where the script does not run.
+function drawCharts() {
+  const data = document.getElementById("usage-charts");
+  if (!data || typeof uPlot === "undefined") return;
+  const ranges = JSON.parse(data.textContent);
+  document.querySelectorAll("[data-chart]").forEach((box) => {
+    const range = ranges[box.dataset.chart];
+    const options = {
+      width: 220,
+      height: 70,
+      legend: { show: false },
+      cursor: { show: false },
+      // From zero, so a quiet range reads as quiet; an empty one still needs a height.
+      scales: { y: { range: (u, min, max) => [0, max > 0 ? max : 1] } },
+      axes: [{ show: false }, { show: false }],
+      series: [{}, { stroke: "#2563eb", fill: "rgba(37, 99, 235, 0.15)", width: 1.5, points: { show: false } }],
+    };
+    new uPlot(options, [range.x, range[box.dataset.series]], box);
+  });
+}
+
+document.addEventListener("DOMContentLoaded", drawCharts);

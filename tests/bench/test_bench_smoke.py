@@ -119,11 +119,18 @@ def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(ru
 
 
 SEARCH_LATENCY_CONFIGS = [
-    ("vector", None),
-    ("lexical", "bm25"),
-    ("lexical", "pgvector"),
-    ("hybrid", "bm25"),
-    ("hybrid", "pgvector"),
+    ("typical", "vector", None),
+    ("typical", "lexical", "bm25"),
+    ("typical", "lexical", "pgvector"),
+    ("typical", "hybrid", "bm25"),
+    ("typical", "hybrid", "pgvector"),
+    # The classes of issue 10, on the backend they were slow on.
+    ("common", "lexical", "bm25"),
+    ("common", "hybrid", "bm25"),
+    ("paragraph", "lexical", "bm25"),
+    ("paragraph", "hybrid", "bm25"),
+    ("phrase", "lexical", "bm25"),
+    ("phrase", "hybrid", "bm25"),
 ]
 
 
@@ -137,11 +144,14 @@ def test_search_latency_smoke_reports_every_mode_and_backend_and_leaves_nothing_
     result = json.loads(finished.stdout.strip().splitlines()[-1])
     assert {"chunks", "results", "hnsw_recall@10", "ef_search", "fill_seconds"} <= result.keys()
     assert result["chunks"] == 2000
-    assert [(row["mode"], row["backend"]) for row in result["results"]] == SEARCH_LATENCY_CONFIGS
+    assert [(row["class"], row["mode"], row["backend"]) for row in result["results"]] == SEARCH_LATENCY_CONFIGS
     for row in result["results"]:
         assert {"p50_ms", "p95_ms", "raw_p50_ms", "raw_p95_ms", "overhead_p50_ms"} <= row.keys()
         assert 0 < row["p50_ms"] <= row["p95_ms"]
     assert 0.0 <= result["hnsw_recall@10"] <= 1.0
+    overlap = result["bm25_top10_overlap"]
+    assert list(overlap) == ["typical", "common", "paragraph", "phrase"]
+    assert all(0.0 <= share <= 1.0 for share in overlap.values())
     time.sleep(1)
     assert processes_left_by_run(run_tmpdir, workers_before) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
@@ -232,3 +242,20 @@ def test_dashboard_smoke_reports_every_page_and_leaves_nothing_running(run_tmpdi
     time.sleep(1)
     assert processes_left_by_run(run_tmpdir, workers_before) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
+
+
+def test_upload_memory_smoke_reports_every_upload_and_leaves_nothing_running(run_tmpdir):
+    workers_before = running_workers()
+
+    finished = run_bench("upload_memory.py", run_tmpdir, "--smoke")
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert {"baseline_rss_mb", "final_rss_mb", "final_growth_mb", "max_peak_growth_per_n", "uploads"} <= result.keys()
+    assert [upload["size_mb"] for upload in result["uploads"]] == [1.0, 1.0, 2.0, 2.0]
+    for upload in result["uploads"]:
+        assert {"rss_before_mb", "peak_growth_mb", "peak_growth_per_n", "growth_after_2s_mb"} <= upload.keys()
+        assert upload["samples"] > 0
+    time.sleep(1)
+    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert list(run_tmpdir.glob("ragmux-*")) == []

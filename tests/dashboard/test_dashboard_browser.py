@@ -5,12 +5,12 @@ configuration. Every page is photographed (see the `shots` fixture)."""
 from __future__ import annotations
 
 import base64
-import os
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
+from tests.dashboard.conftest import WIDE
 from tests.dashboard.test_sign_in import sign_in
 from tests.factories import PASSWORD
 
@@ -22,32 +22,9 @@ DROPPED = {
     "python-docx-test.docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     "field-notes.md": "text/markdown",
 }
-WIDE = {"width": 1440, "height": 900}
 PHONE = {"width": 390, "height": 844}
 # A question whose lexical ranking differs between full text (ts_rank_cd) and BM25 on those files.
 QUERY = "water in the pools"
-
-
-@pytest.fixture
-def shots(tmp_path):
-    """``shots(page, name)`` saves a full-page screenshot: into $RAGMUX_SCREENSHOTS when set
-    (`make screenshots` points it at docs/screenshots), else into this test's folder."""
-    folder = Path(os.environ.get("RAGMUX_SCREENSHOTS") or tmp_path / "screenshots")
-    folder.mkdir(parents=True, exist_ok=True)
-
-    def shot(page, name: str) -> Path:
-        path = folder / f"{name}.png"
-        page.screenshot(path=path, full_page=True)
-        return path
-
-    return shot
-
-
-@pytest.fixture
-def wide_page(browser, live_server):
-    context = browser.new_context(base_url=live_server.url, viewport=WIDE)
-    yield context.new_page()
-    context.close()
 
 
 def drop_files(page, selector: str, names: dict[str, str]) -> None:

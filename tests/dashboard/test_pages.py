@@ -337,4 +337,6 @@ def test_each_page_runs_the_same_few_queries_whatever_the_data(as_role, kb):
         DocumentFactory(store=kb, status=("pending", "ready", "failed")[n % 3], error="z")
     many = queries_per_page(admin, kb)
     assert many == few
-    assert max(many.values()) <= 14, many
+    # The search compare page is the largest: two searches, each a transaction of its own with
+    # its statement timeout set and reset.
+    assert max(many.values()) <= 24, many

@@ -13,15 +13,24 @@ Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``
 - ``redirect_to``: answer 307 to that URL;
 - ``stall_after``: a streamed chat answer stops sending (without closing) after that many
   chunks, until the caller hangs up (counted, see :meth:`wait_for_disconnects`) or the fake
-  is stopped.
+  is stopped;
+- ``error_after``: a streamed chat answer sends the provider's mid-stream error event after
+  that many chunks;
+- ``tool_call``: the chat answer is a call of the function of that name with
+  :data:`TOOL_ARGUMENTS`;
+- ``error_reason``: Gemini's error details carry this reason (``API_KEY_INVALID``).
+
+Failures (``status``) answer in the route's provider's own error format.
 
 :attr:`on_request`, when set, is called with each recorded request before it is answered (a
 test can make a request stall, or kill the process that sent it).
 
 Every request is recorded (:attr:`requests`) and counted per route (:meth:`calls`). Later
-issues add rerank routes with :meth:`route`. ``openai.chat`` answers :data:`CHAT_ANSWER`, as a
-JSON completion or, with ``stream: true``, as server-sent events (a handler may return an
-iterator of byte pieces, written and flushed one by one).
+issues add rerank routes with :meth:`route`. The chat routes (``openai.chat``,
+``anthropic.messages``, ``gemini.generate``, ``gemini.stream``, ``ollama.chat``) answer
+:data:`CHAT_ANSWER` in their provider's format, whole or streamed (a handler may return an
+iterator of byte pieces, written and flushed one by one), cut to the request's token limit
+(one word a token) with the provider's "length" finish reason.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 STALL = b""  # yielded by a streamed reply: send nothing more and wait for the caller to hang up
 Reply = tuple[int, dict[str, str], bytes | Iterator[bytes]]
 CHAT_ANSWER = "The launch code is AMBER-7731, according to the context."
+TOOL_ARGUMENTS = {"query": "launch code", "limit": 3}
 
 
 @dataclass
@@ -55,6 +65,9 @@ class Knobs:
     malformed: str | None = None
     redirect_to: str | None = None
     stall_after: int | None = None
+    error_after: int | None = None
+    tool_call: str | None = None
+    error_reason: str | None = None
 
 
 @dataclass
@@ -76,6 +89,8 @@ class _Route:
     method: str
     pattern: re.Pattern
     handler: Callable[[FakeUpstream, object, re.Match, Knobs], Reply]
+    # The body of a failure with this status, in the route's provider's format.
+    error_body: Callable[[int, Knobs], object]
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -105,6 +120,14 @@ def json_reply(body: object, status: int = 200) -> Reply:
     return status, {"Content-Type": "application/json"}, json.dumps(body).encode()
 
 
+def failure_message(status: int) -> str:
+    return f"fake upstream failure {status}"
+
+
+def openai_error(status: int, knobs: Knobs) -> object:
+    return {"error": {"message": failure_message(status)}}
+
+
 class FakeUpstream:
     def __init__(self) -> None:
         self._routes: list[_Route] = []
@@ -122,6 +145,9 @@ class FakeUpstream:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         _register_embedding_routes(self)
         _register_chat_routes(self)
+        _register_anthropic_routes(self)
+        _register_gemini_routes(self)
+        _register_ollama_routes(self)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> FakeUpstream:
@@ -185,9 +211,9 @@ class FakeUpstream:
         with self._lock:
             return [r for r in self.requests if r.route == route]
 
-    def route(self, name: str, method: str, pattern: str):
+    def route(self, name: str, method: str, pattern: str, error_body: Callable[[int, Knobs], object] | None = None):
         def register(handler):
-            self._routes.append(_Route(name, method, re.compile(pattern), handler))
+            self._routes.append(_Route(name, method, re.compile(pattern), handler, error_body or openai_error))
             return handler
 
         return register
@@ -213,7 +239,7 @@ class FakeUpstream:
             if knobs.redirect_to:
                 return 307, {"Location": knobs.redirect_to}, b""
             if fail:
-                return json_reply({"error": {"message": f"fake upstream failure {knobs.status}"}}, knobs.status)
+                return json_reply(route.error_body(knobs.status, knobs), knobs.status)
             if knobs.malformed == "not_json":
                 return 200, {"Content-Type": "application/json"}, b"{this is not json"
             try:
@@ -368,3 +394,214 @@ def _register_chat_routes(upstream: FakeUpstream) -> None:
             yield b"data: [DONE]\n\n"
 
         return 200, {"Content-Type": "text/event-stream"}, events()
+
+
+# --------------------------------------------------------------------------------------------
+# Chat in each provider's own wire format
+# --------------------------------------------------------------------------------------------
+
+
+def _texts(node: object) -> Iterator[str]:
+    """Every text of a request body, whatever the provider's shape."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("text", "content", "system") and isinstance(value, str):
+                yield value
+            else:
+                yield from _texts(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _texts(item)
+
+
+def _prompt_words(payload: dict) -> int:
+    return sum(len(text.split()) for text in _texts(payload))
+
+
+def _answer_words(limit: object) -> tuple[list[str], bool]:
+    """The answer's words, cut to ``limit`` (one word a token); True when it was cut."""
+    words = CHAT_ANSWER.split(" ")
+    if isinstance(limit, int) and limit < len(words):
+        return words[:limit], True
+    return words, False
+
+
+def _pieces(words: list[str]) -> list[str]:
+    return [word if i == 0 else " " + word for i, word in enumerate(words)]
+
+
+def _stream_events(frames: list[bytes], knobs: Knobs, error_frame: bytes) -> Iterator[bytes]:
+    for sent, frame in enumerate(frames):
+        if knobs.stall_after is not None and sent == knobs.stall_after:
+            yield STALL
+            return
+        if knobs.error_after is not None and sent == knobs.error_after:
+            yield error_frame
+            return
+        yield frame
+
+
+def _sse(data: object, event: str | None = None) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data)}\n\n".encode()
+
+
+ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def anthropic_error(status: int, knobs: Knobs) -> object:
+    kind = ANTHROPIC_ERROR_TYPES.get(status, "api_error")
+    return {"type": "error", "error": {"type": kind, "message": failure_message(status)}}
+
+
+def _register_anthropic_routes(upstream: FakeUpstream) -> None:
+    @upstream.route("anthropic.messages", "POST", r"/v1/messages", error_body=anthropic_error)
+    def messages(up, payload, match, knobs):
+        words, cut = _answer_words(payload.get("max_tokens"))
+        usage = {"input_tokens": _prompt_words(payload), "output_tokens": len(words)}
+        usage.update(cache_creation_input_tokens=0, cache_read_input_tokens=2)
+        stop = "max_tokens" if cut else "end_turn"
+        if knobs.tool_call:
+            blocks = [{"type": "tool_use", "id": "toolu_fake1", "name": knobs.tool_call, "input": TOOL_ARGUMENTS}]
+            stop = "tool_use"
+        else:
+            blocks = [{"type": "text", "text": " ".join(words)}]
+        message = {"id": "msg_fake", "type": "message", "role": "assistant", "model": payload.get("model")}
+        if not payload.get("stream"):
+            reply = {**message, "content": blocks, "stop_reason": stop, "stop_sequence": None}
+            if not knobs.omit_usage:
+                reply["usage"] = usage
+            return json_reply(reply)
+        frames = [
+            _sse(
+                {
+                    "type": "message_start",
+                    "message": {**message, "content": [], "usage": {**usage, "output_tokens": 1}},
+                },
+                "message_start",
+            ),
+            _sse({"type": "ping"}, "ping"),
+        ]
+        if knobs.tool_call:
+            start = {**blocks[0], "input": {}}
+            arguments = json.dumps(TOOL_ARGUMENTS)
+            frames.append(
+                _sse({"type": "content_block_start", "index": 0, "content_block": start}, "content_block_start")
+            )
+            for fragment in (arguments[:10], arguments[10:]):
+                delta = {"type": "input_json_delta", "partial_json": fragment}
+                frames.append(_sse({"type": "content_block_delta", "index": 0, "delta": delta}, "content_block_delta"))
+        else:
+            start = {"type": "text", "text": ""}
+            frames.append(
+                _sse({"type": "content_block_start", "index": 0, "content_block": start}, "content_block_start")
+            )
+            for piece in _pieces(words):
+                delta = {"type": "text_delta", "text": piece}
+                frames.append(_sse({"type": "content_block_delta", "index": 0, "delta": delta}, "content_block_delta"))
+        frames.append(_sse({"type": "content_block_stop", "index": 0}, "content_block_stop"))
+        final = {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}}
+        if not knobs.omit_usage:
+            final["usage"] = {"output_tokens": len(words)}
+        frames += [_sse(final, "message_delta"), _sse({"type": "message_stop"}, "message_stop")]
+        error = _sse(anthropic_error(529, knobs), "error")
+        return 200, {"Content-Type": "text/event-stream"}, _stream_events(frames, knobs, error)
+
+
+GEMINI_STATUSES = {
+    400: "INVALID_ARGUMENT",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+}
+
+
+def gemini_error(status: int, knobs: Knobs) -> object:
+    error = {"code": status, "message": failure_message(status), "status": GEMINI_STATUSES.get(status, "UNKNOWN")}
+    if knobs.error_reason:
+        error["details"] = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": knobs.error_reason}]
+    return {"error": error}
+
+
+def _gemini_reply(payload: dict, knobs: Knobs, parts: list[dict], finish: str | None, usage: bool) -> dict:
+    candidate: dict = {"content": {"role": "model", "parts": parts}, "index": 0}
+    if finish:
+        candidate["finishReason"] = finish
+    reply = {"candidates": [candidate], "modelVersion": "gemini-fake", "responseId": "gemini-fake-id"}
+    if usage and not knobs.omit_usage:
+        prompt, answer = _prompt_words(payload), len(CHAT_ANSWER.split())
+        reply["usageMetadata"] = {
+            "promptTokenCount": prompt,
+            "candidatesTokenCount": answer,
+            "thoughtsTokenCount": 2,
+            "cachedContentTokenCount": 1,
+            "totalTokenCount": prompt + answer + 2,
+        }
+    return reply
+
+
+def _register_gemini_routes(upstream: FakeUpstream) -> None:
+    def answer(payload: dict, knobs: Knobs) -> tuple[list[list[dict]], str]:
+        """The parts of each streamed event, and the finish reason."""
+        if knobs.tool_call:
+            return [[{"functionCall": {"name": knobs.tool_call, "args": TOOL_ARGUMENTS}}]], "STOP"
+        words, cut = _answer_words((payload.get("generationConfig") or {}).get("maxOutputTokens"))
+        thought = [{"text": "Thinking about the context.", "thought": True}]
+        return [thought] + [[{"text": piece}] for piece in _pieces(words)], "MAX_TOKENS" if cut else "STOP"
+
+    @upstream.route("gemini.generate", "POST", r"/v1beta/models/(?P<model>[^/:]+):generateContent", gemini_error)
+    def generate(up, payload, match, knobs):
+        events, finish = answer(payload, knobs)
+        parts = [part for event in events for part in event]
+        if not knobs.tool_call:
+            # A whole reply holds the answer in one text part (beside the thought).
+            parts = [parts[0], {"text": "".join(p["text"] for p in parts[1:])}]
+        return json_reply(_gemini_reply(payload, knobs, parts, finish, usage=True))
+
+    @upstream.route("gemini.stream", "POST", r"/v1beta/models/(?P<model>[^/:]+):streamGenerateContent", gemini_error)
+    def stream(up, payload, match, knobs):
+        events, finish = answer(payload, knobs)
+        frames = [
+            _sse(_gemini_reply(payload, knobs, parts, finish if last else None, usage=last))
+            for last, parts in ((i == len(events) - 1, parts) for i, parts in enumerate(events))
+        ]
+        error = _sse(gemini_error(503, knobs))
+        return 200, {"Content-Type": "text/event-stream"}, _stream_events(frames, knobs, error)
+
+
+def ollama_error(status: int, knobs: Knobs) -> object:
+    return {"error": failure_message(status)}
+
+
+def _register_ollama_routes(upstream: FakeUpstream) -> None:
+    @upstream.route("ollama.chat", "POST", r"/api/chat", error_body=ollama_error)
+    def chat(up, payload, match, knobs):
+        words, cut = _answer_words((payload.get("options") or {}).get("num_predict"))
+        base = {"model": payload.get("model"), "created_at": "2025-01-01T00:00:00Z"}
+        final = {**base, "done": True, "done_reason": "length" if cut else "stop"}
+        if not knobs.omit_usage:
+            final.update(prompt_eval_count=_prompt_words(payload), eval_count=len(words))
+        if knobs.tool_call:
+            calls = [{"function": {"name": knobs.tool_call, "arguments": TOOL_ARGUMENTS}}]
+            messages = [{"role": "assistant", "content": "", "tool_calls": calls}]
+        else:
+            messages = [{"role": "assistant", "content": piece} for piece in _pieces(words)]
+        if payload.get("stream") is False:
+            whole = {"role": "assistant", "content": "".join(m["content"] for m in messages)}
+            if knobs.tool_call:
+                whole["tool_calls"] = messages[0]["tool_calls"]
+            return json_reply({**final, "message": whole})
+        lines = [json.dumps({**base, "message": m, "done": False}).encode() + b"\n" for m in messages]
+        lines.append(json.dumps({**final, "message": {"role": "assistant", "content": ""}}).encode() + b"\n")
+        error = json.dumps({"error": "fake upstream failure mid-stream"}).encode() + b"\n"
+        return 200, {"Content-Type": "application/x-ndjson"}, _stream_events(lines, knobs, error)

@@ -104,15 +104,71 @@ def test_a_failing_probe_is_reported_and_recorded_not_raised(api, fake_upstream)
     assert admin.get(f"/admin/api/models/{created['id']}").json()["last_test_ok"] is False
 
 
-def test_probing_a_chat_only_connection_is_a_400(api):
+def test_a_chat_only_connection_gets_a_one_token_chat_probe(api, fake_upstream):
     admin = api("admin")
     created = admin.post(
         "/admin/api/models",
-        json={"name": "claude", "provider_type": "anthropic", "model_name": "claude-sonnet-4-5", "api_key": "k"},
+        json={
+            "name": "claude",
+            "provider_type": "anthropic",
+            "base_url": fake_upstream.url,
+            "model_name": "claude-sonnet-4-5",
+            "api_key": SECRET,
+        },
     ).json()
-    response = admin.post(f"/admin/api/models/{created['id']}/test")
-    assert response.status_code == 400
-    assert "cannot be used for embeddings" in response.json()["error"]["message"]
+    outcome = admin.post(f"/admin/api/models/{created['id']}/test").json()
+    assert (outcome["ok"], outcome["mode"], outcome["dimensions"]) == (True, "chat", None)
+    assert outcome["reply"] == "The"  # one word a token, in the fake
+    sent = fake_upstream.requests_to("anthropic.messages")[-1]
+    assert sent.json()["max_tokens"] == 1 and sent.headers["x-api-key"] == SECRET
+    assert admin.get(f"/admin/api/models/{created['id']}").json()["last_test_ok"] is True
+    refused = admin.post(f"/admin/api/models/{created['id']}/test", json={"mode": "embedding"})
+    assert refused.status_code == 400
+    assert "cannot be used for embeddings" in refused.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("provider_type", "path", "route", "limit"),
+    [
+        ("openai", "/v1", "openai.chat", ("max_completion_tokens", 1)),
+        ("gemini", "/v1beta", "gemini.generate", ("generationConfig", {"maxOutputTokens": 1})),
+        ("ollama", "", "ollama.chat", ("options", {"num_predict": 1})),
+    ],
+)
+def test_a_connection_that_can_embed_is_probed_with_chat_when_asked(
+    api, fake_upstream, provider_type, path, route, limit
+):
+    admin = api("admin")
+    created = admin.post(
+        "/admin/api/models",
+        json=openai_body(fake_upstream, provider_type=provider_type, base_url=f"{fake_upstream.url}{path}"),
+    ).json()
+    outcome = admin.post(f"/admin/api/models/{created['id']}/test", json={"mode": "chat"}).json()
+    assert (outcome["ok"], outcome["mode"]) == (True, "chat")
+    assert outcome["reply"]
+    name, value = limit
+    assert fake_upstream.requests_to(route)[-1].json()[name] == value
+    assert fake_upstream.calls("openai.embeddings") == 0
+
+
+def test_a_failing_chat_probe_is_reported_redacted_and_recorded(api, fake_upstream):
+    admin = api("admin")
+    fake_upstream.configure("anthropic.messages", status=401)
+    created = admin.post(
+        "/admin/api/models",
+        json={
+            "name": "claude",
+            "provider_type": "anthropic",
+            "base_url": fake_upstream.url,
+            "model_name": "claude-sonnet-4-5",
+            "api_key": SECRET,
+        },
+    ).json()
+    outcome = admin.post(f"/admin/api/models/{created['id']}/test").json()
+    assert outcome["ok"] is False
+    assert "anthropic answered HTTP 401" in outcome["error"]
+    stored = admin.get(f"/admin/api/models/{created['id']}").json()
+    assert stored["last_test_ok"] is False and "HTTP 401" in stored["last_test_error"]
 
 
 def test_duplicate_names_conflict(api, fake_upstream):

@@ -52,16 +52,37 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
     price = {"provider_type": "openai", "model": "gpt-hostile", "input_per_mtok": 1, "output_per_mtok": 2}
     store = {"name": "kb2", "embedding_connection_id": ids["connection"], "chunk_size": 500}
     project = {"name": "app", "chat_connection_id": ids["connection"], "system_prompt": "Be brief."}
+    # `model` is left out: any short text, digits too, is a model name one may filter by.
+    log_filters = {
+        "project": 1,
+        "key": 1,
+        "endpoint": "chat",
+        "status": "4xx",
+        "from": "2026-01-01T00:00:00Z",
+        "to": "2026-02-01T00:00:00+01:00",
+    }
     return {
         ("admin/api/login", "post"): Json({"username": "admin", "password": "correct horse battery", "bearer": True}),
         ("admin/api/logout", "post"): NoInput(),
         ("admin/api/me", "get"): NoInput(),
+        ("admin/api/me/password", "post"): Json(
+            {"current_password": "correct horse battery", "new_password": "a brand new password"}
+        ),
+        ("admin/api/users", "get"): NoInput(),
+        ("admin/api/users", "post"): Json({"username": "newbie", "role": "viewer", "password": "a long password"}),
+        ("admin/api/users/<id:user_id>", "get"): NoInput(),
+        ("admin/api/users/<id:user_id>", "patch"): Json({"role": "viewer", "is_active": True}, empty_is_valid=True),
+        ("admin/api/users/<id:user_id>", "delete"): NoInput(),
+        ("admin/api/users/<id:user_id>/password", "post"): Json({"password": "a long password"}, empty_is_valid=True),
+        ("admin/api/audit", "get"): Query(
+            {"object_type": "store", "object_id": 1, "since": "2026-01-01T00:00:00Z", "page": 1}
+        ),
         ("admin/api/models", "get"): NoInput(),
         ("admin/api/models", "post"): Json(connection),
         ("admin/api/models/<id:connection_id>", "get"): NoInput(),
         ("admin/api/models/<id:connection_id>", "put"): Json(connection),
         ("admin/api/models/<id:connection_id>", "delete"): NoInput(),
-        ("admin/api/models/<id:connection_id>/test", "post"): NoInput(),
+        ("admin/api/models/<id:connection_id>/test", "post"): Json({"mode": "chat"}, empty_is_valid=True),
         ("admin/api/model-prices", "get"): Query({"provider_type": "openai"}),
         ("admin/api/model-prices", "post"): Json(price),
         ("admin/api/model-prices/<id:price_id>", "get"): NoInput(),
@@ -97,6 +118,8 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
         ("admin/api/projects/<id:project_id>/logs", "get"): NoInput(),
         ("admin/api/keys/<id:key_id>", "delete"): NoInput(),
         ("admin/api/keys/<id:key_id>/rotate", "post"): NoInput(),
+        ("admin/api/request-logs", "get"): Query({**log_filters, "cursor": "YmVmb3JlOjEwMA", "limit": 10}),
+        ("admin/api/request-logs.csv", "get"): Query(log_filters),
     }
 
 
@@ -138,7 +161,7 @@ def json_rows(spec: Json) -> list[tuple[str, object, bool]]:
 
 
 @pytest.fixture
-def objects(db, fake_connection, fake_upstream):
+def objects(db, fake_connection, fake_upstream, personas):
     from gateway.clients.services import key_create, project_create
     from gateway.connections.models import ModelPrice
     from ingestion.services import IncomingFile, document_upload
@@ -164,11 +187,12 @@ def objects(db, fake_connection, fake_upstream):
         "price_id": price.pk,
         "project_id": project.pk,
         "key_id": issued.api_key.pk,
+        "user_id": personas["editor"].pk,
     }
 
 
 def concrete(route: str, ids: dict) -> str:
-    for name in ("connection_id", "store_id", "document_id", "price_id", "project_id", "key_id"):
+    for name in ("connection_id", "store_id", "document_id", "price_id", "project_id", "key_id", "user_id"):
         route = route.replace(f"<id:{name}>", str(ids[name]))
     return "/" + route
 

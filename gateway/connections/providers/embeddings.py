@@ -208,6 +208,7 @@ DEFAULT_BASE_URLS = {
     ProviderType.OPENAI: "https://api.openai.com/v1",
     ProviderType.OLLAMA: "http://localhost:11434",
     ProviderType.GEMINI: "https://generativelanguage.googleapis.com/v1beta",
+    ProviderType.ANTHROPIC: "https://api.anthropic.com",
 }
 
 _HTTP_PROVIDERS: dict[str, type[_HttpEmbeddingProvider]] = {

@@ -1,0 +1,19 @@
+"""Periodic jobs of the client API, run by Celery beat (`CELERY_BEAT_SCHEDULE`)."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+
+from gateway.clients.services import request_log_purge
+
+logger = logging.getLogger("ragmux.gateway.retention")
+
+
+@shared_task(name="gateway.purge_request_logs", ignore_result=True)
+def purge_request_logs() -> None:
+    deleted = request_log_purge(retention_days=settings.LOG_RETENTION_DAYS)
+    if deleted:
+        logger.info("request logs older than %s days purged: %s rows", settings.LOG_RETENTION_DAYS, deleted)

@@ -1,0 +1,138 @@
+"""The audit trail: one row for each change to the configuration (stores, connections, prices,
+projects, gateway keys, users), saying who made it, when, to what, and the values before and
+after.
+
+It lives in the kernel so every layer's services can write it. A service calls `audit_record`
+inside the transaction of its change, so a change rolled back leaves no row; a failure to write
+the row is logged and never fails the change itself. Secrets never reach a row: values under a
+secret-sounding name are replaced by `MASKED`, and services pass masked hints (``sk-…1234``)
+rather than keys.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from enum import Enum
+from typing import Any
+
+from django.db import DatabaseError, transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from ragmux.core.models import AuditEntry
+
+logger = logging.getLogger("ragmux.audit")
+
+# What the trail records changes to (each service passes its own).
+OBJECT_TYPES = ("store", "connection", "price", "project", "gateway_key", "user")
+SYSTEM = "system"
+MASKED = "(hidden)"
+# A value under a name containing one of these is never stored, whatever the caller passed.
+SECRET_WORDS = ("password", "secret", "token", "sealed", "hash")
+
+
+def _plain(value: Any) -> Any:
+    """The value as JSON can hold it, readable in the trail."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Enum):
+        return _plain(value.value)
+    if isinstance(value, Decimal):
+        return format(value.normalize(), "f")
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in value]
+    return str(value)
+
+
+def _masked(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        name: MASKED
+        if value not in (None, "") and any(word in name.lower() for word in SECRET_WORDS)
+        else _plain(value)
+        for name, value in values.items()
+    }
+
+
+def snapshot(obj: Any, fields: Iterable[str]) -> dict[str, Any]:
+    """The named attributes of ``obj``, as a row of the trail holds them."""
+    return {name: _plain(getattr(obj, name)) for name in fields}
+
+
+def actor_name(actor: Any) -> str:
+    return actor.get_username() if actor is not None else SYSTEM
+
+
+def audit_record(
+    *,
+    actor: Any,
+    action: str,
+    object_type: str,
+    object_id: int | None,
+    object_repr: str,
+    before: Mapping[str, Any] | None = None,
+    after: Mapping[str, Any] | None = None,
+) -> AuditEntry | None:
+    """Writes one row. For an update (both sides given) only the fields that changed are kept,
+    and an update that changed nothing writes nothing."""
+    before, after = _masked(before or {}), _masked(after or {})
+    if before and after:
+        changed = [name for name in {**before, **after} if before.get(name) != after.get(name)]
+        if not changed:
+            return None
+        before = {name: before[name] for name in changed if name in before}
+        after = {name: after[name] for name in changed if name in after}
+    try:
+        with transaction.atomic():
+            return AuditEntry.objects.create(
+                actor=actor,
+                actor_username=actor_name(actor),
+                action=action,
+                object_type=object_type,
+                object_id=object_id,
+                object_repr=str(object_repr)[:200],
+                before=before,
+                after=after,
+            )
+    except DatabaseError:
+        logger.exception("could not write the audit entry %s of %s %s", action, object_type, object_id)
+        return None
+
+
+def audit_list(
+    *,
+    actor: str | None = None,
+    object_type: str | None = None,
+    object_id: int | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> QuerySet[AuditEntry]:
+    """Newest first. ``actor`` is a username (any case; "system" for changes without one);
+    ``since`` is inclusive, ``until`` exclusive."""
+    entries = AuditEntry.objects.order_by("-created_at", "-id")
+    if actor:
+        entries = entries.filter(actor_username__iexact=actor)
+    if object_type:
+        entries = entries.filter(object_type=object_type)
+    if object_id is not None:
+        entries = entries.filter(object_id=object_id)
+    if since is not None:
+        entries = entries.filter(created_at__gte=since)
+    if until is not None:
+        entries = entries.filter(created_at__lt=until)
+    return entries
+
+
+def audit_purge(*, days: int, now: datetime | None = None) -> int:
+    """Deletes the rows older than ``days`` days (0 keeps every row); returns how many went."""
+    if days <= 0:
+        return 0
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    deleted, _ = AuditEntry.objects.filter(created_at__lt=cutoff).delete()
+    return deleted

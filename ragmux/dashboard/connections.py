@@ -1,0 +1,279 @@
+"""The dashboard's pages for model connections and prices: every role reads them, admins change
+them through the services the JSON API uses, validated by the API's own inputs. An API key is
+never sent back to the browser: the forms show its masked hint and keep it when left empty."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from urllib.parse import urlsplit
+
+from django.contrib import messages
+from django.shortcuts import redirect, render
+
+from gateway.connections import selectors, services
+from gateway.connections.http import UpstreamBlocked
+from gateway.connections.models import ModelPrice, PriceSource, ProviderType
+from gateway.connections.prices import builtin_values
+from gateway.connections.pricing import token_cost
+from gateway.connections.serializers import ConnectionInput, PriceCreateInput, PriceValuesInput
+from ragmux.core.errors import Conflict, ServiceError
+from ragmux.dashboard.access import page
+from ragmux.dashboard.forms import Form
+
+CONNECTION_FIELDS = ("name", "provider_type", "base_url", "model_name", "dimensions", "api_key")
+PRICE_VALUES = ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok", "per_search_unit")
+# The request every price row is previewed with.
+PREVIEW_INPUT_TOKENS = 1000
+PREVIEW_OUTPUT_TOKENS = 500
+
+
+def _connection_input(form: Form) -> dict:
+    data = {name: str(form.values.get(name) or "").strip() for name in CONNECTION_FIELDS}
+    data["dimensions"] = data["dimensions"] or None
+    return data
+
+
+def _connection_form_page(request, form: Form, *, connection=None, refusal: ServiceError | None = None):
+    blocked = refusal is not None and refusal.code == UpstreamBlocked.code
+    return render(
+        request,
+        "dashboard/connection_form.html",
+        {
+            "form": form,
+            "connection": connection,
+            "provider_types": ProviderType.values,
+            # The SSRF guard refused the host: the page says which setting would allow it.
+            "blocked_host": urlsplit(str(form.values.get("base_url") or "")).hostname if blocked else None,
+        },
+        status=400 if form.errors else 200,
+    )
+
+
+def _refused(form: Form, refusal: ServiceError) -> ServiceError:
+    form.refuse(refusal, field="name" if refusal.code == "duplicate_name" else None)
+    return refusal
+
+
+@page("viewer")
+def connections(request):
+    return render(request, "dashboard/connections.html", {"connections": list(selectors.connection_list())})
+
+
+@page("admin", methods=("GET", "POST"))
+def connection_create(request):
+    form = Form(
+        request.POST if request.method == "POST" else None,
+        names=CONNECTION_FIELDS,
+        initial={"provider_type": ProviderType.OPENAI},
+    )
+    refusal = None
+    if request.method == "POST":
+        data = form.validated(ConnectionInput, _connection_input(form))
+        if data is not None:
+            try:
+                connection = services.connection_create(**data, actor=request.user)
+            except ServiceError as error:
+                refusal = _refused(form, error)
+            else:
+                messages.success(request, f"Created the connection “{connection.name}”. Test it to check it answers.")
+                return redirect("dashboard:connections")
+        form.values["api_key"] = ""  # what was typed as the key is not echoed back into the page
+        messages.error(request, "The connection was not created: see the messages beside the fields.")
+    return _connection_form_page(request, form, refusal=refusal)
+
+
+@page("admin", methods=("GET", "POST"))
+def connection_edit(request, connection_id: int):
+    connection = selectors.connection_get(connection_id)
+    saved = {name: getattr(connection, name) for name in CONNECTION_FIELDS if name != "api_key"}
+    form = Form(request.POST if request.method == "POST" else None, names=CONNECTION_FIELDS, initial=saved)
+    refusal = None
+    if request.method == "POST":
+        data = form.validated(ConnectionInput, _connection_input(form))
+        if data is not None:
+            try:
+                connection = services.connection_update(connection=connection, **data, actor=request.user)
+            except ServiceError as error:
+                refusal = _refused(form, error)
+            else:
+                messages.success(request, f"Saved the connection “{connection.name}”.")
+                return redirect("dashboard:connections")
+        form.values["api_key"] = ""  # what was typed as the key is not echoed back into the page
+        messages.error(request, "The connection was not saved: see the messages beside the fields.")
+    return _connection_form_page(request, form, connection=connection, refusal=refusal)
+
+
+@page("admin", methods=("GET", "POST"))
+def connection_delete(request, connection_id: int):
+    connection = selectors.connection_get(connection_id)
+    if request.method == "POST":
+        try:
+            services.connection_delete(connection=connection, actor=request.user)
+        except Conflict as refusal:
+            messages.error(request, f"The connection “{connection.name}” was not deleted: {refusal.message}.")
+            return render(
+                request, "dashboard/connection_delete.html", {"connection": connection, "refusal": refusal}, status=409
+            )
+        messages.success(request, f"Deleted the connection “{connection.name}”.")
+        return redirect("dashboard:connections")
+    return render(request, "dashboard/connection_delete.html", {"connection": connection})
+
+
+@page("admin", methods=("POST",))
+def connection_test(request, connection_id: int):
+    connection = selectors.connection_get(connection_id)
+    try:
+        outcome = services.connection_test(connection=connection, actor=request.user)
+    except ServiceError as refusal:
+        messages.error(request, f"“{connection.name}” was not tested: {refusal.message}")
+    else:
+        if outcome["ok"]:
+            messages.success(
+                request,
+                f"“{connection.name}” answered in {outcome['latency_ms']} ms "
+                f"with vectors of {outcome['dimensions']} dimensions.",
+            )
+        else:
+            messages.error(request, f"“{connection.name}” failed after {outcome['latency_ms']} ms: {outcome['error']}")
+    return redirect("dashboard:connections")
+
+
+# --- prices -----------------------------------------------------------------------------------
+
+
+def dollars(micros: int) -> str:
+    return f"${Decimal(micros) / 1_000_000:.6f}"
+
+
+def figure(value: Decimal | None) -> str:
+    """A price as typed: 2.5, not 2.500000 (nor 1E+1 for ten)."""
+    return "" if value is None else format(value.normalize(), "f")
+
+
+@dataclass
+class PriceRow:
+    price: ModelPrice
+
+    @property
+    def overrides_builtin(self) -> bool:
+        return self.price.source == PriceSource.USER and self.builtin is not None
+
+    @property
+    def builtin(self) -> dict | None:
+        return builtin_values(self.price.provider_type, self.price.model)
+
+    @property
+    def origin(self) -> str:
+        if self.price.source == PriceSource.BUILTIN:
+            return "built-in"
+        return "yours, overrides the built-in price" if self.overrides_builtin else "yours"
+
+    @property
+    def figures(self) -> dict[str, str]:
+        return {name: figure(getattr(self.price, name)) for name in PRICE_VALUES}
+
+    @property
+    def preview(self) -> str:
+        cost = token_cost(self.price, prompt_tokens=PREVIEW_INPUT_TOKENS, completion_tokens=PREVIEW_OUTPUT_TOKENS)
+        return dollars(cost.micros)
+
+
+def _price_values_input(form: Form) -> dict:
+    data = {name: str(form.values.get(name) or "").strip() for name in PRICE_VALUES}
+    for optional in ("cached_input_per_mtok", "per_search_unit"):
+        data[optional] = data[optional] or None
+    return data
+
+
+def _prices_page(request, create_form: Form, *, status: int = 200):
+    rows = [PriceRow(price) for price in selectors.price_list()]
+    return render(
+        request,
+        "dashboard/prices.html",
+        {
+            "rows": rows,
+            "form": create_form,
+            "provider_types": ProviderType.values,
+            "preview_input": PREVIEW_INPUT_TOKENS,
+            "preview_output": PREVIEW_OUTPUT_TOKENS,
+        },
+        status=status,
+    )
+
+
+PRICE_CREATE_FIELDS = ("provider_type", "model", *PRICE_VALUES)
+
+
+@page("viewer")
+def prices(request):
+    return _prices_page(request, Form(names=PRICE_CREATE_FIELDS, initial={"provider_type": ProviderType.OPENAI}))
+
+
+@page("admin", methods=("POST",))
+def price_create(request):
+    form = Form(request.POST, names=PRICE_CREATE_FIELDS)
+    data = form.validated(
+        PriceCreateInput,
+        {**_price_values_input(form), "provider_type": form.values["provider_type"], "model": form.values["model"]},
+    )
+    if data is not None:
+        try:
+            price = services.price_create(**data, actor=request.user)
+        except ServiceError as refusal:
+            form.refuse(refusal, field="model")
+        else:
+            messages.success(request, f"Added the price of {price.provider_type} {price.model}.")
+            return redirect("dashboard:prices")
+    messages.error(request, "The price was not added: see the messages beside the fields.")
+    return _prices_page(request, form, status=400)
+
+
+@page("admin", methods=("GET", "POST"))
+def price_edit(request, price_id: int):
+    """Edits one price. "Preview" shows what the typed values would charge without saving them."""
+    price = selectors.price_get(price_id)
+    form = Form(request.POST if request.method == "POST" else None, names=PRICE_VALUES, initial=PriceRow(price).figures)
+    preview = PriceRow(price)
+    status = 200
+    if request.method == "POST":
+        data = form.validated(PriceValuesInput, _price_values_input(form))
+        if data is None:
+            messages.error(request, "The price was not saved: see the messages beside the fields.")
+            status = 400
+        elif "preview" in request.POST:
+            preview = PriceRow(ModelPrice(provider_type=price.provider_type, model=price.model, **data))
+        else:
+            price = services.price_update(price=price, **data, actor=request.user)
+            messages.success(
+                request,
+                f"Saved the price of {price.provider_type} {price.model}: "
+                f"one request now costs {PriceRow(price).preview}.",
+            )
+            return redirect("dashboard:prices")
+    return render(
+        request,
+        "dashboard/price_form.html",
+        {
+            "price": price,
+            "row": PriceRow(price),
+            "preview": preview,
+            "form": form,
+            "preview_input": PREVIEW_INPUT_TOKENS,
+            "preview_output": PREVIEW_OUTPUT_TOKENS,
+        },
+        status=status,
+    )
+
+
+@page("admin", methods=("POST",))
+def price_delete(request, price_id: int):
+    price = selectors.price_get(price_id)
+    try:
+        restored = services.price_delete(price=price, actor=request.user)
+    except ServiceError as refusal:
+        messages.error(request, f"{price.provider_type} {price.model}: {refusal.message}")
+    else:
+        done = "Restored the built-in price of" if restored else "Deleted the price of"
+        messages.success(request, f"{done} {price.provider_type} {price.model}.")
+    return redirect("dashboard:prices")

@@ -1,0 +1,209 @@
+"""The dashboard's pages for users (admins), a user's own password, and the audit trail
+(admins). They call the account services and the audit selector the JSON API calls, and
+validate with its inputs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.shortcuts import redirect, render
+from django.urls import reverse
+
+from ragmux.core import accounts
+from ragmux.core.audit import OBJECT_TYPES
+from ragmux.core.authentication import change_own_password
+from ragmux.core.errors import ServiceError
+from ragmux.core.models import AuditEntry
+from ragmux.core.roles import ROLES
+from ragmux.core.serializers import (
+    AuditQuery,
+    PasswordChangeInput,
+    PasswordResetInput,
+    UserCreateInput,
+    audit_entries,
+)
+from ragmux.dashboard.access import page
+from ragmux.dashboard.forms import Form
+
+USER_CREATE_FIELDS = ("username", "role", "password")
+
+
+def _users_page(request, form: Form, *, status: int = 200, created=None, generated: str | None = None):
+    return render(
+        request,
+        "dashboard/users.html",
+        {
+            "users": [(user, accounts.stored_role(user)) for user in accounts.user_list()],
+            "form": form,
+            "roles": ROLES,
+            "created": created,
+            "generated": generated,
+        },
+        status=status,
+    )
+
+
+@page("admin")
+def users(request):
+    return _users_page(request, Form(names=USER_CREATE_FIELDS, initial={"role": "viewer"}))
+
+
+@page("admin", methods=("POST",))
+def user_create(request):
+    form = Form(request.POST, names=USER_CREATE_FIELDS)
+    data = form.validated(UserCreateInput, dict(form.values))
+    if data is not None:
+        try:
+            user, generated = accounts.user_create(**data, actor=request.user)
+        except ServiceError as refusal:
+            form.refuse(refusal, field="username")
+        else:
+            messages.success(request, f"Created the {data['role']} “{user.username}”.")
+            if generated:
+                # Shown on this page only, never stored in a message or a cookie.
+                return _users_page(request, Form(names=USER_CREATE_FIELDS), created=user, generated=generated)
+            return redirect("dashboard:users")
+    form.values["password"] = ""
+    messages.error(request, "The user was not created: see the messages beside the fields.")
+    return _users_page(request, form, status=400)
+
+
+def _user_page(request, user, *, status: int = 200, password_form: Form | None = None, generated: str | None = None):
+    return render(
+        request,
+        "dashboard/user.html",
+        {
+            "subject": user,
+            "role": accounts.stored_role(user),
+            "roles": ROLES,
+            "password_form": password_form or Form(names=("password",)),
+            "generated": generated,
+            "is_self": user.pk == request.user.pk,
+        },
+        status=status,
+    )
+
+
+@page("admin")
+def user_detail(request, user_id: int):
+    return _user_page(request, accounts.user_get(user_id))
+
+
+@page("admin", methods=("POST",))
+def user_update(request, user_id: int):
+    """The role form, and the deactivate and reactivate buttons."""
+    user = accounts.user_get(user_id)
+    changes = {}
+    if "role" in request.POST:
+        changes["role"] = request.POST["role"]
+    if "is_active" in request.POST:
+        changes["is_active"] = request.POST["is_active"] == "true"
+    try:
+        user = accounts.user_update(user=user, **changes, actor=request.user)
+    except ServiceError as refusal:
+        messages.error(request, f"“{user.username}” was not changed: {refusal.message}.")
+        return _user_page(request, user, status=409 if refusal.code == "last_admin" else 400)
+    state = "active" if user.is_active else "deactivated, and signed out everywhere"
+    messages.success(request, f"“{user.username}” is now {accounts.stored_role(user)}, {state}.")
+    return redirect("dashboard:user", user.pk)
+
+
+@page("admin", methods=("POST",))
+def user_password(request, user_id: int):
+    user = accounts.user_get(user_id)
+    form = Form(request.POST, names=("password",))
+    data = form.validated(PasswordResetInput, dict(form.values))
+    if data is not None:
+        try:
+            generated = accounts.user_reset_password(user=user, **data, actor=request.user)
+        except ServiceError as refusal:
+            form.refuse(refusal, field="password")
+        else:
+            messages.success(request, f"Reset the password of “{user.username}”; their sessions have ended.")
+            if generated:
+                return _user_page(request, user, generated=generated)
+            return redirect("dashboard:user", user.pk)
+    form.values["password"] = ""
+    messages.error(request, "The password was not reset: see the message beside the field.")
+    return _user_page(request, user, password_form=form, status=400)
+
+
+PASSWORD_CHANGE_FIELDS = ("current_password", "new_password", "confirm_password")
+
+
+@page("viewer", methods=("GET", "POST"))
+def account_password(request):
+    form = Form(request.POST if request.method == "POST" else None, names=PASSWORD_CHANGE_FIELDS)
+    if request.method == "POST":
+        data = form.validated(
+            PasswordChangeInput, {name: form.values[name] for name in ("current_password", "new_password")}
+        )
+        if data is not None and data["new_password"] != form.values["confirm_password"]:
+            form.error("confirm_password", "The two new passwords differ.")
+        elif data is not None:
+            try:
+                change_own_password(request, **data)
+            except ServiceError as refusal:
+                form.refuse(refusal, field="current_password" if refusal.code == "wrong_password" else None)
+            else:
+                messages.success(request, "Changed your password; your other sessions have ended.")
+                return redirect("dashboard:overview")
+        messages.error(request, "Your password was not changed: see the messages beside the fields.")
+    form.values = {}  # passwords are never sent back
+    return render(request, "dashboard/account_password.html", {"form": form}, status=400 if form.errors else 200)
+
+
+# --- the audit trail --------------------------------------------------------------------------
+
+
+@dataclass
+class Change:
+    name: str
+    before: object
+    after: object
+
+
+def changes(entry: AuditEntry) -> list[Change]:
+    names = list(dict.fromkeys([*entry.before, *entry.after]))
+    return [Change(name, entry.before.get(name, "—"), entry.after.get(name, "—")) for name in names]
+
+
+AUDIT_FILTERS = ("actor", "object_type", "object_id", "since", "until")
+
+
+@page("admin")
+def audit(request):
+    filters = {name: request.GET.get(name, "").strip() for name in AUDIT_FILTERS}
+    form = Form(initial=filters, names=AUDIT_FILTERS)
+    query = {name: value for name, value in filters.items() if value}
+    data = form.validated(AuditQuery, {**query, "page": request.GET.get("page") or 1})
+    entries, total, number, pages = [], 0, 1, 1
+    if data is not None:
+        rows = audit_entries(data)
+        total = rows.count()
+        size = data["page_size"]
+        pages = max(1, math.ceil(total / size))
+        number = min(data["page"], pages)
+        entries = [(entry, changes(entry)) for entry in rows[(number - 1) * size : number * size]]
+
+    def link(to: int) -> str:
+        return reverse("dashboard:audit") + "?" + urlencode({**query, "page": to})
+
+    return render(
+        request,
+        "dashboard/audit.html",
+        {
+            "form": form,
+            "entries": entries,
+            "total": total,
+            "page": number,
+            "pages": pages,
+            "previous": link(number - 1) if number > 1 else "",
+            "next": link(number + 1) if number < pages else "",
+            "object_types": OBJECT_TYPES,
+        },
+        status=400 if form.errors else 200,
+    )

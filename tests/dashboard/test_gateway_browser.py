@@ -1,0 +1,117 @@
+"""Projects, keys, the request log and the overview's usage as an admin meets them in a
+browser: a project grounded in a store, a key shown once, a real /v1 call with it, and that
+call found in the request log with its sources. axe-core runs on every page shown."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from tests.dashboard.test_sign_in import sign_in
+from tests.factories import PASSWORD
+from tests.gateway.clients.conftest import PLANTED_FACT, wait_for_logs
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def handbook(fake_connection, ingest_now):
+    """A store holding one document, so a chat call grounded in it has a source."""
+    from ingestion.services import IncomingFile, document_upload
+    from stores.services import store_create
+
+    store = store_create(name="handbook", values={"embedding_connection_id": fake_connection.id, "top_k": 3})
+    document = f"# Handbook\n\n## Launch procedures\n\n{PLANTED_FACT}"
+    assert document_upload(store=store, files=[IncomingFile("handbook.md", document.encode())]).refusal is None
+    ingest_now()
+    return store
+
+
+@pytest.fixture
+def chat_connection(fake_upstream, live_server):
+    from gateway.connections.services import connection_create
+
+    return connection_create(
+        name="fake-chat",
+        provider_type="openai",
+        base_url=f"{fake_upstream.url}/v1",
+        model_name="gpt-4o-mini",
+        dimensions=None,
+        api_key="sk-fake-chat-key-0000000000",
+    )
+
+
+def test_an_admin_creates_a_project_and_a_key_and_finds_its_call_in_the_request_log(
+    wide_page, personas, chat_connection, handbook, asgi_url, shots
+):
+    from gateway.clients.models import Project
+
+    page = wide_page
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    sign_in(page, "admin", PASSWORD)
+
+    page.get_by_role("link", name="Projects").click()
+    page.get_by_role("link", name="New project").click()
+    page.get_by_label("Name").fill("falcon-bot")
+    page.get_by_label("Chat connection").select_option(label="fake-chat")
+    page.get_by_label("RAG store").select_option(label="handbook")
+    page.get_by_label("System prompt").fill("You are the Falcon support assistant.")
+    shots(page, "project-form")
+    page.get_by_role("button", name="Create the project").click()
+    expect(page.locator(".flash p").first).to_contain_text("Created the project “falcon-bot”")
+
+    page.get_by_label("Key name").fill("support-app")
+    page.get_by_label("rerank").uncheck()
+    page.get_by_role("button", name="Create the key").click()
+    banner = page.get_by_role("region", name="New key")
+    key = banner.locator("#issued-key").inner_text()
+    assert key.startswith("sk-proj-")
+    banner.get_by_role("button", name="Copy the key").click()
+    expect(banner.get_by_role("status")).to_have_text("Copied to the clipboard.")
+    assert page.evaluate("navigator.clipboard.readText()") == key
+    expect(page.locator("tr[data-key=support-app]")).to_contain_text("chat, retrieve, models")
+    shots(page, "project")
+    page.get_by_role("link", name="All projects").click()
+    page.get_by_role("link", name="falcon-bot", exact=True).click()
+    expect(page.locator("tr[data-key=support-app]")).to_be_visible()
+    assert key not in page.content()
+
+    with httpx.Client(base_url=f"{asgi_url}/v1", headers={"Authorization": f"Bearer {key}"}, timeout=30) as v1:
+        reply = v1.post(
+            "/chat/completions",
+            json={"model": "any", "messages": [{"role": "user", "content": "What is the launch code?"}]},
+        )
+    assert reply.status_code == 200, reply.text
+    assert [source["filename"] for source in json.loads(reply.headers["x-ragmux-rag-sources"])] == ["handbook.md"]
+    project = Project.objects.get(name="falcon-bot")
+    [call] = wait_for_logs(1, project=project)
+
+    page.get_by_role("link", name="Request logs").click()
+    page.get_by_label("Project").select_option(label="falcon-bot")
+    page.get_by_label("Status").fill("2xx")
+    page.get_by_role("button", name="Filter").click()
+    row = page.locator(f"tr[data-log='{call.pk}']")
+    expect(row).to_contain_text("falcon-bot")
+    expect(row).to_contain_text("gpt-4o-mini")
+    expect(page.get_by_role("link", name="Export these as CSV")).to_have_attribute(
+        "href", f"/admin/api/request-logs.csv?project={project.pk}&status=2xx"
+    )
+    shots(page, "request-logs")
+
+    row.get_by_role("link").click()
+    expect(page.locator(".rag-hits dd")).to_have_text("1")
+    expect(page.get_by_role("region", name="Sources")).to_contain_text("handbook")
+    expect(page.get_by_text("Time to first byte")).to_be_visible()
+    shots(page, "request-log")
+
+    page.get_by_role("link", name="Projects").click()
+    page.get_by_role("link", name="falcon-bot", exact=True).click()
+    expect(page.locator("tr[data-key=support-app] .last-used")).not_to_have_text("never")
+    page.get_by_role("link", name="Overview").click()
+    expect(page.locator("[data-range=day] .requests")).to_have_text("1")
+    expect(page.locator("[data-range=week] .requests")).to_have_text("1")
+    expect(page.locator("[data-chart] canvas")).to_have_count(6)
+    shots(page, "overview-usage")
