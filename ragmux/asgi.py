@@ -1,5 +1,8 @@
 import os
+from concurrent.futures import ThreadPoolExecutor
 
+from asgiref.sync import ThreadSensitiveContext
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 from ragmux.core.allocator import keep_large_blocks_mapped
@@ -7,8 +10,27 @@ from ragmux.core.allocator import keep_large_blocks_mapped
 # Before anything large is allocated: an upload's memory must go back after the request.
 keep_large_blocks_mapped()
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ragmux.settings")
-application = get_asgi_application()
+# The web process pools its database connections: every blocking step of a request runs in a
+# thread of its own whose connection is closed at the step's end, and opening a PostgreSQL
+# connection (authentication included) costs milliseconds. Only here: a Celery worker forks
+# after its start-up checks, and a pool opened before a fork cannot be shared by the children.
+settings.DATABASES["default"]["OPTIONS"]["pool"] = {"min_size": 2, "max_size": settings.WEB_DB_POOL_SIZE}
+django_application = get_asgi_application()
 
 from ragmux.startup import run_startup_checks  # noqa: E402  (needs the app registry)
 
 run_startup_checks()
+
+# Django starts a thread for every request (its ThreadSensitiveContext) only to send
+# request_started and to close the response in it, and the event loop waits for each new thread
+# to run: a third of the loop's time under load. A `/v1` call does nothing else there (its
+# middleware hooks run on the loop, its database work in gateway.clients.offloop's threads), so
+# `/v1` calls share one long-lived thread instead; Django's own context then stays out of the way.
+_client_api_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="v1-sync")
+
+
+async def application(scope, receive, send):
+    if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+        async with ThreadSensitiveContext(executor=_client_api_thread):
+            return await django_application(scope, receive, send)
+    return await django_application(scope, receive, send)

@@ -93,6 +93,8 @@ try:
     HOST = env_str("HOST", "127.0.0.1")
     PORT = env_int("PORT", 8765, minimum=1, maximum=65535)
     WEB_WORKERS = env_int("WEB_WORKERS", 1, minimum=1, maximum=64)
+    # Database connections each web worker keeps for its requests (a request waits for a free one).
+    WEB_DB_POOL_SIZE = env_int("WEB_DB_POOL_SIZE", 10, minimum=2, maximum=1000)
     SESSION_TTL = env_duration("SESSION_TTL", 24 * 3600, minimum=60)
     # Sign-in throttling (ragmux.core.signin); 0 turns each off.
     LOGIN_USER_LIMIT_PER_MIN = env_int("LOGIN_USER_LIMIT_PER_MIN", 5, minimum=0)
@@ -178,19 +180,21 @@ INSTALLED_APPS = [
     "retrieval",
 ]
 
+# Django's own middleware (and django_prometheus's) through ragmux.core.middleware, which runs
+# their hooks on the event loop for `/v1` calls instead of in a thread each.
 MIDDLEWARE = [
-    "django_prometheus.middleware.PrometheusBeforeMiddleware",
-    "django.middleware.security.SecurityMiddleware",
+    "ragmux.core.middleware.PrometheusBefore",
+    "ragmux.core.middleware.Security",
     "ragmux.core.middleware.secure_cookies_over_https",
     "ragmux.core.middleware.StaticFilesMiddleware",
     "ragmux.core.middleware.api_response_headers",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "django_prometheus.middleware.PrometheusAfterMiddleware",
+    "ragmux.core.middleware.Session",
+    "ragmux.core.middleware.Common",
+    "ragmux.core.middleware.Csrf",
+    "ragmux.core.middleware.Authentication",
+    "ragmux.core.middleware.Messages",
+    "ragmux.core.middleware.XFrameOptions",
+    "ragmux.core.middleware.PrometheusAfter",
 ]
 
 ROOT_URLCONF = "ragmux.urls"

@@ -125,14 +125,16 @@ def write(call: Call, latency_ms: int) -> None:
         logger.exception("request log row not written (project %s, %s)", call.project.pk, call.endpoint)
         cost_micros = 0
     labels = {"endpoint": call.endpoint, "status": str(call.status)}
-    metrics.increment("ragmux_v1_requests_total", **labels)
-    metrics.observe("ragmux_v1_request_seconds", latency_ms / 1000, endpoint=call.endpoint)
+    batch = metrics.Batch()  # one Redis round trip per call, not one per metric
+    batch.increment("ragmux_v1_requests_total", **labels)
+    batch.observe("ragmux_v1_request_seconds", latency_ms / 1000, endpoint=call.endpoint)
     if cost_micros:
-        metrics.increment("ragmux_v1_cost_micros_total", cost_micros, **labels)
+        batch.increment("ragmux_v1_cost_micros_total", cost_micros, **labels)
     for kind, tokens in (
         ("prompt", call.prompt_tokens),
         ("completion", call.completion_tokens),
         ("embedding", call.embedding_tokens),
     ):
         if tokens:
-            metrics.increment("ragmux_v1_tokens_total", tokens, endpoint=call.endpoint, kind=kind)
+            batch.increment("ragmux_v1_tokens_total", tokens, endpoint=call.endpoint, kind=kind)
+    batch.send()

@@ -42,13 +42,13 @@ def key_choices() -> QuerySet[GatewayKey]:
 def key_by_hash(*, key_hash: str) -> GatewayKey | None:
     """The key with everything a `/v1` call needs, in one query; never cached, so a revoked or
     rotated key fails on its very next request in every process."""
-    return (
-        GatewayKey.objects.select_related(
+    # Not .first(): key_hash is unique, and its ORDER BY cost a sort and compile time on every call.
+    try:
+        return GatewayKey.objects.select_related(
             "project__chat_connection", "project__embedding_connection", "project__store__embedding_connection"
-        )
-        .filter(key_hash=key_hash)
-        .first()
-    )
+        ).get(key_hash=key_hash)
+    except GatewayKey.DoesNotExist:
+        return None
 
 
 def request_log_list(

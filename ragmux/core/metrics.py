@@ -34,26 +34,43 @@ def _parse_labels(key: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in key.split(",") if part)
 
 
+class Batch:
+    """Counts and observations sent to Redis together, in one round trip."""
+
+    def __init__(self) -> None:
+        self._commands: list[tuple[str, str, str, float]] = []
+
+    def increment(self, name: str, amount: float = 1, **labels: str) -> None:
+        self._commands.append(("hincrbyfloat", f"{PREFIX}:counter:{name}", _labels_key(labels), amount))
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        key, target = _labels_key(labels), f"{PREFIX}:histogram:{name}"
+        for bound in BUCKETS:
+            if value <= bound:
+                self._commands.append(("hincrby", target, f"{key}|{bound}", 1))
+        self._commands.append(("hincrby", target, f"{key}|count", 1))
+        self._commands.append(("hincrbyfloat", target, f"{key}|sum", value))
+
+    def send(self) -> None:
+        try:
+            pipe = shared_redis().pipeline(transaction=False)
+            for command, target, field, amount in self._commands:
+                getattr(pipe, command)(target, field, amount)
+            pipe.execute()
+        except redis.RedisError as exc:
+            logger.debug("metrics not recorded: %s", exc)
+
+
 def increment(name: str, amount: float = 1, **labels: str) -> None:
-    try:
-        shared_redis().hincrbyfloat(f"{PREFIX}:counter:{name}", _labels_key(labels), amount)
-    except redis.RedisError as exc:
-        logger.debug("metric %s not recorded: %s", name, exc)
+    batch = Batch()
+    batch.increment(name, amount, **labels)
+    batch.send()
 
 
 def observe(name: str, value: float, **labels: str) -> None:
-    key = _labels_key(labels)
-    try:
-        pipe = shared_redis().pipeline(transaction=False)
-        target = f"{PREFIX}:histogram:{name}"
-        for bound in BUCKETS:
-            if value <= bound:
-                pipe.hincrby(target, f"{key}|{bound}", 1)
-        pipe.hincrby(target, f"{key}|count", 1)
-        pipe.hincrbyfloat(target, f"{key}|sum", value)
-        pipe.execute()
-    except redis.RedisError as exc:
-        logger.debug("metric %s not recorded: %s", name, exc)
+    batch = Batch()
+    batch.observe(name, value, **labels)
+    batch.send()
 
 
 class SharedMetricsCollector:

@@ -3,7 +3,15 @@ from __future__ import annotations
 import uuid
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.contrib.auth.middleware import AuthenticationMiddleware
+from django.contrib.messages.middleware import MessageMiddleware
+from django.contrib.sessions.middleware import SessionMiddleware
+from django.middleware.clickjacking import XFrameOptionsMiddleware
+from django.middleware.common import CommonMiddleware
+from django.middleware.csrf import CsrfViewMiddleware
+from django.middleware.security import SecurityMiddleware
 from django.utils.decorators import sync_and_async_middleware
+from django_prometheus.middleware import PrometheusAfterMiddleware, PrometheusBeforeMiddleware
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 API_PREFIXES = ("/admin/api/", "/v1/")
@@ -92,3 +100,74 @@ class StaticFilesMiddleware(WhiteNoiseMiddleware):
             if static_file is not None:
                 return self.serve(static_file, request)
         return await self.get_response(request)
+
+
+class _InlineForClientApi:
+    """Runs a Django middleware's hooks on the event loop for `/v1` calls.
+
+    In async mode Django runs each ``process_request``, ``process_view`` and
+    ``process_response`` in a thread (one hop each, about twenty per request for the list in
+    settings), because they may block on the session's or the user's database rows. The `/v1`
+    views are async and never touch the session, the user or messages, so for them these hooks
+    are plain computation and the hops pure overhead. Every other path keeps Django's behaviour.
+    """
+
+    def __init__(self, get_response):
+        super().__init__(get_response)
+        if self.async_mode and hasattr(self, "process_view"):
+            # Django adapts a sync process_view to a thread hop when it builds the chain; a
+            # coroutine in its place is called as it is.
+            self.process_view = self._process_view_async
+
+    async def _process_view_async(self, request, view_func, view_args, view_kwargs):
+        hook = super().process_view
+        if request.path.startswith("/v1/"):
+            return hook(request, view_func, view_args, view_kwargs)
+        return await sync_to_async(hook, thread_sensitive=True)(request, view_func, view_args, view_kwargs)
+
+    async def __acall__(self, request):
+        if not request.path.startswith("/v1/"):
+            return await super().__acall__(request)
+        response = None
+        if hasattr(self, "process_request"):
+            response = self.process_request(request)
+        response = response or await self.get_response(request)
+        if hasattr(self, "process_response"):
+            response = self.process_response(request, response)
+        return response
+
+
+class PrometheusBefore(_InlineForClientApi, PrometheusBeforeMiddleware):
+    pass
+
+
+class Security(_InlineForClientApi, SecurityMiddleware):
+    pass
+
+
+class Session(_InlineForClientApi, SessionMiddleware):
+    pass
+
+
+class Common(_InlineForClientApi, CommonMiddleware):
+    pass
+
+
+class Csrf(_InlineForClientApi, CsrfViewMiddleware):
+    pass
+
+
+class Authentication(_InlineForClientApi, AuthenticationMiddleware):
+    pass
+
+
+class Messages(_InlineForClientApi, MessageMiddleware):
+    pass
+
+
+class XFrameOptions(_InlineForClientApi, XFrameOptionsMiddleware):
+    pass
+
+
+class PrometheusAfter(_InlineForClientApi, PrometheusAfterMiddleware):
+    pass
