@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 
@@ -22,6 +23,8 @@ def cell(value: object) -> str:
         text = "true" if value else "false"
     elif isinstance(value, datetime):
         text = _DATETIME.to_representation(value)  # the same text as the JSON API's
+    elif isinstance(value, (list, dict)):
+        text = json.dumps(value, separators=(",", ":"))
     else:
         text = str(value)
     return "'" + text if text.startswith(FORMULA_STARTS) else text

@@ -46,6 +46,7 @@ class Call:
     embedding_tokens: int = 0
     tokens_estimated: bool = False
     rag_hits: int = 0
+    sources: list[dict] = field(default_factory=list)
     streamed: bool = False
     ttfb_ms: int | None = None
     error: str = ""
@@ -117,6 +118,7 @@ def write(call: Call, latency_ms: int) -> None:
             latency_ms=latency_ms,
             ttfb_ms=call.ttfb_ms,
             rag_hits=call.rag_hits,
+            sources=call.sources,
             streamed=call.streamed,
             error=call.error,
         )

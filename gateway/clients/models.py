@@ -86,6 +86,8 @@ class RequestLog(models.Model):
     latency_ms = models.PositiveIntegerField(default=0)
     ttfb_ms = models.PositiveIntegerField(null=True, blank=True)
     rag_hits = models.PositiveSmallIntegerField(default=0)
+    # The passages a call was grounded on (document, file, section, page, score; never their text).
+    sources = models.JSONField(default=list, blank=True)
     streamed = models.BooleanField(default=False)
     error = models.CharField(max_length=512, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)

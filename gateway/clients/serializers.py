@@ -72,6 +72,7 @@ REQUEST_LOG_COLUMNS = (
     "latency_ms",
     "ttfb_ms",
     "rag_hits",
+    "sources",
     "streamed",
     "error",
     "created_at",

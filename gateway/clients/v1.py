@@ -170,12 +170,13 @@ async def _ground(call: Call, messages: list[dict]) -> tuple[str, list[dict]]:
         return "", []
     hits = grounding.result.hits
     call.rag_hits = len(hits)
+    call.sources = rag_context.sources(hits)
     call.embedding_tokens = grounding.embedding_tokens
     call.tokens_estimated = not grounding.tokens_reported
     if grounding.embedding_tokens:
         embedder = store.embedding_connection
         call.spends.append(Spend(embedder.provider_type, embedder.model_name, grounding.embedding_tokens))
-    return rag_context.render_context(hits), rag_context.sources(hits)
+    return rag_context.render_context(hits), call.sources
 
 
 def _rag_headers(response: HttpResponse, call: Call, sources: list[dict]) -> HttpResponse:
@@ -314,6 +315,7 @@ async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
     call.model = embedder.model_name
     grounding = await off_loop(search_store, store=store, query=data["query"], top_k=data["top_k"])
     call.rag_hits = len(grounding.result.hits)
+    call.sources = rag_context.sources(grounding.result.hits)
     call.embedding_tokens = grounding.embedding_tokens
     call.tokens_estimated = not grounding.tokens_reported
     call.spends.append(Spend(embedder.provider_type, embedder.model_name, grounding.embedding_tokens))

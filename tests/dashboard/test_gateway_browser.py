@@ -104,6 +104,8 @@ def test_an_admin_creates_a_project_and_a_key_and_finds_its_call_in_the_request_
     row.get_by_role("link").click()
     expect(page.locator(".rag-hits dd")).to_have_text("1")
     expect(page.get_by_role("region", name="Sources")).to_contain_text("handbook")
+    expect(page.locator("ol.sources li")).to_have_count(1)
+    expect(page.locator("ol.sources li")).to_contain_text("handbook.md")
     expect(page.get_by_text("Time to first byte")).to_be_visible()
     shots(page, "request-log")
 

@@ -32,6 +32,7 @@ def test_chat_completion(sdk, fake_upstream, project):
     assert row.completion_tokens == completion.usage.completion_tokens > 0
     assert not row.tokens_estimated
     assert row.rag_hits == 1
+    assert [(source["filename"], source["document_id"] > 0) for source in row.sources] == [("handbook.md", True)]
 
 
 def test_streamed_chat_completion(sdk, fake_upstream, project):
