@@ -334,8 +334,8 @@ def top_overlap(store, queries: list[str]) -> float:
     shares = []
     for query in queries:
         found = top(query)
-        # No term counts as common: every posting of every essential term is read.
-        with mock.patch.object(sql, "BM25_COMMON_SHARE", 1.0):
+        # A budget no query reaches: every posting of every term is read, the scoring is full.
+        with mock.patch.object(sql, "BM25_POSTING_BUDGET", 2**62):
             exact = top(query)
         if exact:
             shares.append(len(found & exact) / len(exact))

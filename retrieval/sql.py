@@ -210,11 +210,17 @@ def _bm25_statement(*, filtered: bool) -> str:
             {passes_filter}
             ORDER BY score DESC, chunk_id LIMIT %(candidates)s
         )
-        SELECT ct.chunk_id, sum({contribution} ORDER BY w.rarity) AS score
-        FROM chunk_terms ct JOIN weights w ON w.term = ct.term CROSS JOIN stats
-        WHERE ct.chunk_id = ANY(ARRAY(SELECT chunk_id FROM kept)) AND ct.term = ANY(ARRAY(SELECT term FROM weights))
-        GROUP BY ct.chunk_id
-        ORDER BY score DESC, ct.chunk_id LIMIT %(limit)s
+        -- Per kept chunk, a primary-key probe (chunk_id, term) for the query's terms: a chunk's
+        -- postings sit together in that index, however long the terms' postings lists are.
+        -- OFFSET 0 keeps the probe per chunk: flattened into a join, the planner (which
+        -- estimates every CTE at a few rows) reads the terms' whole postings lists instead.
+        SELECT k.chunk_id, sum({contribution} ORDER BY w.rarity) AS score
+        FROM kept k CROSS JOIN stats CROSS JOIN LATERAL (
+            SELECT term, tf, chunk_length FROM chunk_terms
+            WHERE chunk_id = k.chunk_id AND term = ANY(ARRAY(SELECT term FROM weights)) OFFSET 0
+        ) ct JOIN weights w ON w.term = ct.term
+        GROUP BY k.chunk_id
+        ORDER BY score DESC, k.chunk_id LIMIT %(limit)s
     """
 
 
