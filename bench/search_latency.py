@@ -1,7 +1,8 @@
 """Search latency: the search function per mode and backend on one large synthetic store, next to
 the raw SQL it issues, and HNSW recall@10 against exact search.
 
-    python bench/search_latency.py [--chunks N] [--queries Q] [--classes C ...] [--reuse] [--smoke]
+    python bench/search_latency.py [--chunks N] [--queries Q] [--classes C ...] [--skip-fulltext] [--reuse]
+                                   [--smoke]
 
 The store is filled directly with bulk SQL (no embedding model): chunk texts draw their words
 from a Zipf distribution over a pseudo-word vocabulary, vectors come from Gaussian clusters on
@@ -17,9 +18,10 @@ words) and ``phrase`` (a quoted phrase from a chunk, two words and an exclusion)
 on the ``bm25`` configurations. Each class also reports the overlap of lexical ``bm25``'s top 10
 with full scoring (every posting of every term read) over its first queries.
 
-``--classes`` measures only the named classes; ``--reuse`` keeps the store a previous run with
-the same ``--chunks`` and ``--seed`` left in the database (with DATABASE_URL set: the embedded
-default is a scratch folder deleted at exit), so iterating on the search skips the fill.
+``--classes`` measures only the named classes, ``--skip-fulltext`` leaves out the ``pgvector``
+rows; ``--reuse`` keeps the store a previous run with the same ``--chunks`` and ``--seed`` left
+in the database (with DATABASE_URL set: the embedded default is a scratch folder deleted at
+exit), so iterating on the search skips the fill.
 """
 
 from __future__ import annotations
@@ -414,6 +416,9 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="small run to check the script works")
     parser.add_argument("--classes", nargs="+", choices=QUERY_CLASSES, default=list(QUERY_CLASSES))
     parser.add_argument("--reuse", action="store_true", help="search the store a previous run of this size left")
+    parser.add_argument(
+        "--skip-fulltext", action="store_true", help="leave out the pgvector full-text rows (the slowest to measure)"
+    )
     args = parser.parse_args()
     chunk_count = args.chunks or (2000 if args.smoke else 100000)
     query_count = args.queries or (20 if args.smoke else 200)
@@ -461,7 +466,12 @@ def main() -> None:
         queries_of = {"typical": queries, **issue_queries(rng, words, cdf, texts, query_count)}
         vector_lists = [q.tolist() for q in query_vectors]
         results, recall_at_10, observe_ms = [], None, []
-        runs = [(name, configuration) for name in args.classes for configuration in configurations_of(name)]
+        runs = [
+            (name, configuration)
+            for name in args.classes
+            for configuration in configurations_of(name)
+            if not (args.skip_fulltext and configuration[1] == "pgvector")
+        ]
         # The slow full-text configurations go last, so the others are measured close together.
         for query_class, (mode, backend) in sorted(runs, key=lambda run: run[1][1] == "pgvector"):
             with timing_metrics(observe_ms):

@@ -96,19 +96,21 @@ def fulltext_candidates(*, store_id: int, config: str, query: str, limit: int) -
 # Candidates come from at most about this many postings in all, whatever the query: the rarest
 # terms' postings in full while the budget lasts, the rest sharing what is left (see
 # _bm25_statement). A query whose terms' postings all fit is scored exactly.
-BM25_POSTING_BUDGET = 4000
+BM25_POSTING_BUDGET = 6000
 # A term beyond the budget still brings at least this many of its densest postings.
 BM25_MIN_TERM_POSTINGS = 50
 # How many candidates, best partial score first, are rescored exactly over every query term: at
 # least BM25_CANDIDATES_MIN and BM25_CANDIDATES_PER_RESULT times the number of results asked for.
-BM25_CANDIDATES_MIN = 200
+BM25_CANDIDATES_MIN = 300
 BM25_CANDIDATES_PER_RESULT = 5
-# One posting's share of the score; `w` is the term's weights row, `ct` the posting. The
-# constants are float8 parameters: as bare literals they would be numeric, and numeric
-# arithmetic on every posting costs more than the rest of the scan.
-_CONTRIBUTION = (
-    "w.idf * ct.tf / (ct.tf + %(k1)s::float8 * (1 - %(b)s::float8 + %(b)s::float8 * ct.chunk_length / stats.avgdl))"
-)
+
+
+def _contribution(idf: str) -> str:
+    """One posting's share of the score; ``idf`` is the term's idf, `ct` the posting. The
+    constants are float8 parameters: as bare literals they would be numeric, and numeric
+    arithmetic on every posting costs more than the rest of the scan."""
+    length_norm = "(1 - %(b)s::float8 + %(b)s::float8 * ct.chunk_length / stats.avgdl)"
+    return f"{idf} * ct.tf / (ct.tf + %(k1)s::float8 * {length_norm})"
 
 
 def bm25_candidates(
@@ -152,17 +154,19 @@ def _bm25_statement(*, filtered: bool) -> str:
        (at least ``min_postings`` each) and bring only their densest postings (highest tf /
        length, from the `chunk_terms_by_density` index), the ones that score a chunk highest.
        Rare terms carry most of the weight (their idf), so they are the ones read in full.
-    2. Those postings, summed per chunk, give partial scores; the best ``candidates`` chunks by
-       partial score (only chunks passing the filter, checked in that order until enough have)
-       are kept.
-    3. The kept chunks are rescored exactly over every query term, one primary-key probe per
-       chunk and term, and the best ``limit`` returned, ties by chunk id.
+    2. Those postings, summed per chunk (less what each term read in part is expected to add
+       to any chunk), rank the chunks; the best ``candidates`` (only chunks passing the filter,
+       checked in that order until enough have) are kept.
+    3. The kept chunks are rescored exactly over every query term, one probe of the
+       `chunk_terms_by_chunk` index per chunk, and the best ``limit`` returned, ties by chunk id.
 
-    When every term is read in full the partial scores are the exact scores and the result is
-    full scoring's. Otherwise a chunk is missed only if it is among no rare term's postings and
-    no frequent term's densest, or if its partial score is below the ``candidates``-th best.
+    When every term is read in full the ranking values are the exact scores and the result is
+    full scoring's. Otherwise a chunk is missed if it is among no rare term's postings and no
+    frequent term's densest, or if it ranks below the ``candidates``-th in step 2. A quoted
+    phrase or an exclusion only filters the candidates: a phrase whose chunks are none of them
+    returns fewer hits than full scoring would.
     """
-    contribution = _CONTRIBUTION
+    contribution = _contribution("w.idf")
     passes_filter = (
         "WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = ranked.chunk_id"
         " AND c.tsv @@ websearch_to_tsquery('simple', %(filter)s))"
@@ -184,7 +188,7 @@ def _bm25_statement(*, filtered: bool) -> str:
             FROM store_terms st, stats
             WHERE st.store_id = %(store)s AND st.term IN (SELECT term FROM query_terms)
         ), weights AS MATERIALIZED (
-            SELECT term, idf, rarity, CASE WHEN {in_budget} THEN df ELSE greatest(
+            SELECT term, idf, rarity, df, CASE WHEN {in_budget} THEN df ELSE greatest(
                 %(min_postings)s,
                 (%(budget)s - coalesce(max(postings_through) FILTER (WHERE {in_budget}) OVER (), 0))
                 / count(*) FILTER (WHERE NOT {in_budget}) OVER ()
@@ -197,12 +201,24 @@ def _bm25_statement(*, filtered: bool) -> str:
                 WHERE store_id = %(store)s AND term = w.term
                 ORDER BY tf::float8 / greatest(chunk_length, 1) DESC, chunk_id LIMIT w.depth
             ) ct
+        ), unseen AS MATERIALIZED (
+            -- What a term read only in part is expected to add to a chunk not among its postings
+            -- read: the chance the chunk holds it anyway times its smallest score read. Zero for
+            -- terms read in full.
+            SELECT w.rarity, (w.df - count(*)) / greatest(stats.n - count(*), 1) * min(p.score) AS expected
+            FROM weights w JOIN postings p ON p.rarity = w.rarity CROSS JOIN stats
+            GROUP BY w.rarity, w.df, stats.n
         ), partial AS MATERIALIZED (
-            -- Parts of a score are always added rarest term first: chunks with the same terms
-            -- then get bit-identical scores and tie, whatever order the plan reads postings in
-            -- (floating-point addition is not associative), and a partial score made of every
-            -- term equals the exact one.
-            SELECT chunk_id, sum(score ORDER BY rarity) AS score FROM postings GROUP BY chunk_id
+            -- Candidates rank by what their postings read add over the expected, so a chunk seen
+            -- in a frequent term's densest postings does not outrank one holding rarer terms for
+            -- that alone. Parts are always added rarest term first: chunks with the same terms
+            -- then get bit-identical values and tie, whatever order the plan reads postings in
+            -- (floating-point addition is not associative), and with every term read in full the
+            -- value is the exact score.
+            SELECT p.chunk_id, sum(p.score - u.expected ORDER BY p.rarity) AS score
+            FROM postings p JOIN unseen u ON u.rarity = p.rarity GROUP BY p.chunk_id
+        ), query AS MATERIALIZED (
+            SELECT array_agg(term ORDER BY rarity) AS terms, array_agg(idf ORDER BY rarity) AS idfs FROM weights
         ), kept AS MATERIALIZED (
             -- The inner sort (kept apart by OFFSET 0) lets the planner check the filter in score
             -- order, only until enough chunks passed.
@@ -210,15 +226,17 @@ def _bm25_statement(*, filtered: bool) -> str:
             {passes_filter}
             ORDER BY score DESC, chunk_id LIMIT %(candidates)s
         )
-        -- Per kept chunk, a primary-key probe (chunk_id, term) for the query's terms: a chunk's
-        -- postings sit together in that index, however long the terms' postings lists are.
-        -- OFFSET 0 keeps the probe per chunk: flattened into a join, the planner (which
-        -- estimates every CTE at a few rows) reads the terms' whole postings lists instead.
-        SELECT k.chunk_id, sum({contribution} ORDER BY w.rarity) AS score
-        FROM kept k CROSS JOIN stats CROSS JOIN LATERAL (
-            SELECT term, tf, chunk_length FROM chunk_terms
-            WHERE chunk_id = k.chunk_id AND term = ANY(ARRAY(SELECT term FROM weights)) OFFSET 0
-        ) ct JOIN weights w ON w.term = ct.term
+        -- Per kept chunk, one probe of `chunk_terms_by_chunk` for the query's terms, answered
+        -- from the index. OFFSET 0 keeps the probe per chunk: flattened into a join, the planner
+        -- (which estimates every CTE at a few rows) reads the terms' whole postings lists
+        -- instead. A term's idf is looked up by its position in the query's arrays, not joined,
+        -- for the same reason.
+        SELECT k.chunk_id, sum(ct.part ORDER BY ct.rarity) AS score
+        FROM kept k CROSS JOIN query q CROSS JOIN stats CROSS JOIN LATERAL (
+            SELECT r.rarity, {_contribution("q.idfs[r.rarity]")} AS part
+            FROM chunk_terms ct CROSS JOIN LATERAL array_position(q.terms, ct.term) r(rarity)
+            WHERE ct.chunk_id = k.chunk_id AND ct.term = ANY(q.terms) OFFSET 0
+        ) ct
         GROUP BY k.chunk_id
         ORDER BY score DESC, k.chunk_id LIMIT %(limit)s
     """

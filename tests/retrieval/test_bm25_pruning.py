@@ -13,7 +13,7 @@ from ingestion.services import IncomingFile, document_upload
 from retrieval import sql
 from retrieval.ranking import phrase_and_exclusion_filter, positive_text
 from retrieval.search import store_search
-from stores.models import RagStore
+from stores.models import Chunk, RagStore
 from stores.services import store_create
 from tests.retrieval.test_bm25 import chunk_tokens, query_tokens
 
@@ -101,3 +101,55 @@ def test_phrases_and_exclusions_filter_the_ranking(zipf_store):
 
 def test_every_ranked_chunk_is_returned_when_the_limit_exceeds_them(zipf_store):
     assert_same_top(zipf_store, "word20 word1", 1000)
+
+
+def class_queries(store: RagStore, query_class: str, count: int) -> list[str]:
+    """Queries like the latency bench's classes, drawn from this store's vocabulary."""
+    rng = random.Random(query_class)
+    if query_class == "typical":
+        return [random_text(rng, 3, 8) for _ in range(count)]
+    if query_class == "common":
+        return [" ".join(rng.sample(WORDS[:5], rng.randint(2, 5))) for _ in range(count)]
+    if query_class == "paragraph":
+        return [random_text(rng, 30, 30) for _ in range(count)]
+    contents = list(Chunk.objects.filter(store=store).order_by("id").values_list("content", flat=True))
+    queries = []
+    for _ in range(count):
+        # Two neighbouring words of a chunk, two more words, and a middling word excluded.
+        words = rng.choice(contents).split()
+        start = rng.randrange(len(words) - 1)
+        queries.append(f'"{words[start]} {words[start + 1]}" {random_text(rng, 2, 2)} -{rng.choice(WORDS[20:40])}')
+    return queries
+
+
+@pytest.mark.parametrize("query_class", ["typical", "common", "paragraph", "phrase"])
+def test_over_the_budget_the_top_n_overlaps_full_scoring(zipf_store, monkeypatch, query_class):
+    # A budget far under these queries' postings, as a large store's are: every class is
+    # approximated, and most of the exact top 10 must still be found.
+    monkeypatch.setattr(sql, "BM25_POSTING_BUDGET", 60)
+    monkeypatch.setattr(sql, "BM25_MIN_TERM_POSTINGS", 10)
+    monkeypatch.setattr(sql, "BM25_CANDIDATES_MIN", 20)
+    monkeypatch.setattr(sql, "BM25_CANDIDATES_PER_RESULT", 3)
+    ids, tokens = chunk_tokens(zipf_store)
+    reference = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
+    reference.index(tokens, show_progress=False)
+    shares, over_budget = [], 0
+    for query in class_queries(zipf_store, query_class, 12):
+        terms = query_tokens(positive_text(query))
+        scores = reference.get_scores(terms)
+        phrase_filter = phrase_and_exclusion_filter(query)
+        allowed = matching_chunks(zipf_store, phrase_filter) if phrase_filter else set(ids)
+        ranked = sorted(
+            ((-round(s, 9), chunk_id) for chunk_id, s in zip(ids, scores, strict=True) if s > 0 and chunk_id in allowed)
+        )
+        expected = {chunk_id for _, chunk_id in ranked[:10]}
+        over_budget += sum(any(t == term for t in chunk) for term in set(terms) for chunk in tokens) > 60
+        hits = store_search(
+            store=zipf_store, query=query, overrides={"mode": "lexical", "backend": "bm25", "top_k": 10}, candidates=10
+        ).hits
+        for hit in hits:
+            assert hit.lex_score == pytest.approx(float(scores[ids.index(hit.chunk_id)]), abs=1e-4)
+        if expected:
+            shares.append(len({hit.chunk_id for hit in hits} & expected) / len(expected))
+    assert over_budget == 12
+    assert sum(shares) / len(shares) >= 0.8, (query_class, shares)

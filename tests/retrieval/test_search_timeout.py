@@ -6,8 +6,9 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 
+from ingestion.services import IncomingFile, document_upload
 from retrieval.search import store_search
-from stores.services import IncomingFile, document_upload, store_create
+from stores.services import store_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def store(fake_connection, ingest_now):
     created = store_create(name="kb", values={"embedding_connection_id": fake_connection.id})
     files = [IncomingFile(filename=f"{n}.txt", data=f"alpha document number {n}".encode()) for n in range(5)]
-    assert document_upload(store=created, files=files).error is None
+    assert document_upload(store=created, files=files).refusal is None
     ingest_now()
     return created
 
