@@ -124,11 +124,12 @@ def class_queries(store: RagStore, query_class: str, count: int) -> list[str]:
 
 @pytest.mark.parametrize("query_class", ["typical", "common", "paragraph", "phrase"])
 def test_over_the_budget_the_top_n_overlaps_full_scoring(zipf_store, monkeypatch, query_class):
-    # A budget far under these queries' postings, as a large store's are: every class is
-    # approximated, and most of the exact top 10 must still be found.
-    monkeypatch.setattr(sql, "BM25_POSTING_BUDGET", 60)
+    # A budget under nearly every query's postings (as on a large store), 40 candidates of the
+    # store's 186 chunks: the classes are approximated, and most of the exact top 10 must still
+    # be found, with exact scores.
+    monkeypatch.setattr(sql, "BM25_POSTING_BUDGET", 200)
     monkeypatch.setattr(sql, "BM25_MIN_TERM_POSTINGS", 10)
-    monkeypatch.setattr(sql, "BM25_CANDIDATES_MIN", 20)
+    monkeypatch.setattr(sql, "BM25_CANDIDATES_MIN", 40)
     monkeypatch.setattr(sql, "BM25_CANDIDATES_PER_RESULT", 3)
     ids, tokens = chunk_tokens(zipf_store)
     reference = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
@@ -143,7 +144,7 @@ def test_over_the_budget_the_top_n_overlaps_full_scoring(zipf_store, monkeypatch
             ((-round(s, 9), chunk_id) for chunk_id, s in zip(ids, scores, strict=True) if s > 0 and chunk_id in allowed)
         )
         expected = {chunk_id for _, chunk_id in ranked[:10]}
-        over_budget += sum(any(t == term for t in chunk) for term in set(terms) for chunk in tokens) > 60
+        over_budget += sum(term in chunk for term in set(terms) for chunk in tokens) > sql.BM25_POSTING_BUDGET
         hits = store_search(
             store=zipf_store, query=query, overrides={"mode": "lexical", "backend": "bm25", "top_k": 10}, candidates=10
         ).hits
@@ -151,5 +152,5 @@ def test_over_the_budget_the_top_n_overlaps_full_scoring(zipf_store, monkeypatch
             assert hit.lex_score == pytest.approx(float(scores[ids.index(hit.chunk_id)]), abs=1e-4)
         if expected:
             shares.append(len({hit.chunk_id for hit in hits} & expected) / len(expected))
-    assert over_budget == 12
+    assert over_budget >= 10
     assert sum(shares) / len(shares) >= 0.8, (query_class, shares)
