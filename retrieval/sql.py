@@ -96,13 +96,17 @@ def fulltext_candidates(*, store_id: int, config: str, query: str, limit: int) -
 # Candidates come from at most about this many postings in all, whatever the query: the rarest
 # terms' postings in full while the budget lasts, the rest sharing what is left (see
 # _bm25_statement). A query whose terms' postings all fit is scored exactly.
-BM25_POSTING_BUDGET = 6000
+BM25_POSTING_BUDGET = 12000
 # A term beyond the budget still brings at least this many of its densest postings.
 BM25_MIN_TERM_POSTINGS = 50
 # How many candidates, best partial score first, are rescored exactly over every query term: at
 # least BM25_CANDIDATES_MIN and BM25_CANDIDATES_PER_RESULT times the number of results asked for.
 BM25_CANDIDATES_MIN = 300
 BM25_CANDIDATES_PER_RESULT = 5
+# With a phrase or an exclusion, at most this many times the candidates kept are checked against
+# it (each check reads a chunk's tsvector): a rare phrase would otherwise have every candidate
+# checked.
+BM25_FILTER_CHECKS_PER_CANDIDATE = 4
 
 
 def _contribution(idf: str) -> str:
@@ -127,6 +131,7 @@ def bm25_candidates(
     when the query's terms have more postings than BM25_POSTING_BUDGET the top ``limit`` is an
     approximation of full scoring; below it, it is exactly full scoring. See :func:`_bm25_statement`.
     """
+    candidates = max(BM25_CANDIDATES_MIN, BM25_CANDIDATES_PER_RESULT * limit)
     with connection.cursor() as cursor:
         cursor.execute(
             _bm25_statement(filtered=bool(filter_query)),
@@ -139,7 +144,8 @@ def bm25_candidates(
                 "limit": limit,
                 "budget": BM25_POSTING_BUDGET,
                 "min_postings": BM25_MIN_TERM_POSTINGS,
-                "candidates": max(BM25_CANDIDATES_MIN, BM25_CANDIDATES_PER_RESULT * limit),
+                "candidates": candidates,
+                "checks": BM25_FILTER_CHECKS_PER_CANDIDATE * candidates,
             },
         )
         return cursor.fetchall()
@@ -156,7 +162,7 @@ def _bm25_statement(*, filtered: bool) -> str:
        Rare terms carry most of the weight (their idf), so they are the ones read in full.
     2. Those postings, summed per chunk (less what each term read in part is expected to add
        to any chunk), rank the chunks; the best ``candidates`` (only chunks passing the filter,
-       checked in that order until enough have) are kept.
+       checked in that order until enough have, and on at most ``checks``) are kept.
     3. The kept chunks are rescored exactly over every query term, one probe of the
        `chunk_terms_by_chunk` index per chunk, and the best ``limit`` returned, ties by chunk id.
 
@@ -174,6 +180,7 @@ def _bm25_statement(*, filtered: bool) -> str:
         else ""
     )
     in_budget = "postings_through <= %(budget)s"
+    checked = "LIMIT %(checks)s" if filtered else ""
     return f"""
         WITH query_terms AS (
             SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector('simple', %(text)s))
@@ -221,8 +228,10 @@ def _bm25_statement(*, filtered: bool) -> str:
             SELECT array_agg(term ORDER BY rarity) AS terms, array_agg(idf ORDER BY rarity) AS idfs FROM weights
         ), kept AS MATERIALIZED (
             -- The inner sort (kept apart by OFFSET 0) lets the planner check the filter in score
-            -- order, only until enough chunks passed.
-            SELECT chunk_id FROM (SELECT chunk_id, score FROM partial ORDER BY score DESC, chunk_id OFFSET 0) ranked
+            -- order, only until enough chunks passed, and on ``checks`` chunks at most.
+            SELECT chunk_id FROM (
+                SELECT chunk_id, score FROM partial ORDER BY score DESC, chunk_id {checked} OFFSET 0
+            ) ranked
             {passes_filter}
             ORDER BY score DESC, chunk_id LIMIT %(candidates)s
         )
