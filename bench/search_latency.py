@@ -1,7 +1,8 @@
 """Search latency: the search function per mode and backend on one large synthetic store, next to
 the raw SQL it issues, and HNSW recall@10 against exact search.
 
-    python bench/search_latency.py [--chunks N] [--queries Q] [--smoke]
+    python bench/search_latency.py [--chunks N] [--queries Q] [--classes C ...] [--skip-fulltext] [--reuse]
+                                   [--smoke]
 
 The store is filled directly with bulk SQL (no embedding model): chunk texts draw their words
 from a Zipf distribution over a pseudo-word vocabulary, vectors come from Gaussian clusters on
@@ -15,7 +16,12 @@ Query classes: ``typical`` (3–8 words from the corpus distribution, every conf
 ``common`` (2–5 of the corpus's 5 most frequent words), ``paragraph`` (a pasted paragraph of 60
 words) and ``phrase`` (a quoted phrase from a chunk, two words and an exclusion), the last three
 on the ``bm25`` configurations. Each class also reports the overlap of lexical ``bm25``'s top 10
-with full scoring (no term treated as common) over its first queries.
+with full scoring (every posting of every term read) over its first queries.
+
+``--classes`` measures only the named classes, ``--skip-fulltext`` leaves out the ``pgvector``
+rows; ``--reuse`` keeps the store a previous run with the same ``--chunks`` and ``--seed`` left
+in the database (with DATABASE_URL set: the embedded default is a scratch folder deleted at
+exit), so iterating on the search skips the fill.
 """
 
 from __future__ import annotations
@@ -243,6 +249,15 @@ def fill_store(store, texts: list[str], vectors: np.ndarray) -> tuple[np.ndarray
     return chunk_ids, steps
 
 
+def reusable_chunk_ids(chunk_count: int) -> np.ndarray | None:
+    """The chunk ids (in the order of the texts that filled them) of the store a previous run
+    left, if it has ``chunk_count`` chunks; its texts and vectors are those this seed draws."""
+    from stores.models import Chunk
+
+    ids = list(Chunk.objects.filter(store__name=STORE_NAME).order_by("id").values_list("id", flat=True))
+    return np.array(ids, dtype=np.int64) if len(ids) == chunk_count else None
+
+
 # --- measuring --------------------------------------------------------------------------------
 
 
@@ -321,8 +336,8 @@ def top_overlap(store, queries: list[str]) -> float:
     shares = []
     for query in queries:
         found = top(query)
-        # No term counts as common: every posting of every essential term is read.
-        with mock.patch.object(sql, "BM25_COMMON_SHARE", 1.0):
+        # A budget no query reaches: every posting of every term is read, the scoring is full.
+        with mock.patch.object(sql, "BM25_POSTING_BUDGET", 2**62):
             exact = top(query)
         if exact:
             shares.append(len(found & exact) / len(exact))
@@ -399,6 +414,11 @@ def main() -> None:
     parser.add_argument("--queries", type=int, help="queries per configuration (default 200; 20 with --smoke)")
     parser.add_argument("--seed", type=int, default=20261130)
     parser.add_argument("--smoke", action="store_true", help="small run to check the script works")
+    parser.add_argument("--classes", nargs="+", choices=QUERY_CLASSES, default=list(QUERY_CLASSES))
+    parser.add_argument("--reuse", action="store_true", help="search the store a previous run of this size left")
+    parser.add_argument(
+        "--skip-fulltext", action="store_true", help="leave out the pgvector full-text rows (the slowest to measure)"
+    )
     args = parser.parse_args()
     chunk_count = args.chunks or (2000 if args.smoke else 100000)
     query_count = args.queries or (20 if args.smoke else 200)
@@ -406,6 +426,8 @@ def main() -> None:
 
     with BenchEnvironment():
         from django.conf import settings
+
+        from stores.models import RagStore
 
         started = time.monotonic()
         words = np.array(pseudo_words(VOCABULARY))
@@ -415,11 +437,16 @@ def main() -> None:
         vectors = clustered_vectors(rng, chunk_count, clusters)
         generate_seconds = time.monotonic() - started
 
-        store = fresh_store(STORE_NAME, local_connection(), search_backend="bm25", search_mode="hybrid")
-        chunk_ids, steps = fill_store(store, texts, vectors)
+        chunk_ids = reusable_chunk_ids(chunk_count) if args.reuse else None
+        if chunk_ids is None:
+            store = fresh_store(STORE_NAME, local_connection(), search_backend="bm25", search_mode="hybrid")
+            chunk_ids, steps = fill_store(store, texts, vectors)
+        else:
+            store, steps = RagStore.objects.get(name=STORE_NAME), {}
         fill_seconds = generate_seconds + sum(steps.values())
         print(
-            f"filled {chunk_count} chunks ({clusters} clusters, {VOCABULARY} words, Zipf s={ZIPF_EXPONENT}) in "
+            f"{'filled' if steps else 'reused'} {chunk_count} chunks ({clusters} clusters, {VOCABULARY} words, "
+            f"Zipf s={ZIPF_EXPONENT}) in "
             f"{fill_seconds:.1f}s: generate {generate_seconds:.1f}s, "
             + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in steps.items())
         )
@@ -439,7 +466,12 @@ def main() -> None:
         queries_of = {"typical": queries, **issue_queries(rng, words, cdf, texts, query_count)}
         vector_lists = [q.tolist() for q in query_vectors]
         results, recall_at_10, observe_ms = [], None, []
-        runs = [(name, configuration) for name in QUERY_CLASSES for configuration in configurations_of(name)]
+        runs = [
+            (name, configuration)
+            for name in args.classes
+            for configuration in configurations_of(name)
+            if not (args.skip_fulltext and configuration[1] == "pgvector")
+        ]
         # The slow full-text configurations go last, so the others are measured close together.
         for query_class, (mode, backend) in sorted(runs, key=lambda run: run[1][1] == "pgvector"):
             with timing_metrics(observe_ms):
@@ -466,9 +498,9 @@ def main() -> None:
             (e["class"], e["mode"], e["backend"] or "-", *(f"{e[k]:.2f}" for k in timings), e["load_average_1m"])
             for e in results
         ]
-        overlap = {name: round(top_overlap(store, queries_of[name][:OVERLAP_QUERIES]), 4) for name in QUERY_CLASSES}
+        overlap = {name: round(top_overlap(store, queries_of[name][:OVERLAP_QUERIES]), 4) for name in args.classes}
 
-        sweep = ef_sweep(store, query_vectors, expected, chunk_count)
+        sweep = ef_sweep(store, query_vectors, expected, chunk_count) if "typical" in args.classes else []
 
         print_table(
             rows,
@@ -488,9 +520,11 @@ def main() -> None:
             f"lexical bm25 top {TOP_K} against full scoring (first {OVERLAP_QUERIES} queries of each class): "
             + ", ".join(f"{name} {share:.4f}" for name, share in overlap.items())
         )
-        print(
-            f"HNSW recall@{RECALL_AT} (vector mode against exact search): {recall_at_10:.4f} at ef_search {ef_search}"
-        )
+        if recall_at_10 is not None:
+            print(
+                f"HNSW recall@{RECALL_AT} (vector mode against exact search): {recall_at_10:.4f} "
+                f"at ef_search {ef_search}"
+            )
         if sweep:
             print_table(
                 [(r["ef_search"], r["recall@10"], f"{r['p50_ms']:.2f}", f"{r['p95_ms']:.2f}") for r in sweep],
@@ -504,7 +538,7 @@ def main() -> None:
                 "chunks": chunk_count,
                 "queries": query_count,
                 "results": results,
-                "hnsw_recall@10": round(recall_at_10, 4),
+                "hnsw_recall@10": None if recall_at_10 is None else round(recall_at_10, 4),
                 "bm25_top10_overlap": overlap,
                 "ef_search": ef_search,
                 "ef_sweep": sweep,

@@ -93,30 +93,28 @@ def fulltext_candidates(*, store_id: int, config: str, query: str, limit: int) -
         return cursor.fetchall()
 
 
-# Common terms are looked up for the surviving candidates one term per step, the more selective
-# first, re-tightening the bounds after each; terms beyond the last step share it.
-BM25_LOOKUP_STEPS = 3
-# The first floor fully scores this many times n chunks, the ones the rarest term scores best.
-BM25_FLOOR_SAMPLE = 2
-# Terms in more than this share of a store's chunks are "common": their postings are never read
-# in full (a query of only such words would otherwise read nearly every posting of the store, and
-# their near-zero idfs leave the bounds nothing to prune). Each contributes candidates from its
-# densest postings only (see _bm25_statement); scores stay exact, the candidate set is the
-# approximation.
-BM25_COMMON_SHARE = 0.5
-# How many of a common term's postings, densest first, become candidates: at least this many,
-# and at least BM25_COMMON_DEPTH_PER_RESULT times the number of results asked for.
-BM25_COMMON_DEPTH_MIN = 200
-BM25_COMMON_DEPTH_PER_RESULT = 5
-# Relative margin on every "this bound is below the floor" test, so floating-point rounding of a
-# sum can never prune a chunk that ties with the n-th best.
-_BOUND_SLACK = 1e-9
-# One posting's share of the score; `w` is the term's weights row, `ct` the posting. The
-# constants are float8 parameters: as bare literals they would be numeric, and numeric
-# arithmetic on every posting costs more than the rest of the scan.
-_CONTRIBUTION = (
-    "w.idf * ct.tf / (ct.tf + %(k1)s::float8 * (1 - %(b)s::float8 + %(b)s::float8 * ct.chunk_length / stats.avgdl))"
-)
+# Candidates come from at most about this many postings in all, whatever the query: the rarest
+# terms' postings in full while the budget lasts, the rest sharing what is left (see
+# _bm25_statement). A query whose terms' postings all fit is scored exactly.
+BM25_POSTING_BUDGET = 12000
+# A term beyond the budget still brings at least this many of its densest postings.
+BM25_MIN_TERM_POSTINGS = 50
+# How many candidates, best partial score first, are rescored exactly over every query term: at
+# least BM25_CANDIDATES_MIN and BM25_CANDIDATES_PER_RESULT times the number of results asked for.
+BM25_CANDIDATES_MIN = 300
+BM25_CANDIDATES_PER_RESULT = 5
+# With a phrase or an exclusion, at most this many times the candidates kept are checked against
+# it (each check reads a chunk's tsvector): a rare phrase would otherwise have every candidate
+# checked.
+BM25_FILTER_CHECKS_PER_CANDIDATE = 4
+
+
+def _contribution(idf: str) -> str:
+    """One posting's share of the score; ``idf`` is the term's idf, `ct` the posting. The
+    constants are float8 parameters: as bare literals they would be numeric, and numeric
+    arithmetic on every posting costs more than the rest of the scan."""
+    length_norm = "(1 - %(b)s::float8 + %(b)s::float8 * ct.chunk_length / stats.avgdl)"
+    return f"{idf} * ct.tf / (ct.tf + %(k1)s::float8 * {length_norm})"
 
 
 def bm25_candidates(
@@ -129,13 +127,14 @@ def bm25_candidates(
     ``filter_query`` (websearch syntax) restricts the result to chunks matching its phrases and
     exclusions; scoring uses the positive terms of ``scoring_text`` only.
 
-    The postings of common terms are mostly skipped (MaxScore) without changing the top
-    ``limit``; terms in most chunks only contribute their densest postings as candidates, which
-    can miss a chunk made only of such words. See :func:`_bm25_statement`.
+    Every returned score is exact. The candidates are drawn from a bounded number of postings, so
+    when the query's terms have more postings than BM25_POSTING_BUDGET the top ``limit`` is an
+    approximation of full scoring; below it, it is exactly full scoring. See :func:`_bm25_statement`.
     """
+    candidates = max(BM25_CANDIDATES_MIN, BM25_CANDIDATES_PER_RESULT * limit)
     with connection.cursor() as cursor:
         cursor.execute(
-            _bm25_statement(filtered=bool(filter_query), lookup_steps=BM25_LOOKUP_STEPS),
+            _bm25_statement(filtered=bool(filter_query)),
             {
                 "text": scoring_text,
                 "store": store_id,
@@ -143,176 +142,112 @@ def bm25_candidates(
                 "b": BM25_B,
                 "filter": filter_query,
                 "limit": limit,
-                "sample": BM25_FLOOR_SAMPLE * limit,
-                "common_share": BM25_COMMON_SHARE,
-                "depth": max(BM25_COMMON_DEPTH_MIN, BM25_COMMON_DEPTH_PER_RESULT * limit),
-                "slack": _BOUND_SLACK,
+                "budget": BM25_POSTING_BUDGET,
+                "min_postings": BM25_MIN_TERM_POSTINGS,
+                "candidates": candidates,
+                "checks": BM25_FILTER_CHECKS_PER_CANDIDATE * candidates,
             },
         )
         return cursor.fetchall()
 
 
-@lru_cache(maxsize=8)
-def _bm25_statement(*, filtered: bool, lookup_steps: int) -> str:
-    """The BM25 top-n statement: exact scores, with MaxScore pruning.
+@lru_cache(maxsize=2)
+def _bm25_statement(*, filtered: bool) -> str:
+    """The BM25 top-n statement: bounded candidate generation, then exact rescoring.
 
-    A term adds less than its idf to any chunk's score, and every score is a sum of positive
-    parts. So the n-th best full score among any chunks is a floor the n-th best overall cannot
-    be under; the first floor comes from fully scoring the 2n chunks the rarest term scores
-    best. A chunk holding only terms whose idfs sum below the floor cannot reach the first n,
-    so the terms whose idf, together with every more common term's, stays under it (the common
-    "lookup" terms) are not read to find candidates: the other terms' postings are, giving
-    candidates with partial scores. A candidate whose partial score plus the idfs of the terms
-    not yet added is under the floor is dropped. Each step then raises the floor to the n-th
-    best partial score, drops again, and adds the next lookup term for the candidates left
-    (one index-only probe per candidate, or a walk over the term's postings where candidates
-    are dense: the btree `= ANY` scan does whichever is cheaper). Ties with the n-th best are
-    never dropped, so the result and its order (score, then chunk id) are those of full
-    scoring. With a filter, floors count only chunks that pass it.
+    1. The query's terms, rarest first, are given postings from the budget: a term is read in
+       full while its postings and every rarer term's fit; the terms beyond share what is left
+       (at least ``min_postings`` each) and bring only their densest postings (highest tf /
+       length, from the `chunk_terms_by_density` index), the ones that score a chunk highest.
+       Rare terms carry most of the weight (their idf), so they are the ones read in full.
+    2. Those postings, summed per chunk (less what each term read in part is expected to add
+       to any chunk), rank the chunks; the best ``candidates`` (only chunks passing the filter,
+       checked in that order until enough have, and on at most ``checks``) are kept.
+    3. The kept chunks are rescored exactly over every query term, one probe of the
+       `chunk_terms_by_chunk` index per chunk, and the best ``limit`` returned, ties by chunk id.
 
-    Terms in more than BM25_COMMON_SHARE of the chunks (and in more than ``depth``) are always
-    lookup terms: their postings are never read in full. Instead each adds its ``depth``
-    densest postings (highest tf / length, from the `chunk_terms_by_density` index) as
-    candidates, and the rarest term's sample comes from them when it is common itself. Every
-    returned score is still exact; what is approximate is the candidate set, and only when the
-    idfs of the common terms together reach the floor: a chunk among none of those densest
-    postings and holding no essential term is not considered.
+    When every term is read in full the ranking values are the exact scores and the result is
+    full scoring's. Otherwise a chunk is missed if it is among no rare term's postings and no
+    frequent term's densest, or if it ranks below the ``candidates``-th in step 2. A quoted
+    phrase or an exclusion only filters the candidates: a phrase whose chunks are none of them
+    returns fewer hits than full scoring would.
     """
-    contribution = _CONTRIBUTION
-    # Parts of one chunk's score are always added in the same order (rarest term first): chunks
-    # with the same terms then get bit-identical scores and tie, whatever order the plan reads
-    # postings in (floating-point addition is not associative).
-    summed = f"sum({contribution} ORDER BY w.rarity)"
-    slack = "(1 + %(slack)s::float8)"
+    contribution = _contribution("w.idf")
     passes_filter = (
         "WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = ranked.chunk_id"
         " AND c.tsv @@ websearch_to_tsquery('simple', %(filter)s))"
         if filtered
         else ""
     )
-
-    def best(scores: str, *, offset: str, columns: str = "score", order: str = "score DESC") -> str:
-        # The inner sort (kept apart by OFFSET 0) lets the planner check a filter in score order,
-        # only until enough chunks passed; the outer ORDER BY is what guarantees the order.
-        inner = f"SELECT chunk_id, score FROM {scores} ORDER BY {order} OFFSET 0"
-        return f"SELECT {columns} FROM ({inner}) ranked {passes_filter} ORDER BY {order} {offset}"
-
-    def postings(terms: str, condition: str = "") -> str:
-        join = f"JOIN chunk_terms ct ON ct.store_id = %(store)s AND ct.term = w.term {condition}"
-        return f"FROM {terms} w {join} CROSS JOIN stats"
-
-    def still_to_add(step: int) -> str:
-        return f"(SELECT coalesce(sum(idf), 0) FROM lookup WHERE step >= {step})"
-
-    steps = []
-    for step in range(1, lookup_steps + 1):
-        previous = f"survivors_{step - 1}"
-        # Before the first lookup, one essential term's partial scores are that term's own (or 0
-        # for common candidates), whose n-th best the first floor already is at least.
-        settled = "f.floor = '-infinity'" + (" OR (SELECT count(*) FROM essential) = 1" if step == 1 else "")
-        nth_best = best(previous, offset="OFFSET %(limit)s - 1 LIMIT 1")
-        kept = f"(s.score + f.still_to_add) * {slack} >= f.floor"
-        kept_ids = f"ARRAY(SELECT s.chunk_id FROM {previous} s, floor_{step} f WHERE {kept})"
-        step_postings = postings("lookup", f"AND ct.chunk_id = ANY({kept_ids})") + f" WHERE w.step = {step}"
-        # The kept candidates and the sum of their postings of this step's terms, added per chunk:
-        # a union and one aggregate, not a join, because the planner estimates every CTE at one
-        # row and would otherwise rescan the postings once per candidate.
-        steps.append(
-            f"""
-            floor_{step} AS MATERIALIZED (
-                SELECT CASE WHEN {settled} THEN f.floor
-                            ELSE greatest(f.floor, coalesce(({nth_best}), f.floor)) END AS floor,
-                       {still_to_add(step)} AS still_to_add
-                FROM floor_{step - 1} f
-            ), survivors_{step} AS MATERIALIZED (
-                SELECT chunk_id, sum(score) AS score FROM (
-                    SELECT s.chunk_id, s.score FROM {previous} s, floor_{step} f WHERE {kept}
-                    UNION ALL
-                    SELECT ct.chunk_id, {summed} AS score {step_postings} GROUP BY ct.chunk_id
-                ) parts
-                GROUP BY chunk_id
-            )"""
-        )
-    # Only the chain ending at the last step that holds a lookup term is evaluated: CTEs are
-    # computed when first read, and the other branches are cut by their one-time filters.
-    last_step = "coalesce((SELECT max(step) FROM lookup), 0)"
-    scored = " UNION ALL ".join(
-        f"SELECT chunk_id, score FROM survivors_{step} WHERE {last_step} = {step}" for step in range(lookup_steps + 1)
-    )
-    sample = best("rarest", offset="LIMIT %(sample)s", columns="chunk_id, score")
-    sample_others = postings("weights", "AND ct.chunk_id = ANY(ARRAY(SELECT chunk_id FROM sample))")
+    in_budget = "postings_through <= %(budget)s"
+    checked = "LIMIT %(checks)s" if filtered else ""
     return f"""
         WITH query_terms AS (
             SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector('simple', %(text)s))
         ), stats AS MATERIALIZED (
             SELECT chunk_count::float8 AS n, greatest(token_total::float8 / greatest(chunk_count, 1), 1e-9) AS avgdl
             FROM store_text_stats WHERE store_id = %(store)s
+        ), ranked_terms AS MATERIALIZED (
+            -- postings_through: the postings of this term and of every rarer one.
+            SELECT st.term, st.df, ln(1 + (stats.n - st.df + 0.5) / (st.df + 0.5)) AS idf,
+                   row_number() OVER (ORDER BY st.df, st.term) AS rarity,
+                   sum(st.df) OVER (ORDER BY st.df, st.term) AS postings_through
+            FROM store_terms st, stats
+            WHERE st.store_id = %(store)s AND st.term IN (SELECT term FROM query_terms)
         ), weights AS MATERIALIZED (
-            -- bound_through: the idfs of this term and of every more common one, the most those
-            -- terms together can add to a chunk.
-            SELECT term, idf, rarity, common, sum(idf) OVER (ORDER BY rarity DESC) AS bound_through
-            FROM (
-                SELECT st.term, ln(1 + (stats.n - st.df + 0.5) / (st.df + 0.5)) AS idf,
-                       row_number() OVER (ORDER BY st.df, st.term) AS rarity,
-                       st.df > greatest(%(common_share)s::float8 * stats.n, %(depth)s) AS common
-                FROM store_terms st, stats
-                WHERE st.store_id = %(store)s AND st.term IN (SELECT term FROM query_terms)
-            ) ranked_terms
-        ), densest AS MATERIALIZED (
-            -- Each common term's densest postings, in the order of its density index.
-            SELECT w.rarity, ct.chunk_id, {contribution} AS score
+            SELECT term, idf, rarity, df, CASE WHEN {in_budget} THEN df ELSE greatest(
+                %(min_postings)s,
+                (%(budget)s - coalesce(max(postings_through) FILTER (WHERE {in_budget}) OVER (), 0))
+                / count(*) FILTER (WHERE NOT {in_budget}) OVER ()
+            ) END AS depth
+            FROM ranked_terms
+        ), postings AS MATERIALIZED (
+            SELECT ct.chunk_id, w.rarity, {contribution} AS score
             FROM weights w CROSS JOIN stats CROSS JOIN LATERAL (
                 SELECT chunk_id, tf, chunk_length FROM chunk_terms
                 WHERE store_id = %(store)s AND term = w.term
-                ORDER BY tf::float8 / greatest(chunk_length, 1) DESC, chunk_id LIMIT %(depth)s
+                ORDER BY tf::float8 / greatest(chunk_length, 1) DESC, chunk_id LIMIT w.depth
             ) ct
-            WHERE w.common
-        ), rarest AS MATERIALIZED (
-            SELECT ct.chunk_id, {contribution} AS score {postings("weights")} WHERE w.rarity = 1 AND NOT w.common
-            UNION ALL
-            SELECT chunk_id, score FROM densest WHERE rarity = 1
-        ), sample AS MATERIALIZED (
-            {sample}
-        ), floor_0 AS MATERIALIZED (
-            -- Bounds only hold when every idf is positive (always, unless the statistics are
-            -- inconsistent); otherwise nothing is pruned.
-            SELECT CASE WHEN (SELECT bool_and(idf > 0) FROM weights) THEN coalesce((
-                SELECT s.score + coalesce(others.score, 0) AS score
-                FROM sample s LEFT JOIN (
-                    SELECT ct.chunk_id, sum({contribution}) AS score {sample_others}
-                    WHERE w.rarity > 1 GROUP BY ct.chunk_id
-                ) others ON others.chunk_id = s.chunk_id
-                ORDER BY 1 DESC OFFSET %(limit)s - 1 LIMIT 1
-            ), 0) ELSE '-infinity'::float8 END AS floor
-        ), essential AS MATERIALIZED (
-            SELECT w.term, w.idf, w.rarity FROM weights w, floor_0 f
-            WHERE NOT w.common AND w.bound_through * {slack} >= f.floor
-        ), lookup AS MATERIALIZED (
-            SELECT term, idf, rarity, least(row_number() OVER (ORDER BY rarity), {lookup_steps}) AS step
-            FROM weights WHERE term NOT IN (SELECT term FROM essential)
-        ), survivors_0 AS MATERIALIZED (
-            SELECT s.chunk_id, s.score
-            FROM (
-                -- A single essential term is the rarest, already scored.
-                SELECT chunk_id, score FROM rarest WHERE (SELECT count(*) FROM essential) = 1
-                UNION ALL
-                SELECT ct.chunk_id, {summed} AS score {postings("essential")}
-                WHERE (SELECT count(*) FROM essential) > 1
-                GROUP BY ct.chunk_id
-                UNION ALL
-                -- Common terms' candidates the essential postings did not already bring; their
-                -- common terms are added by the lookups like any other lookup term.
-                SELECT DISTINCT d.chunk_id, 0::float8 FROM densest d
-                WHERE NOT EXISTS (
-                    SELECT 1 FROM essential e JOIN chunk_terms ct
-                    ON ct.store_id = %(store)s AND ct.term = e.term AND ct.chunk_id = d.chunk_id
-                )
-            ) s, floor_0 f
-            WHERE (s.score + {still_to_add(1)}) * {slack} >= f.floor
-        ), {",".join(steps)}, scored AS (
-            {scored}
+        ), unseen AS MATERIALIZED (
+            -- What a term read only in part is expected to add to a chunk not among its postings
+            -- read: the chance the chunk holds it anyway times its smallest score read. Zero for
+            -- terms read in full.
+            SELECT w.rarity, (w.df - count(*)) / greatest(stats.n - count(*), 1) * min(p.score) AS expected
+            FROM weights w JOIN postings p ON p.rarity = w.rarity CROSS JOIN stats
+            GROUP BY w.rarity, w.df, stats.n
+        ), partial AS MATERIALIZED (
+            -- Candidates rank by what their postings read add over the expected, so a chunk seen
+            -- in a frequent term's densest postings does not outrank one holding rarer terms for
+            -- that alone. Parts are always added rarest term first: chunks with the same terms
+            -- then get bit-identical values and tie, whatever order the plan reads postings in
+            -- (floating-point addition is not associative), and with every term read in full the
+            -- value is the exact score.
+            SELECT p.chunk_id, sum(p.score - u.expected ORDER BY p.rarity) AS score
+            FROM postings p JOIN unseen u ON u.rarity = p.rarity GROUP BY p.chunk_id
+        ), query AS MATERIALIZED (
+            SELECT array_agg(term ORDER BY rarity) AS terms, array_agg(idf ORDER BY rarity) AS idfs FROM weights
+        ), kept AS MATERIALIZED (
+            -- The inner sort (kept apart by OFFSET 0) lets the planner check the filter in score
+            -- order, only until enough chunks passed, and on ``checks`` chunks at most.
+            SELECT chunk_id FROM (
+                SELECT chunk_id, score FROM partial ORDER BY score DESC, chunk_id {checked} OFFSET 0
+            ) ranked
+            {passes_filter}
+            ORDER BY score DESC, chunk_id LIMIT %(candidates)s
         )
-        {best("scored", offset="LIMIT %(limit)s", columns="chunk_id, score", order="score DESC, chunk_id")}
+        -- Per kept chunk, one probe of `chunk_terms_by_chunk` for the query's terms, answered
+        -- from the index. OFFSET 0 keeps the probe per chunk: flattened into a join, the planner
+        -- (which estimates every CTE at a few rows) reads the terms' whole postings lists
+        -- instead. A term's idf is looked up by its position in the query's arrays, not joined,
+        -- for the same reason.
+        SELECT k.chunk_id, sum(ct.part ORDER BY ct.rarity) AS score
+        FROM kept k CROSS JOIN query q CROSS JOIN stats CROSS JOIN LATERAL (
+            SELECT r.rarity, {_contribution("q.idfs[r.rarity]")} AS part
+            FROM chunk_terms ct CROSS JOIN LATERAL array_position(q.terms, ct.term) r(rarity)
+            WHERE ct.chunk_id = k.chunk_id AND ct.term = ANY(q.terms) OFFSET 0
+        ) ct
+        GROUP BY k.chunk_id
+        ORDER BY score DESC, k.chunk_id LIMIT %(limit)s
     """
 
 
