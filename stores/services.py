@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 
 from gateway.connections.models import CHAT_PROVIDERS, RERANK_API_PROVIDERS, ModelConnection
 from gateway.connections.providers.embeddings import ProviderError
+from gateway.connections.selectors import connection_named_by
 from gateway.connections.services import embedding_width
 from ragmux.core.audit import audit_record, snapshot
 from ragmux.core.errors import Conflict, InvalidInput
@@ -34,18 +35,9 @@ CHUNK_SHAPING_FIELDS = ("chunk_size", "chunk_overlap", "contextual_chunks", "chu
 # --------------------------------------------------------------------------------------------
 
 
-def _connection(connection_id: int | None, field_name: str) -> ModelConnection | None:
-    if connection_id is None:
-        return None
-    found = ModelConnection.objects.filter(pk=connection_id).first()
-    if found is None:
-        raise InvalidInput(f"connection {connection_id} does not exist", field=field_name)
-    return found
-
-
 def _validate_store_values(values: dict[str, Any]) -> dict[str, Any]:
     """Checks the rules that span fields or need the database; returns normalised values."""
-    embedding = _connection(values["embedding_connection_id"], "embedding_connection_id")
+    embedding = connection_named_by(values["embedding_connection_id"], field="embedding_connection_id")
     if embedding is None:
         raise InvalidInput("embedding_connection_id is required", field="embedding_connection_id")
     if not embedding.supports_embeddings:
@@ -67,7 +59,7 @@ def _validate_store_values(values: dict[str, Any]) -> dict[str, Any]:
             f'fts_config "{values["fts_config"]}" is not a text search configuration on this server',
             field="fts_config",
         )
-    rerank_connection = _connection(values["rerank_connection_id"], "rerank_connection_id")
+    rerank_connection = connection_named_by(values["rerank_connection_id"], field="rerank_connection_id")
     api_provider = RERANK_API_PROVIDERS.get(values["rerank_backend"])
     allowed = {api_provider} if api_provider else CHAT_PROVIDERS
     if rerank_connection is not None and rerank_connection.provider_type not in allowed:

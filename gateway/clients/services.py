@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -11,6 +12,7 @@ from django.utils import timezone
 from gateway.clients.keys import DISPLAY_PREFIX_LENGTH, hash_key, new_key
 from gateway.clients.models import GatewayKey, Project, RequestLog, Scope
 from gateway.connections.models import CHAT_PROVIDERS, ModelConnection
+from gateway.connections.selectors import connection_named_by
 from ragmux.core.audit import audit_record, snapshot
 from ragmux.core.errors import Conflict, InvalidInput
 from stores.models import RagStore
@@ -52,32 +54,13 @@ class IssuedKey:
     api_key: GatewayKey
 
 
-def _chat_connection(connection_id: int) -> ModelConnection:
-    connection = ModelConnection.objects.filter(pk=connection_id).first()
-    if connection is None:
+def _connection_that_can(
+    connection_id: int | None, *, field: str, able: Callable[[ModelConnection], bool], what: str
+) -> ModelConnection | None:
+    connection = connection_named_by(connection_id, field=field)
+    if connection is not None and not able(connection):
         raise InvalidInput(
-            "chat_connection_id does not reference an existing model connection", field="chat_connection_id"
-        )
-    if connection.provider_type not in CHAT_PROVIDERS:
-        raise InvalidInput(
-            f'connection "{connection.name}" cannot serve chat: it is a {connection.provider_type} connection',
-            field="chat_connection_id",
-        )
-    return connection
-
-
-def _embedding_connection(connection_id: int | None) -> ModelConnection | None:
-    if connection_id is None:
-        return None
-    connection = ModelConnection.objects.filter(pk=connection_id).first()
-    if connection is None:
-        raise InvalidInput(
-            "embedding_connection_id does not reference an existing model connection", field="embedding_connection_id"
-        )
-    if not connection.supports_embeddings:
-        raise InvalidInput(
-            f'connection "{connection.name}" cannot embed: it is a {connection.provider_type} connection',
-            field="embedding_connection_id",
+            f'connection "{connection.name}" cannot {what}: it is a {connection.provider_type} connection', field=field
         )
     return connection
 
@@ -106,8 +89,20 @@ def _apply(
     if Project.objects.filter(name=name).exclude(pk=project.pk).exists():
         raise Conflict(f"a project named {name!r} already exists", code="duplicate_name")
     project.name = name
-    project.chat_connection = _chat_connection(chat_connection_id)
-    project.embedding_connection = _embedding_connection(embedding_connection_id)
+    if chat_connection_id is None:
+        raise InvalidInput("chat_connection_id is required", field="chat_connection_id")
+    project.chat_connection = _connection_that_can(
+        chat_connection_id,
+        field="chat_connection_id",
+        able=lambda c: c.provider_type in CHAT_PROVIDERS,
+        what="serve chat",
+    )
+    project.embedding_connection = _connection_that_can(
+        embedding_connection_id,
+        field="embedding_connection_id",
+        able=lambda connection: connection.supports_embeddings,
+        what="embed",
+    )
     project.store = _store(store_id)
     project.system_prompt = system_prompt
     project.save()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from gateway.connections.models import ModelConnection, ModelPrice
-from ragmux.core.errors import NotFound
+from ragmux.core.errors import InvalidInput, NotFound
 
 
 def connection_list() -> QuerySet[ModelConnection]:
@@ -31,3 +31,14 @@ def price_get(price_id: int) -> ModelPrice:
     if price is None:
         raise NotFound.of("price")
     return price
+
+
+def connection_named_by(connection_id: int | None, *, field: str) -> ModelConnection | None:
+    """The connection a request names in ``field`` (None when it names none); a refusal of that
+    field when no such connection exists."""
+    if connection_id is None:
+        return None
+    connection = ModelConnection.objects.filter(pk=connection_id).first()
+    if connection is None:
+        raise InvalidInput(f"connection {connection_id} does not exist", field=field)
+    return connection
