@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -15,7 +16,7 @@ from gateway.connections.models import CHAT_PROVIDERS, RERANK_API_PROVIDERS, Mod
 from gateway.connections.providers.embeddings import ProviderError
 from gateway.connections.selectors import connection_named_by
 from gateway.connections.services import embedding_width
-from ragmux.core.audit import audit_record, snapshot
+from ragmux.core.audit import audit_change, snapshot
 from ragmux.core.errors import Conflict, InvalidInput
 from stores import index
 from stores.backends import backend_available, text_search_config_exists
@@ -28,6 +29,7 @@ logger = logging.getLogger("ragmux.stores")
 WIDTH_PROBE_TIMEOUT = 15.0
 # Settings whose change alters the chunks, and so what is stored and embedded.
 CHUNK_SHAPING_FIELDS = ("chunk_size", "chunk_overlap", "contextual_chunks", "chunking_strategy")
+_audit = partial(audit_change, object_type="store")
 
 
 # --------------------------------------------------------------------------------------------
@@ -100,18 +102,6 @@ def _probe_width(connection_: ModelConnection) -> None:
 def _apply(store: RagStore, values: dict[str, Any]) -> None:
     for name, value in values.items():
         setattr(store, name, value)
-
-
-def _audit(store: RagStore, *, actor, action: str, before=None, after=None) -> None:
-    audit_record(
-        actor=actor,
-        action=action,
-        object_type="store",
-        object_id=store.pk,
-        object_repr=store.name,
-        before=before,
-        after=after,
-    )
 
 
 def _settings(store: RagStore) -> dict[str, Any]:

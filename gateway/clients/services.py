@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 
 from django.db import transaction
 from django.utils import timezone
@@ -13,7 +14,7 @@ from gateway.clients.keys import DISPLAY_PREFIX_LENGTH, hash_key, new_key
 from gateway.clients.models import GatewayKey, Project, RequestLog, Scope
 from gateway.connections.models import CHAT_PROVIDERS, ModelConnection
 from gateway.connections.selectors import connection_named_by
-from ragmux.core.audit import audit_record, snapshot
+from ragmux.core.audit import audit_change, snapshot
 from ragmux.core.errors import Conflict, InvalidInput
 from stores.models import RagStore
 
@@ -22,28 +23,12 @@ PROJECT_FIELDS = ("name", "chat_connection_id", "embedding_connection_id", "stor
 KEY_FIELDS = ("project_id", "name", "prefix", "scopes", "expires_at", "revoked_at")
 
 
-def _audit_project(project: Project, *, actor, action: str, before=None, after=None) -> None:
-    audit_record(
-        actor=actor,
-        action=action,
-        object_type="project",
-        object_id=project.pk,
-        object_repr=project.name,
-        before=before,
-        after=after,
-    )
+_audit_project = partial(audit_change, object_type="project")
 
 
-def _audit_key(api_key: GatewayKey, *, actor, action: str, before=None, after=None) -> None:
-    audit_record(
-        actor=actor,
-        action=action,
-        object_type="gateway_key",
-        object_id=api_key.pk,
-        object_repr=api_key.name,
-        before=before,
-        after=after,
-    )
+def _audit_key(api_key: GatewayKey, **change) -> None:
+    # Described by its name alone: str() of a key adds its display prefix.
+    audit_change(api_key, object_type="gateway_key", label=api_key.name, **change)
 
 
 @dataclass(frozen=True)

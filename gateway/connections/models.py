@@ -88,3 +88,6 @@ class ModelPrice(models.Model):
         db_table = "model_prices"
         ordering = ["provider_type", "model"]
         constraints = [models.UniqueConstraint(fields=["provider_type", "model"], name="model_prices_key")]
+
+    def __str__(self) -> str:
+        return f"{self.provider_type} {self.model}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from decimal import Decimal
+from functools import partial
 from urllib.parse import urlsplit
 
 from django.db import IntegrityError, transaction
@@ -25,7 +26,7 @@ from gateway.connections.prices import builtin_values
 from gateway.connections.providers import local_model
 from gateway.connections.providers.chat import ChatError, chat_provider
 from gateway.connections.providers.embeddings import ProviderError, effective_base_url, embedding_provider
-from ragmux.core.audit import audit_record, snapshot
+from ragmux.core.audit import audit_change, snapshot
 from ragmux.core.errors import Conflict, InvalidInput
 
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$")
@@ -46,28 +47,8 @@ AUDITED_PRICE_FIELDS = (
 )
 
 
-def _audit_connection(connection: ModelConnection, *, actor, action: str, before=None, after=None) -> None:
-    audit_record(
-        actor=actor,
-        action=action,
-        object_type="connection",
-        object_id=connection.pk,
-        object_repr=connection.name,
-        before=before,
-        after=after,
-    )
-
-
-def _audit_price(price: ModelPrice, *, actor, action: str, before=None, after=None) -> None:
-    audit_record(
-        actor=actor,
-        action=action,
-        object_type="price",
-        object_id=price.pk,
-        object_repr=f"{price.provider_type} {price.model}",
-        before=before,
-        after=after,
-    )
+_audit_connection = partial(audit_change, object_type="connection")
+_audit_price = partial(audit_change, object_type="price")
 
 
 def _validate_base_url(provider_type: str, base_url: str) -> str:

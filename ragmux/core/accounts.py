@@ -5,6 +5,7 @@ the CLI and start-up, which the trail shows as "system")."""
 from __future__ import annotations
 
 import secrets
+from functools import partial
 
 from django.contrib.auth import SESSION_KEY
 from django.contrib.auth.models import Group, User
@@ -15,12 +16,13 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ragmux.core.audit import MASKED, audit_record
+from ragmux.core.audit import MASKED, audit_change
 from ragmux.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from ragmux.core.models import AdminToken
 from ragmux.core.roles import ROLES, role_rank
 
 OBJECT_TYPE = "user"
+_audit = partial(audit_change, object_type=OBJECT_TYPE)
 
 
 class UserExists(Conflict):
@@ -48,18 +50,6 @@ def user_get(user_id: int) -> User:
 
 def _state(user: User) -> dict:
     return {"username": user.username, "role": stored_role(user), "is_active": user.is_active}
-
-
-def _audit(*, actor, action: str, user: User, before: dict | None = None, after: dict | None = None) -> None:
-    audit_record(
-        actor=actor,
-        action=action,
-        object_type=OBJECT_TYPE,
-        object_id=user.pk,
-        object_repr=user.username,
-        before=before,
-        after=after,
-    )
 
 
 def _checked_password(password: str, user: User, *, field: str = "password") -> str:
@@ -105,7 +95,7 @@ def user_create(*, username: str, password: str | None, role: str, actor=None) -
     user.set_password(_checked_password(password, user))
     user.save()
     _set_role(user, role)
-    _audit(actor=actor, action="user.create", user=user, after=_state(user))
+    _audit(user, actor=actor, action="user.create", after=_state(user))
     return user, generated
 
 
@@ -154,7 +144,7 @@ def user_update(*, user: User, role: str | None = None, is_active: bool | None =
     demoted = role_rank(role) < role_rank(before["role"])
     if (before["is_active"] and not is_active) or demoted:
         end_sessions(user=user)
-    _audit(actor=actor, action="user.update", user=user, before=before, after=_state(user))
+    _audit(user, actor=actor, action="user.update", before=before, after=_state(user))
     return user
 
 
@@ -168,7 +158,7 @@ def user_reset_password(*, user: User, password: str | None, actor=None) -> str 
     user.set_password(_checked_password(password, user))
     user.save(update_fields=["password"])
     end_sessions(user=user)
-    _audit(actor=actor, action="user.reset_password", user=user, after={"password": MASKED})
+    _audit(user, actor=actor, action="user.reset_password", after={"password": MASKED})
     return generated
 
 
@@ -188,4 +178,4 @@ def password_change(
     user.set_password(new_password)
     user.save(update_fields=["password"])
     end_sessions(user=user, keep_session_key=keep_session_key, keep_token_hash=keep_token_hash)
-    _audit(actor=user, action="user.change_password", user=user, after={"password": MASKED})
+    _audit(user, actor=user, action="user.change_password", after={"password": MASKED})

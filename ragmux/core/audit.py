@@ -105,6 +105,29 @@ def audit_record(
         return None
 
 
+def audit_change(
+    target: Any,
+    *,
+    object_type: str,
+    actor: Any,
+    action: str,
+    before: Mapping[str, Any] | None = None,
+    after: Mapping[str, Any] | None = None,
+    label: str | None = None,
+) -> AuditEntry | None:
+    """:func:`audit_record` for a model instance: its id, and ``label`` or its name as the row's
+    description. Services bind ``object_type`` once (``partial``) and call it per change."""
+    return audit_record(
+        actor=actor,
+        action=action,
+        object_type=object_type,
+        object_id=target.pk,
+        object_repr=str(target) if label is None else label,
+        before=before,
+        after=after,
+    )
+
+
 def audit_list(
     *,
     actor: str | None = None,
