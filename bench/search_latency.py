@@ -323,12 +323,15 @@ def top_overlap(store, queries: list[str]) -> float:
     (the lexical side of a search, as store_search asks for it: 3 × top_k candidates)."""
     from retrieval import sql
     from retrieval.ranking import phrase_and_exclusion_filter, positive_text
+    from stores.lexical import lexical_query, lexical_text
 
     def top(query: str) -> set[int]:
+        filter_query = phrase_and_exclusion_filter(query)
         rows = sql.bm25_candidates(
             store_id=store.pk,
-            scoring_text=positive_text(query),
-            filter_query=phrase_and_exclusion_filter(query),
+            config=store.query_config,
+            scoring_text=lexical_text(positive_text(query)),
+            filter_query=lexical_query(filter_query) if filter_query else None,
             limit=3 * TOP_K,
         )
         return {chunk_id for chunk_id, _ in rows[:TOP_K]}

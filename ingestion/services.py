@@ -154,7 +154,9 @@ def _store_original(document: Document, data: bytes) -> None:
 def _create_document(store: RagStore, incoming: IncomingFile, file_format: str) -> Document | SkippedFile:
     """Creates one document under the store's lock, after the duplicate and quota checks."""
     with transaction.atomic():
-        locked = RagStore.objects.select_for_update().get(pk=store.pk)
+        # NO KEY: rows written below the store (a lexical rebuild's postings, an ingest's chunks)
+        # hold a key-share lock on it while they are written; admission must not wait for them.
+        locked = RagStore.objects.select_for_update(no_key=True).get(pk=store.pk)
         digest = hashlib.sha256(incoming.data).hexdigest()
         existing = Document.objects.filter(store=locked, content_sha256=digest, size_bytes__gt=0).first()
         if existing is not None:

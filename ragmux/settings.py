@@ -280,6 +280,8 @@ CELERY_TASK_TIME_LIMIT = int(INGEST_JOB_TIMEOUT) + 120
 CELERY_BEAT_SCHEDULE = {
     "requeue-expired-leases": {"task": "ingestion.requeue_expired", "schedule": INGEST_REQUEUE_INTERVAL},
     "purge-request-logs": {"task": "gateway.purge_request_logs", "schedule": 3600},
+    # Lexical rebuilds a stopped worker left undone (stores.tasks); a running rebuild is not disturbed.
+    "sweep-lexical-indexes": {"task": "stores.sweep_lexical_indexes", "schedule": 300},
     # Audit rows expire by the day, so a daily sweep keeps the table within a day of the retention.
     "purge-audit-entries": {"task": "ragmux.purge_audit", "schedule": 24 * 3600},
 }

@@ -29,6 +29,7 @@ from retrieval.ranking import (
     within_distance,
 )
 from stores.index import format_vector
+from stores.lexical import lexical_query, lexical_text
 from stores.models import RagStore
 
 
@@ -63,6 +64,16 @@ def statement_timeout() -> Iterator[None]:
         raise
 
 
+def query_config(store: RagStore, backend: str) -> str:
+    """The text search configuration a query is parsed with under ``backend``."""
+    if backend == "bm25":
+        return store.query_config
+    if backend == "pgvector":
+        return store.fulltext_query_config
+    # pg_search tokenises with its one global index's tokenizer; fts_config is echoed, as the seed does.
+    return store.fts_config
+
+
 @dataclass(frozen=True)
 class SearchOptions:
     """A store's search settings with this call's overrides applied."""
@@ -74,21 +85,23 @@ class SearchOptions:
     vector_weight: float
     lexical_weight: float
     typo_tolerance: bool
+    # The configuration the query is parsed with (echoed by every search response).
     fts_config: str
 
     @classmethod
     def for_store(cls, store: RagStore, overrides: dict[str, Any] | None = None) -> SearchOptions:
         overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
         weights = overrides.get("fusion_weights") or store.fusion_weights
+        backend = overrides.get("backend", store.search_backend)
         return cls(
             mode=overrides.get("mode", store.search_mode),
-            backend=overrides.get("backend", store.search_backend),
+            backend=backend,
             top_k=overrides.get("top_k") or store.top_k,
             max_distance=overrides.get("max_distance", store.max_distance),
             vector_weight=float(weights["vector"]),
             lexical_weight=float(weights["lexical"]),
             typo_tolerance=overrides.get("typo_tolerance", store.typo_tolerance),
-            fts_config=store.fts_config,
+            fts_config=query_config(store, backend),
         )
 
     def candidates(self) -> int:
@@ -157,7 +170,8 @@ def _vector_side(store: RagStore, query_vector: str, limit: int) -> list[tuple[i
 
 
 def _corrections(store: RagStore, query: str) -> list[Correction]:
-    words = [w for w in sql.unknown_terms(store.pk, sql.query_lexemes(positive_text(query))) if len(w) >= 4]
+    lexemes = sql.query_lexemes(lexical_text(positive_text(query)), store.query_config)
+    words = [w for w in sql.unknown_terms(store.pk, lexemes) if len(w) >= 4]
     found = []
     for word in words:
         correction = best_correction(word, sql.similar_terms(store.pk, word))
@@ -174,16 +188,18 @@ def _lexical_side(
         answered = pg_search.candidates(store=store, query=query, limit=limit)
         if answered is not None:
             return "pg_search", answered
-        options = replace(options, backend="pgvector")
+        options = replace(options, backend="pgvector", fts_config=query_config(store, "pgvector"))
     if options.backend == "bm25":
+        filter_query = phrase_and_exclusion_filter(query)
         return "bm25", sql.bm25_candidates(
             store_id=store.pk,
-            scoring_text=positive_text(query),
-            filter_query=phrase_and_exclusion_filter(query),
+            config=options.fts_config,
+            scoring_text=lexical_text(positive_text(query)),
+            filter_query=lexical_query(filter_query) if filter_query else None,
             limit=limit,
         )
     return "pgvector", sql.fulltext_candidates(
-        store_id=store.pk, config=options.fts_config, query=or_query(query), limit=limit
+        store_id=store.pk, config=options.fts_config, query=lexical_query(or_query(query)), limit=limit
     )
 
 
@@ -219,13 +235,14 @@ def store_search(
         if wants_vector and vector_text is not None:
             vector_rows = _vector_side(store, vector_text, limit)
         if options.mode in ("hybrid", "lexical"):
-            lexical_query = query
+            corrected = query
             if options.typo_tolerance:
                 result.corrections = _corrections(store, query)
-                lexical_query = apply_corrections(query, result.corrections)
-            result.backend, lexical_rows = _lexical_side(store, lexical_query, options, limit)
+                corrected = apply_corrections(query, result.corrections)
+            result.backend, lexical_rows = _lexical_side(store, corrected, options, limit)
         else:
             result.backend = options.backend if options.backend != "pg_search" or pg_search.available() else "pgvector"
+        result.fts_config = query_config(store, result.backend)
 
         fused = fuse(
             [chunk_id for chunk_id, _ in vector_rows],

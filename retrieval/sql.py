@@ -79,7 +79,8 @@ def distances(*, width: int, query_vector: str, chunk_ids: list[int]) -> dict[in
 
 
 def fulltext_candidates(*, store_id: int, config: str, query: str, limit: int) -> list[tuple[int, float]]:
-    """PostgreSQL full text (`ts_rank_cd`) over the `simple` index; ``config`` parses the query."""
+    """PostgreSQL full text (`ts_rank_cd`) over the chunks' tsvectors; ``config`` parses the query
+    (websearch syntax, already split at punctuation by stores.lexical.lexical_query)."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -118,11 +119,11 @@ def _contribution(idf: str) -> str:
 
 
 def bm25_candidates(
-    *, store_id: int, scoring_text: str, filter_query: str | None, limit: int
+    *, store_id: int, config: str, scoring_text: str, filter_query: str | None, limit: int
 ) -> list[tuple[int, float]]:
     """BM25 in Lucene's form — Σ idf · tf / (tf + k1 · (1 − b + b · length / average length)) with
     idf = ln(1 + (N − df + 0.5) / (df + 0.5)), k1 1.2, b 0.75 — over the store's term statistics,
-    the query tokenised by the same `simple` configuration as the chunks.
+    the query tokenised by ``config``, the configuration the store's index is built with.
 
     ``filter_query`` (websearch syntax) restricts the result to chunks matching its phrases and
     exclusions; scoring uses the positive terms of ``scoring_text`` only.
@@ -136,6 +137,7 @@ def bm25_candidates(
         cursor.execute(
             _bm25_statement(filtered=bool(filter_query)),
             {
+                "config": config,
                 "text": scoring_text,
                 "store": store_id,
                 "k1": BM25_K1,
@@ -175,7 +177,7 @@ def _bm25_statement(*, filtered: bool) -> str:
     contribution = _contribution("w.idf")
     passes_filter = (
         "WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = ranked.chunk_id"
-        " AND c.tsv @@ websearch_to_tsquery('simple', %(filter)s))"
+        " AND c.tsv @@ websearch_to_tsquery(%(config)s::regconfig, %(filter)s))"
         if filtered
         else ""
     )
@@ -183,7 +185,7 @@ def _bm25_statement(*, filtered: bool) -> str:
     checked = "LIMIT %(checks)s" if filtered else ""
     return f"""
         WITH query_terms AS (
-            SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector('simple', %(text)s))
+            SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector(%(config)s::regconfig, %(text)s))
         ), stats AS MATERIALIZED (
             SELECT chunk_count::float8 AS n, greatest(token_total::float8 / greatest(chunk_count, 1), 1e-9) AS avgdl
             FROM store_text_stats WHERE store_id = %(store)s
@@ -266,10 +268,12 @@ def hit_details(chunk_ids: list[int]) -> dict[int, tuple]:
         return {row[0]: row[1:] for row in cursor.fetchall()}
 
 
-def query_lexemes(text: str) -> list[str]:
-    """The `simple` lexemes of a query, in order of first appearance."""
+def query_lexemes(text: str, config: str) -> list[str]:
+    """The lexemes of a query under ``config``, in order of first appearance."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT lexeme FROM unnest(to_tsvector('simple', %s)) ORDER BY positions[1]", [text])
+        cursor.execute(
+            "SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s)) ORDER BY positions[1]", [config, text]
+        )
         return [row[0] for row in cursor.fetchall()]
 
 

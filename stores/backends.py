@@ -48,6 +48,13 @@ def backend_available(backend: str) -> BackendStatus:
     return next(status for status in backend_statuses() if status.id == backend)
 
 
+def text_search_configs() -> list[str]:
+    """The text search configurations this server has, for `fts_config` and `index_config`."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT cfgname::text FROM pg_ts_config ORDER BY cfgname")
+        return [row[0] for row in cursor.fetchall()]
+
+
 def text_search_config_exists(name: str) -> bool:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1 FROM pg_ts_config WHERE cfgname = %s", [name])

@@ -14,13 +14,15 @@ from dataclasses import dataclass
 
 from django.db import connection
 
+from stores.lexical import lexical_text
 from stores.vector_tables import column_type, table_name
 
-# The BM25 length of a chunk: lexeme positions in its `simple` tsvector, computed by the same
-# function that fills chunks.tsv so lengths and term frequencies always agree.
-_TOKEN_COUNT_SQL = (
-    "(SELECT coalesce(sum(array_length(t.positions, 1)), 0) FROM unnest(to_tsvector('simple', x.content)) t)"
-)
+# The configuration the store's live lexical index is built with (see RagStore.query_config).
+_INDEXED_CONFIG_SQL = "(SELECT coalesce(nullif(indexed_config, ''), 'simple')::regconfig FROM rag_stores WHERE id = %s)"
+# A chunk's tsvector from its punctuation-split text, and its BM25 length: the lexeme positions
+# in that tsvector, so lengths and term frequencies always agree.
+_TSV_SQL = "to_tsvector({config}, {text})"
+_TOKEN_COUNT_SQL = "(SELECT coalesce(sum(array_length(t.positions, 1)), 0) FROM unnest({tsv}) t)"
 
 
 @dataclass(frozen=True)
@@ -49,14 +51,18 @@ def lock_store_stats(store_id: int) -> None:
 
 
 def write_chunks(*, store_id: int, rows: Sequence[ChunkRow]) -> list[int]:
-    """Inserts chunks with their BM25 lengths; returns their ids in the order of ``rows``."""
+    """Inserts chunks with their tsvectors (the store's indexed configuration, read after the
+    caller took the statistics lock, so a rebuild that just finished is followed) and BM25
+    lengths; returns their ids in the order of ``rows``."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            INSERT INTO chunks (store_id, document_id, index, content, section, page, embedded_hash, token_count)
-            SELECT %s, x.document_id, x.idx, x.content, x.section, x.page, x.digest, {_TOKEN_COUNT_SQL}
-            FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[], %s::int[], %s::text[])
-                 AS x(document_id, idx, content, section, page, digest)
+            INSERT INTO chunks (store_id, document_id, index, content, section, page, embedded_hash, tsv, token_count)
+            SELECT %s, x.document_id, x.idx, x.content, x.section, x.page, x.digest, v.tsv,
+                   {_TOKEN_COUNT_SQL.format(tsv="v.tsv")}
+            FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[], %s::int[], %s::text[], %s::text[])
+                 AS x(document_id, idx, content, section, page, digest, lexical)
+            CROSS JOIN LATERAL (SELECT {_TSV_SQL.format(config=_INDEXED_CONFIG_SQL, text="x.lexical")} AS tsv) v
             RETURNING id, document_id, index
             """,
             [
@@ -67,6 +73,8 @@ def write_chunks(*, store_id: int, rows: Sequence[ChunkRow]) -> list[int]:
                 [r.section for r in rows],
                 [r.page for r in rows],
                 [r.embedded_hash for r in rows],
+                [lexical_text(r.content) for r in rows],
+                store_id,
             ],
         )
         ids = {(document_id, index): chunk_id for chunk_id, document_id, index in cursor.fetchall()}
@@ -172,3 +180,61 @@ def replace_document(
     )
     write_postings(chunk_ids=chunk_ids)
     add_to_statistics(store_id=store_id, chunk_ids=chunk_ids)
+
+
+# --------------------------------------------------------------------------------------------
+# Rebuilding the lexical index with another configuration (stores/rebuild.py drives it)
+# --------------------------------------------------------------------------------------------
+
+
+def store_chunk_ids(store_id: int) -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM chunks WHERE store_id = %s ORDER BY id", [store_id])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def retokenise_chunks(*, config: str, chunk_ids: Sequence[int]) -> None:
+    """Rewrites the tsvectors and BM25 lengths of chunks with ``config`` and replaces their
+    postings. Contents, vectors and chunk ids are untouched; the store's statistics are recounted
+    afterwards by :func:`recount_statistics`."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, content FROM chunks WHERE id = ANY(%s)", [list(chunk_ids)])
+        ids, contents = zip(*cursor.fetchall(), strict=True) if chunk_ids else ((), ())
+        cursor.execute(
+            f"""
+            UPDATE chunks c SET tsv = v.tsv, token_count = {_TOKEN_COUNT_SQL.format(tsv="v.tsv")}
+            FROM unnest(%s::bigint[], %s::text[]) AS x(id, lexical)
+            CROSS JOIN LATERAL (SELECT {_TSV_SQL.format(config="%s::regconfig", text="x.lexical")} AS tsv) v
+            WHERE c.id = x.id
+            """,
+            [list(ids), [lexical_text(content) for content in contents], config],
+        )
+        cursor.execute("DELETE FROM chunk_terms WHERE chunk_id = ANY(%s)", [list(ids)])
+    write_postings(chunk_ids=ids)
+
+
+def recount_statistics(*, store_id: int) -> None:
+    """The store's document frequencies and totals counted afresh from its postings and chunks,
+    exactly as building the store from scratch leaves them. The caller holds the statistics lock."""
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM store_terms WHERE store_id = %s", [store_id])
+        cursor.execute(
+            "INSERT INTO store_terms (store_id, term, df) "
+            "SELECT %s, term, count(*) FROM chunk_terms WHERE store_id = %s GROUP BY term ORDER BY term",
+            [store_id, store_id],
+        )
+        cursor.execute(
+            """
+            UPDATE store_text_stats s SET chunk_count = d.chunks, token_total = d.tokens
+            FROM (SELECT count(*) AS chunks, coalesce(sum(token_count), 0) AS tokens FROM chunks WHERE store_id = %s) d
+            WHERE s.store_id = %s
+            """,
+            [store_id, store_id],
+        )
+
+
+def switch_indexed_config(*, store_id: int, config: str) -> None:
+    """Records the configuration the store's rebuilt index now uses: queries follow it from the
+    moment the rebuild's transaction commits."""
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE rag_stores SET indexed_config = %s WHERE id = %s", [config, store_id])

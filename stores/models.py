@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 
 from gateway.connections.models import ModelConnection
@@ -26,6 +26,14 @@ class RagStore(models.Model):
     search_mode = models.CharField(max_length=16, choices=SearchMode.choices, default=SearchMode.HYBRID)
     search_backend = models.CharField(max_length=16, choices=SearchBackend.choices, default=SearchBackend.BM25)
     fts_config = models.CharField(max_length=63, default="simple")
+    # The text search configuration of everything lexical the store owns (chunk tsvectors, BM25
+    # postings and statistics, the typo vocabulary, query parsing). Changing it rebuilds the
+    # lexical index in the background (stores/rebuild.py).
+    index_config = models.CharField(max_length=63, default="simple")
+    # The configuration the live lexical index was built with: index_config once a rebuild has
+    # finished. Empty for an index built before punctuation split words (stores/lexical.py),
+    # which the rebuild sweep brings up to date.
+    indexed_config = models.CharField(max_length=63, default="simple", blank=True)
     fusion_weights = models.JSONField(default=default_fusion_weights)
     typo_tolerance = models.BooleanField(default=False)
     rerank = models.BooleanField(default=False)
@@ -49,6 +57,17 @@ class RagStore(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def query_config(self) -> str:
+        """The configuration queries are parsed with under the bm25 backend: the live index's."""
+        return self.indexed_config or "simple"
+
+    @property
+    def fulltext_query_config(self) -> str:
+        """The pgvector backend's query configuration: ``fts_config`` over a `simple` index (the
+        seed's rule), else the index's own, so the query is always stemmed like the chunks."""
+        return self.fts_config if self.query_config == "simple" else self.query_config
+
 
 # A store's settings, as the API and the dashboard name them.
 STORE_SETTINGS = (
@@ -61,6 +80,7 @@ STORE_SETTINGS = (
     "search_mode",
     "search_backend",
     "fts_config",
+    "index_config",
     "fusion_weights",
     "typo_tolerance",
     "rerank",
@@ -138,13 +158,11 @@ class Chunk(models.Model):
     page = models.PositiveIntegerField(null=True, blank=True)
     # SHA-256 of the whitespace-normalised text that was embedded (for vector reuse).
     embedded_hash = models.CharField(max_length=64)
-    # Number of lexeme positions in the `simple` tsvector: the BM25 document length.
+    # Number of lexeme positions in the tsvector: the BM25 document length.
     token_count = models.PositiveIntegerField(default=0)
-    tsv = models.GeneratedField(
-        expression=SearchVector("content", config="simple"),
-        output_field=SearchVectorField(),
-        db_persist=True,
-    )
+    # Written by the index writer (stores/index.py) with the store's indexed_config; a chunk
+    # written without one is invisible to lexical search.
+    tsv = SearchVectorField(null=True)
 
     class Meta:
         db_table = "chunks"
@@ -154,7 +172,7 @@ class Chunk(models.Model):
 
 
 class ChunkTerm(models.Model):
-    """One lexeme of a chunk's `simple` tsvector: a BM25 posting.
+    """One lexeme of a chunk's tsvector: a BM25 posting.
 
     The chunk's length is copied in so scoring reads nothing but this table's index.
     """

@@ -13,6 +13,7 @@ from stores.models import (
     SearchMode,
     store_defaults,
 )
+from stores.rebuild import lexical_index_state
 from stores.selectors import DOCUMENT_LIST_FIELDS, store_limits
 
 # For these settings 0 means "the default", as in the original product.
@@ -54,6 +55,7 @@ class StoreSettingsInput(StrictInput):
     search_mode = serializers.ChoiceField(choices=SearchMode.choices)
     search_backend = serializers.ChoiceField(choices=SearchBackend.choices)
     fts_config = serializers.CharField(max_length=63)
+    index_config = serializers.CharField(max_length=63)
     fusion_weights = FusionWeights()
     typo_tolerance = serializers.BooleanField()
     rerank = serializers.BooleanField()
@@ -95,6 +97,7 @@ class StoreOutput(serializers.ModelSerializer):
     chunk_count = serializers.IntegerField(read_only=True)
     bytes_used = serializers.IntegerField(read_only=True)
     limits = serializers.SerializerMethodField()
+    lexical_index = serializers.SerializerMethodField()
 
     class Meta:
         model = RagStore
@@ -107,6 +110,7 @@ class StoreOutput(serializers.ModelSerializer):
             "chunk_count",
             "bytes_used",
             "limits",
+            "lexical_index",
             "created_at",
             "updated_at",
         ]
@@ -114,6 +118,9 @@ class StoreOutput(serializers.ModelSerializer):
     def get_limits(self, store: RagStore) -> dict:
         limits = store_limits(store)
         return {"max_documents": limits.documents, "max_bytes": limits.bytes}
+
+    def get_lexical_index(self, store: RagStore) -> dict:
+        return lexical_index_state(store).as_dict()
 
 
 class DocumentOutput(serializers.ModelSerializer):
@@ -135,3 +142,7 @@ class BackendStatusOutput(serializers.Serializer):
     id = serializers.CharField()
     available = serializers.BooleanField()
     reason = serializers.CharField(allow_blank=True)
+
+
+class TextSearchConfigOutput(serializers.Serializer):
+    name = serializers.CharField()

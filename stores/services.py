@@ -18,7 +18,7 @@ from gateway.connections.selectors import connection_named_by
 from gateway.connections.services import embedding_width
 from ragmux.core.audit import audit_change, snapshot
 from ragmux.core.errors import Conflict, InvalidInput
-from stores import index
+from stores import index, tasks
 from stores.backends import backend_available, text_search_config_exists
 from stores.choices import ChunkingStrategy, UnknownStrategy
 from stores.models import STORE_SETTINGS, Document, RagStore, store_defaults
@@ -55,12 +55,10 @@ def _validate_store_values(values: dict[str, Any]) -> dict[str, Any]:
     backend = backend_available(values["search_backend"])
     if not backend.available:
         raise InvalidInput(f'search_backend "{backend.id}" is not available: {backend.reason}', field="search_backend")
-    values["fts_config"] = values["fts_config"].strip().lower()
-    if not text_search_config_exists(values["fts_config"]):
-        raise InvalidInput(
-            f'fts_config "{values["fts_config"]}" is not a text search configuration on this server',
-            field="fts_config",
-        )
+    for name in ("fts_config", "index_config"):
+        values[name] = values[name].strip().lower()
+        if not text_search_config_exists(values[name]):
+            raise InvalidInput(f'{name} "{values[name]}" is not a text search configuration on this server', field=name)
     rerank_connection = connection_named_by(values["rerank_connection_id"], field="rerank_connection_id")
     api_provider = RERANK_API_PROVIDERS.get(values["rerank_backend"])
     allowed = {api_provider} if api_provider else CHAT_PROVIDERS
@@ -74,10 +72,10 @@ def _validate_store_values(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def warn_about_fts_config(store: RagStore) -> None:
-    if store.search_backend == "pgvector" and store.fts_config != "simple":
+    if store.search_backend == "pgvector" and store.fts_config != "simple" and store.index_config == "simple":
         logger.warning(
             "store %s (%s): fts_config %r parses queries differently from the `simple` index; "
-            "stemmed or stop-worded queries can miss chunks",
+            "stemmed or stop-worded queries can miss chunks (set index_config instead)",
             store.pk,
             store.name,
             store.fts_config,
@@ -117,6 +115,8 @@ def store_create(*, name: str, values: dict[str, Any], actor=None) -> RagStore:
         with transaction.atomic():
             store = RagStore(name=name)
             _apply(store, values)
+            # Nothing is indexed yet: the index starts out in the chosen configuration.
+            store.indexed_config = store.index_config
             store.save()
             _audit(store, actor=actor, action="store.create", after=_settings(store))
     except IntegrityError:
@@ -146,13 +146,17 @@ def store_update(*, store: RagStore, name: str, values: dict[str, Any], actor=No
         _probe_width(ModelConnection.objects.get(pk=merged["embedding_connection_id"]))
     shaping_changed = any(merged[f] != current[f] for f in CHUNK_SHAPING_FIELDS)
     with transaction.atomic():
-        locked = RagStore.objects.select_for_update().get(pk=store.pk)
+        # NO KEY: a rebuild or an ingest holds a key-share lock on the row (its postings reference
+        # it) for as long as it writes; a settings change must not wait for them.
+        locked = RagStore.objects.select_for_update(no_key=True).get(pk=store.pk)
         before = _settings(locked)
         locked.name = name
         _apply(locked, merged)
         locked.save()
         _audit(locked, actor=actor, action="store.update", before=before, after=_settings(locked))
         has_documents = Document.objects.filter(store=locked).exists()
+        if locked.index_config != locked.indexed_config:
+            transaction.on_commit(partial(tasks.rebuild_lexical_index.delay, locked.pk))
     warn_about_fts_config(locked)
     return StoreUpdate(store=locked, reprocess_recommended=shaping_changed and has_documents)
 

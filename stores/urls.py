@@ -8,4 +8,5 @@ urlpatterns = [
     path("documents/<id:document_id>", views.DocumentApi.as_view()),
     path("documents/<id:document_id>/download", views.DocumentDownloadApi.as_view()),
     path("search-backends", views.SearchBackendsApi.as_view()),
+    path("text-search-configs", views.TextSearchConfigsApi.as_view()),
 ]

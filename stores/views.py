@@ -11,13 +11,14 @@ from rest_framework.views import APIView
 
 from ragmux.core.roles import AdminWrites, EditorWrites, IsViewer
 from stores import selectors, services
-from stores.backends import backend_statuses
+from stores.backends import backend_statuses, text_search_configs
 from stores.models import STORE_SETTINGS, store_defaults
 from stores.serializers import (
     BackendStatusOutput,
     DocumentOutput,
     StoreCreateInput,
     StoreOutput,
+    TextSearchConfigOutput,
 )
 
 
@@ -116,3 +117,8 @@ class DocumentDownloadApi(APIView):
 class SearchBackendsApi(APIView):
     def get(self, request):
         return Response(BackendStatusOutput(backend_statuses(), many=True).data)
+
+
+class TextSearchConfigsApi(APIView):
+    def get(self, request):
+        return Response(TextSearchConfigOutput([{"name": name} for name in text_search_configs()], many=True).data)

@@ -108,6 +108,7 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
         ("admin/api/documents/<id:document_id>/download", "get"): NoInput(),
         ("admin/api/documents/<id:document_id>/reprocess", "post"): NoInput(),
         ("admin/api/search-backends", "get"): NoInput(),
+        ("admin/api/text-search-configs", "get"): NoInput(),
         ("admin/api/projects", "get"): NoInput(),
         ("admin/api/projects", "post"): Json(project),
         ("admin/api/projects/<id:project_id>", "get"): NoInput(),

@@ -1,6 +1,7 @@
 import pytest
 
 from gateway.connections.services import connection_create
+from stores import rebuild
 from stores.models import RagStore
 
 
@@ -23,6 +24,7 @@ def test_a_new_store_gets_every_default(api, fake_connection):
         "search_mode": "hybrid",
         "search_backend": "bm25",
         "fts_config": "simple",
+        "index_config": "simple",
         "fusion_weights": {"vector": 1.0, "lexical": 1.0},
         "typo_tolerance": False,
         "rerank": False,
@@ -63,6 +65,7 @@ def test_chunking_strategy_aliases_are_accepted(api, fake_connection):
         ({"search_backend": "elastic"}, "search_backend", "elastic"),
         ({"chunking_strategy": "lines"}, "chunking_strategy", 'unknown chunking strategy "lines"'),
         ({"fts_config": "klingon"}, "fts_config", 'fts_config "klingon" is not a text search configuration'),
+        ({"index_config": "klingon"}, "index_config", 'index_config "klingon" is not a text search configuration'),
         ({"search_backend": "pg_search"}, "search_backend", "pg_search extension (ParadeDB) is not installed"),
         ({"fusion_weights": {"vector": 0, "lexical": 0}}, "fusion_weights", "cannot both be 0"),
         ({"rerank": True}, "rerank", "reranking is not available yet"),
@@ -187,6 +190,7 @@ def test_who_reads_stores(api, fake_connection, persona, status):
         ({"top_k": 8}, False),
         ({"search_backend": "pgvector"}, False),
         ({"fts_config": "english"}, False),
+        ({"index_config": "english"}, False),
         ({"max_distance": 0.4}, False),
     ],
 )
@@ -239,3 +243,36 @@ def test_a_partial_fusion_weights_update_is_refused_and_the_store_keeps_working(
     }
     search = api("viewer").post(f"/admin/api/rag-stores/{store['id']}/search", json={"query": "anything"})
     assert search.status_code == 200
+
+
+@pytest.mark.parametrize(("persona", "status"), [("viewer", 200), ("outsider", 403), (None, 401)])
+def test_text_search_configs_lists_what_the_server_has(api, persona, status):
+    response = api(persona).get("/admin/api/text-search-configs")
+    assert response.status_code == status
+    if status == 200:
+        names = [config["name"] for config in response.json()]
+        assert {"simple", "english", "german"} <= set(names) and names == sorted(names)
+
+
+def test_index_config_is_validated_and_its_change_shows_a_rebuild(api, fake_connection):
+    admin = api("admin")
+    store = create_store(admin, fake_connection)
+    assert store["index_config"] == "simple"
+    assert store["lexical_index"] == {
+        "config": "simple",
+        "target_config": "simple",
+        "state": "ready",
+        "chunks_done": None,
+        "chunks_total": None,
+    }
+    changed = admin.patch(f"/admin/api/rag-stores/{store['id']}", json={"index_config": " English "}).json()
+    assert changed["index_config"] == "english" and changed["reprocess_recommended"] is False
+    assert (changed["lexical_index"]["state"], changed["lexical_index"]["target_config"]) == ("rebuilding", "english")
+    rebuild.lexical_index_rebuild(store_id=store["id"])
+    shown = admin.get(f"/admin/api/rag-stores/{store['id']}").json()["lexical_index"]
+    assert (shown["state"], shown["config"]) == ("ready", "english")
+
+
+def test_a_store_created_with_an_index_config_starts_ready(api, fake_connection):
+    store = create_store(api("admin"), fake_connection, index_config="german")
+    assert (store["lexical_index"]["config"], store["lexical_index"]["state"]) == ("german", "ready")
