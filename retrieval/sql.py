@@ -165,8 +165,9 @@ def _bm25_statement(*, filtered: bool) -> str:
     2. Those postings, summed per chunk (less what each term read in part is expected to add
        to any chunk), rank the chunks; the best ``candidates`` (only chunks passing the filter,
        checked in that order until enough have, and on at most ``checks``) are kept.
-    3. The kept chunks are rescored exactly over every query term, one probe of the
-       `chunk_terms_by_chunk` index per chunk, and the best ``limit`` returned, ties by chunk id.
+    3. The kept chunks are rescored exactly over every query term, one probe per chunk of the
+       postings' primary key (chunk_id, term; it covers tf and length), and the best ``limit``
+       returned, ties by chunk id.
 
     When every term is read in full the ranking values are the exact scores and the result is
     full scoring's. Otherwise a chunk is missed if it is among no rare term's postings and no
@@ -237,7 +238,7 @@ def _bm25_statement(*, filtered: bool) -> str:
             {passes_filter}
             ORDER BY score DESC, chunk_id LIMIT %(candidates)s
         )
-        -- Per kept chunk, one probe of `chunk_terms_by_chunk` for the query's terms, answered
+        -- Per kept chunk, one probe of the postings primary key for the query's terms, answered
         -- from the index. OFFSET 0 keeps the probe per chunk: flattened into a join, the planner
         -- (which estimates every CTE at a few rows) reads the terms' whole postings lists
         -- instead. A term's idf is looked up by its position in the query's arrays, not joined,

@@ -200,17 +200,23 @@ def retokenise_chunks(*, config: str, chunk_ids: Sequence[int]) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT id, content FROM chunks WHERE id = ANY(%s)", [list(chunk_ids)])
         ids, contents = zip(*cursor.fetchall(), strict=True) if chunk_ids else ((), ())
+        cursor.execute("DELETE FROM chunk_terms WHERE chunk_id = ANY(%s)", [list(ids)])
+        # The postings are taken from the rows the UPDATE returns, not read back from the table.
         cursor.execute(
             f"""
-            UPDATE chunks c SET tsv = v.tsv, token_count = {_TOKEN_COUNT_SQL.format(tsv="v.tsv")}
-            FROM unnest(%s::bigint[], %s::text[]) AS x(id, lexical)
-            CROSS JOIN LATERAL (SELECT {_TSV_SQL.format(config="%s::regconfig", text="x.lexical")} AS tsv) v
-            WHERE c.id = x.id
+            WITH rewritten AS (
+                UPDATE chunks c SET tsv = v.tsv, token_count = {_TOKEN_COUNT_SQL.format(tsv="v.tsv")}
+                FROM unnest(%s::bigint[], %s::text[]) AS x(id, lexical)
+                CROSS JOIN LATERAL (SELECT {_TSV_SQL.format(config="%s::regconfig", text="x.lexical")} AS tsv) v
+                WHERE c.id = x.id
+                RETURNING c.id, c.store_id, c.tsv, c.token_count
+            )
+            INSERT INTO chunk_terms (chunk_id, store_id, term, tf, chunk_length)
+            SELECT r.id, r.store_id, t.lexeme, array_length(t.positions, 1), r.token_count
+            FROM rewritten r, unnest(r.tsv) t
             """,
             [list(ids), [lexical_text(content) for content in contents], config],
         )
-        cursor.execute("DELETE FROM chunk_terms WHERE chunk_id = ANY(%s)", [list(ids)])
-    write_postings(chunk_ids=ids)
 
 
 def recount_statistics(*, store_id: int) -> None:

@@ -177,8 +177,10 @@ class ChunkTerm(models.Model):
     The chunk's length is copied in so scoring reads nothing but this table's index.
     """
 
+    # The two indexes (migration 0008): this key, which also covers tf and length for exact
+    # rescoring, and `chunk_terms_by_density` (store_id, term, density, chunk_id) for reading a
+    # term's postings. Postings go with their chunk (a cascading constraint on chunk_id only).
     pk = models.CompositePrimaryKey("chunk_id", "term")
-    # Both are covered by the primary key and the postings index (see the migration).
     chunk = models.ForeignKey(Chunk, related_name="+", db_index=False, **DB_CASCADE)
     store = models.ForeignKey(RagStore, related_name="+", db_index=False, **DB_CASCADE)
     term = models.TextField()

@@ -86,8 +86,12 @@ QUALITY_CONFIGS = [
     "baseline bm25s",
     "baseline exact dense",
     "baseline rrf(bm25s, dense)",
-    "reference bm25s, whole documents",
+    "naive bm25s, 1000-char windows (200 overlap), \\w+ tokens",
+    "naive rrf(bm25s, dense), 1000-char windows (200 overlap), \\w+ tokens",
+    "naive bm25s, whole documents, \\w+ tokens",
+    "naive rrf(bm25s, dense), whole documents, \\w+ tokens",
     "reference exact dense, whole documents",
+    "reference bm25s, whole documents",
     "reference rrf, whole documents",
 ]
 
@@ -109,10 +113,15 @@ def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(ru
     for row in result["results"]:
         assert 0.0 <= row["ndcg@10"] <= 1.0 and 0.0 <= row["recall@100"] <= 1.0
         assert row["documents_ranked"] > 1  # hits are told apart by the document they came from
-    versus = result["versus_reference"]
-    assert (versus["config"], versus["reference"]) == ("hybrid bm25", "reference rrf, whole documents")
-    low, high = versus["ci95"]
-    assert low <= versus["ndcg@10_difference"] <= high
+    assert [(c["config"], c["against"]) for c in result["comparisons"]] == [
+        ("hybrid bm25", "reference rrf, whole documents"),
+        ("hybrid bm25", "vector"),
+        ("lexical bm25", QUALITY_CONFIGS[11]),
+    ]
+    assert result["versus_reference"] == result["comparisons"][0]
+    for comparison in result["comparisons"]:
+        low, high = comparison["ci95"]
+        assert low <= comparison["ndcg@10_difference"] <= high
     time.sleep(1)  # the worker's children may take a moment to go after their parent
     assert processes_left_by_run(run_tmpdir, workers_before) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []  # the scratch folder was removed

@@ -8,10 +8,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from quality import (  # noqa: E402  (the bench folder is not a package)
-    REFERENCE_DENSE,
     REFERENCE_FUSED,
     REFERENCE_LEXICAL,
+    STEMMED,
+    naive_rankings,
+    naive_whole_documents,
+    naive_windows,
     paired_difference,
+    reference_dense_rankings,
     reference_rankings,
 )
 
@@ -59,24 +63,53 @@ def embed_by_keyword(texts):
 
 
 def test_reference_rankings_are_bm25_dense_and_their_fusion_over_whole_documents():
-    rankings = reference_rankings(
-        CORPUS,
-        {"q1": "Alpha", "q2": "delta"},
-        {"q1": [2.0, 0.0], "q2": [0.0, 1.0]},
-        embed_by_keyword,
-    )
+    dense = reference_dense_rankings(CORPUS, {"q1": [2.0, 0.0], "q2": [0.0, 1.0]}, embed_by_keyword)
+    rankings = reference_rankings(CORPUS, {"q1": "Alpha", "q2": "delta"}, dense)
 
     # BM25 (k1 1.2, b 0.75): d2 has "alpha" twice in three words and beats d1 (once in two);
     # documents without the word are not ranked at all. The title counts as text ("Delta").
     assert rankings[REFERENCE_LEXICAL] == {"q1": ["d2", "d1"], "q2": ["d4"]}
     # Exact cosine, ties broken by corpus order.
-    assert rankings[REFERENCE_DENSE] == {"q1": ["d4", "d1", "d2"], "q2": ["d1", "d2", "d4"]}
+    assert dense == {"q1": ["d4", "d1", "d2"], "q2": ["d1", "d2", "d4"]}
     # RRF k 60: d2 1/61 + 1/63 edges out d1 2/62; d4 has its dense rank alone.
     assert rankings[REFERENCE_FUSED]["q1"] == ["d2", "d1", "d4"]
     assert rankings[REFERENCE_FUSED]["q2"] == ["d4", "d1", "d2"]
 
 
 def test_reference_rankings_never_retrieve_an_empty_document():
-    rankings = reference_rankings(CORPUS, {"q": "alpha"}, {"q": [0.0, 1.0]}, embed_by_keyword)
+    dense = reference_dense_rankings(CORPUS, {"q": [0.0, 1.0]}, embed_by_keyword)
+    rankings = reference_rankings(CORPUS, {"q": "alpha"}, dense)
 
-    assert all("empty" not in ranked for by_query in rankings.values() for ranked in by_query.values())
+    assert all("empty" not in ranked for by_query in [dense, *rankings.values()] for ranked in by_query.values())
+
+
+def test_the_stemmed_reference_matches_word_forms_and_drops_stop_words():
+    corpus = [
+        {"_id": "plural", "title": "", "text": "the refund policies"},
+        {"_id": "other", "title": "", "text": "the garden"},
+    ]
+    dense = {"q": ["other", "plural"]}
+    plain = reference_rankings(corpus, {"q": "the policy"}, dense)
+    stemmed = reference_rankings(corpus, {"q": "the policy"}, dense, stemmed=True)
+
+    # Unstemmed, "policy" matches nothing and "the" alone ranks, the shorter document first.
+    assert plain[REFERENCE_LEXICAL]["q"] == ["other", "plural"]
+    assert stemmed[REFERENCE_LEXICAL + STEMMED]["q"] == ["plural"]  # "polici"; "the" is a stop word
+
+
+def test_naive_windows_overlap_and_stop_at_the_end():
+    text = "w" * 2500
+    windows = naive_windows([{"_id": "long", "title": "", "text": text}, {"_id": "blank", "title": " ", "text": ""}])
+
+    # "\n" + 2500 characters: windows start every 800 characters, the last one reaching the end.
+    assert [(source, len(window)) for source, window in windows] == [("long", 1000), ("long", 1000), ("long", 901)]
+
+
+def test_naive_rankings_use_lowercase_word_runs_and_rank_documents_at_their_best_unit():
+    corpus = [
+        {"_id": "compound", "title": "Heat-Transfer", "text": "rates of heat-transfer"},
+        {"_id": "split", "title": "", "text": "heat and mass transfer in slabs of many other words"},
+    ]
+    units = naive_whole_documents(corpus) + [("split", "nothing relevant")]
+
+    assert naive_rankings(units, {"q": "HEAT transfer"}) == {"q": ["compound", "split"]}
