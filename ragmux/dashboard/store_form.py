@@ -11,7 +11,7 @@ from typing import Any
 from django.http import QueryDict
 
 from ragmux.core.errors import ServiceError
-from stores.backends import backend_statuses
+from stores.backends import backend_statuses, text_search_configs
 from stores.choices import ChunkingStrategy, SearchMode
 from stores.models import STORE_SETTINGS, RagStore, store_defaults
 from stores.serializers import StoreCreateInput
@@ -93,10 +93,22 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
                 kind="select",
             ),
             Setting(
+                "index_config",
+                "Index language",
+                "The PostgreSQL text search configuration the store's lexical index is built in: its stemming and "
+                "stop words (english finds “policies” from “policy”); simple keeps every word as written. "
+                "Changing it rebuilds the lexical index in the background, without reprocessing or re-embedding; "
+                "the store stays searchable with the old index until the new one is ready. pg_search ignores it. "
+                "Default: simple.",
+                kind="select",
+            ),
+            Setting(
                 "fts_config",
                 "Text search configuration",
-                "The PostgreSQL configuration that parses the query on the pgvector backend; keep simple unless "
-                "your corpus benefits. Default: simple.",
+                "The PostgreSQL configuration that parses queries on the pgvector backend, and only while the "
+                "index language is simple: under any other index language, queries are parsed with the index's own "
+                "configuration (as bm25 always does). pg_search ignores this setting, as it ignores the index "
+                "language. Default: simple.",
                 kind="text",
             ),
             Setting("top_k", "Top k", "Passages returned per search, 1–50 (0 means the default). Default: 5."),
@@ -247,6 +259,8 @@ class StoreForm:
             return [Option(str(c.pk), f"{c.name} ({c.provider_type} · {c.model_name})") for c in self.connections]
         if name == "chunking_strategy":
             return [Option(value, value) for value in ChunkingStrategy.values]
+        if name == "index_config":
+            return [Option(config, config) for config in text_search_configs()]
         if name == "search_mode":
             return [Option(value, value) for value in SearchMode.values]
         if name == "search_backend":

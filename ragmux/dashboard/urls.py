@@ -10,6 +10,7 @@ urlpatterns = [
     path("stores/new", views.store_create, name="store-create"),
     path("stores/<id:store_id>/", views.store_detail, name="store"),
     path("stores/<id:store_id>/documents", views.store_documents, name="store-documents"),
+    path("stores/<id:store_id>/lexical-index", views.store_lexical_index, name="store-lexical-index"),
     path("stores/<id:store_id>/upload", views.store_upload, name="store-upload"),
     path("stores/<id:store_id>/text", views.store_text, name="store-text"),
     path("stores/<id:store_id>/reprocess", views.store_reprocess, name="store-reprocess"),

@@ -35,6 +35,7 @@ from ragmux.dashboard.compare import (
     rank_against,
     store_settings_input,
 )
+from ragmux.dashboard.lexical_index import lexical_index
 from ragmux.dashboard.quota import store_quota
 from ragmux.dashboard.request_logs import overview_usage
 from ragmux.dashboard.store_form import RERANK_NOTE, StoreForm
@@ -95,6 +96,7 @@ def _store_form_page(request, form: StoreForm, *, status: int = 200):
         {
             "form": form,
             "store": store,
+            "lexical": lexical_index(store) if store else None,
             "rerank_note": RERANK_NOTE,
             "reprocess_recommended": bool(
                 store and store.document_count and request.GET.get("reprocess") == "recommended"
@@ -136,7 +138,14 @@ def store_settings(request, store_id: int):
             except ServiceError as refusal:
                 form.refuse(refusal)
             else:
-                messages.success(request, f"Saved the settings of “{outcome.store.name}”.")
+                saved = outcome.store
+                rebuild = (
+                    f" Its lexical index is being rebuilt in {saved.index_config} in the background; searches use "
+                    "the current index until then."
+                    if saved.index_config != saved.indexed_config
+                    else ""
+                )
+                messages.success(request, f"Saved the settings of “{saved.name}”.{rebuild}")
                 url = reverse("dashboard:store-settings", args=[store.pk])
                 return redirect(url + ("?reprocess=recommended" if outcome.reprocess_recommended else ""))
         messages.error(request, "The settings were not saved: see the messages beside the fields.")
@@ -225,6 +234,7 @@ def _store_page(request, store: RagStore, *, text_form: dict | None = None, stat
         {
             "store": store,
             "quota": store_quota(store),
+            "lexical": lexical_index(store),
             "table": _document_table(request, store),
             "text_form": text_form or {},
         },
@@ -239,14 +249,26 @@ def store_detail(request, store_id: int):
 
 @page("viewer")
 def store_documents(request, store_id: int):
-    """The document table alone, with the quota meters out of band: htmx polls it while
-    documents are queued or processing, and the upload script asks for it after each batch."""
+    """The document table alone, with the quota card (meters and lexical index state) out of
+    band: htmx polls it while documents are queued or processing, and the upload script asks for
+    it after each batch."""
     store = selectors.store_get(store_id)
     return render(
         request,
         "dashboard/_documents.html",
-        {"table": _document_table(request, store), "quota": store_quota(store), "out_of_band": True},
+        {
+            "table": _document_table(request, store),
+            "quota": store_quota(store),
+            "lexical": lexical_index(store),
+            "out_of_band": True,
+        },
     )
+
+
+@page("viewer")
+def store_lexical_index(request, store_id: int):
+    """The lexical index's state alone: htmx polls it while the index is rebuilt."""
+    return render(request, "dashboard/_lexical_index.html", {"lexical": lexical_index(selectors.store_get(store_id))})
 
 
 @page("editor", methods=("POST",))

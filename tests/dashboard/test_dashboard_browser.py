@@ -1,6 +1,7 @@
 """The dashboard as its users meet it in a browser: an editor uploads and watches ingestion, a
 viewer is shown (and allowed) only reading, an admin creates a store and saves a compared
-configuration. Every page is photographed (see the `shots` fixture)."""
+configuration, and changes a store's index language and watches its lexical index being rebuilt.
+Every page is photographed (see the `shots` fixture)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from tests.dashboard.accessibility import assert_accessible
 from tests.dashboard.conftest import WIDE
 from tests.dashboard.test_sign_in import sign_in
 from tests.factories import PASSWORD
@@ -181,3 +183,37 @@ def test_an_admin_creates_a_store_and_saves_a_compared_configuration(
     store.refresh_from_db()
     assert (store.search_mode, store.search_backend) == ("lexical", "pgvector")
     expect(page.locator("section.column")).to_have_count(2)
+
+
+def test_an_admin_changes_the_index_language_and_watches_the_rebuild(wide_page, personas, kb, ingest_now):
+    from ingestion.services import IncomingFile, document_upload
+    from stores.rebuild import lexical_index_rebuild
+
+    files = [IncomingFile(name, (FILES / name).read_bytes()) for name in DROPPED]
+    assert document_upload(store=kb, files=files).refusal is None
+    ingest_now()
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.get_by_role("link", name="Stores").click()
+    page.get_by_role("link", name="kb", exact=True).click()
+    state = page.locator("#lexical-index")
+    expect(state).to_have_text("simple — ready")
+    page.get_by_role("link", name="Settings").click()
+    language = page.get_by_label("Index language")
+    expect(language).to_have_value("simple")
+    expect(language.locator("option[value=german]")).to_have_count(1)
+    language.select_option("english")
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.get_by_role("status")).to_contain_text("Its lexical index is being rebuilt in english")
+    expect(state).to_have_text("rebuilding from simple to english: queued")
+    assert_accessible(page)
+
+    page.get_by_role("link", name="Documents").click()
+    expect(state).to_have_text("rebuilding from simple to english: queued")
+    expect(state).to_have_attribute("hx-trigger", "every 2s")
+    assert_accessible(page)
+    page.evaluate("window.notReloaded = true")
+    assert lexical_index_rebuild(store_id=kb.pk) == "rebuilt"  # the worker's job, while the page polls
+    expect(state).to_have_text("english — ready", timeout=10_000)
+    expect(state).not_to_have_attribute("hx-trigger", "every 2s")
+    assert page.evaluate("window.notReloaded") is True

@@ -11,7 +11,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from ingestion.services import IncomingFile, document_upload
+from ragmux.dashboard.lexical_index import LexicalIndex
 from stores.models import Document, RagStore
+from stores.rebuild import LexicalIndexState, lexical_index_rebuild
+from stores.services import store_update
 from tests.factories import DocumentFactory, StoreFactory
 
 pytestmark = pytest.mark.django_db
@@ -240,6 +243,97 @@ def test_changing_chunking_recommends_reprocessing_with_a_button(as_role, kb):
     assert (kb.chunk_size, kb.fusion_weights) == (400, {"vector": 1.0, "lexical": 2.0})
 
 
+def index_language_options(html: str) -> tuple[list[str], str]:
+    """The options of the settings form's index language, and the one selected."""
+    select = re.search(r'<select id="id_index_config".*?</select>', html, re.S).group(0)
+    options = re.findall(r'<option value="([^"]+)"', select)
+    (selected,) = re.findall(r'<option value="([^"]+)" selected', select)
+    return options, selected
+
+
+def lexical_state(html: str) -> str:
+    return re.search(r'<span id="lexical-index"[^>]*>([^<]*)</span>', html).group(1)
+
+
+def test_the_settings_form_offers_the_servers_text_search_configurations(as_role, kb):
+    from stores.backends import text_search_configs
+
+    admin = as_role("admin")
+    for url in (f"/admin/stores/{kb.pk}/settings", "/admin/stores/new"):
+        html = admin.get(url).content.decode()
+        options, selected = index_language_options(html)
+        assert options == text_search_configs() and {"simple", "english", "german"} <= set(options)
+        assert selected == "simple"
+        assert "rebuilds the lexical index in the background" in html
+        assert "only while the index language is simple" in html
+    assert lexical_state(admin.get(f"/admin/stores/{kb.pk}/settings").content.decode()) == "simple — ready"
+
+
+def test_changing_the_index_language_shows_the_rebuild_until_it_is_ready(as_role, kb):
+    admin = as_role("admin")
+    values = {"name": "kb", "embedding_connection_id": kb.embedding_connection_id, "index_config": "english"}
+    response = post(admin, f"/admin/stores/{kb.pk}/settings", values)
+    assert response.status_code == 302 and not response["Location"].endswith("?reprocess=recommended")
+    form = unescape(admin.get(response["Location"]).content.decode())
+    assert "Its lexical index is being rebuilt in english in the background" in form
+    assert index_language_options(form)[1] == "english"
+    assert lexical_state(form) == "rebuilding from simple to english: queued"
+    page = admin.get(f"/admin/stores/{kb.pk}/").content.decode()
+    assert lexical_state(page) == "rebuilding from simple to english: queued"
+    polled = admin.get(f"/admin/stores/{kb.pk}/lexical-index").content.decode()
+    assert 'hx-trigger="every 2s"' in polled and 'data-state="rebuilding"' in polled
+
+    assert lexical_index_rebuild(store_id=kb.pk) == "rebuilt"
+    polled = admin.get(f"/admin/stores/{kb.pk}/lexical-index").content.decode()
+    assert lexical_state(polled) == "english — ready"
+    assert "hx-trigger" not in polled  # the answer that says ready ends the polling
+    assert lexical_state(admin.get(f"/admin/stores/{kb.pk}/").content.decode()) == "english — ready"
+    documents = admin.get(f"/admin/stores/{kb.pk}/documents").content.decode()
+    assert lexical_state(documents) == "english — ready"  # the quota card it sends out of band
+
+
+def test_an_unknown_index_language_is_refused_beside_its_field(as_role, kb):
+    values = {"name": "kb", "embedding_connection_id": kb.embedding_connection_id, "index_config": "klingon"}
+    response = post(as_role("admin"), f"/admin/stores/{kb.pk}/settings", values)
+    assert response.status_code == 400
+    html = unescape(response.content.decode())
+    assert 'id="errors_index_config">index_config "klingon" is not a text search configuration' in html
+    kb.refresh_from_db()
+    assert (kb.index_config, kb.indexed_config) == ("simple", "simple")
+
+
+def test_a_viewer_sees_the_rebuild_but_cannot_change_the_index_language(as_role, kb):
+    store_update(store=kb, name="kb", values={"index_config": "german"})
+    viewer = as_role("viewer")
+    assert lexical_state(viewer.get(f"/admin/stores/{kb.pk}/").content.decode()) == (
+        "rebuilding from simple to german: queued"
+    )
+    assert viewer.get(f"/admin/stores/{kb.pk}/lexical-index").status_code == 200
+    assert viewer.get(f"/admin/stores/{kb.pk}/settings").status_code == 403
+    values = {"name": "kb", "embedding_connection_id": kb.embedding_connection_id, "index_config": "english"}
+    assert post(viewer, f"/admin/stores/{kb.pk}/settings", values).status_code == 403
+    kb.refresh_from_db()
+    assert (kb.index_config, kb.indexed_config) == ("german", "simple")
+
+
+@pytest.mark.parametrize(
+    ("state", "summary"),
+    [
+        (LexicalIndexState("english", "english", "ready", None, None), "english — ready"),
+        (
+            LexicalIndexState("simple", "english", "rebuilding", 1200, 10000),
+            "rebuilding from simple to english: 1,200 of 10,000 chunks",
+        ),
+        (
+            LexicalIndexState("", "simple", "rebuilding", None, None),
+            "rebuilding from an earlier version's index to simple: queued",
+        ),
+    ],
+)
+def test_the_lexical_index_state_reads_as_a_sentence(state, summary):
+    assert LexicalIndex(1, state).summary == summary
+
+
 def test_deleting_a_store_names_what_is_lost_and_needs_its_name(as_role, kb):
     DocumentFactory(store=kb)
     admin = as_role("admin")
@@ -312,6 +406,7 @@ def page_urls(store) -> list[str]:
         "/admin/stores/",
         f"/admin/stores/{store.pk}/",
         f"/admin/stores/{store.pk}/documents",
+        f"/admin/stores/{store.pk}/lexical-index",
         f"/admin/stores/{store.pk}/settings",
         f"/admin/stores/{store.pk}/delete",
         "/admin/stores/new",
