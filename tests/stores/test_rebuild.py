@@ -265,3 +265,19 @@ def test_the_sweep_finds_stores_whose_rebuild_was_left_undone(build_store):
     assert rebuild.stores_needing_rebuild() == [store.pk]
     lexical_index_rebuild(store_id=store.pk)
     assert rebuild.stores_needing_rebuild() == []
+
+
+def test_an_index_from_before_punctuation_split_words_is_searched_and_then_rebuilt(build_store):
+    store = build_store(DOCUMENTS)
+    with connection.cursor() as cursor:  # what migration 0007 leaves: the tsvector of the raw text
+        cursor.execute("UPDATE chunks SET tsv = to_tsvector('simple', content) WHERE store_id = %s", [store.pk])
+    RagStore.objects.filter(pk=store.pk).update(indexed_config="")
+    store.refresh_from_db()
+    assert (lexical_index_state(store).state, store.query_config) == ("rebuilding", "simple")
+    assert lexical(store, "heat transfer") == ["heat.txt"]  # the compound's parts were indexed too
+    assert rebuild.stores_needing_rebuild() == [store.pk]
+    assert lexical_index_rebuild(store_id=store.pk) == "rebuilt"
+    store.refresh_from_db()
+    assert (store.indexed_config, lexical_index_state(store).state) == ("simple", "ready")
+    postings = {term for name, _, term, _, _ in lexical_index(store.pk)["postings"] if name == "heat.txt"}
+    assert "heat-transfer" not in postings and {"heat", "transfer"} <= postings
