@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from django.db import connection, transaction
 from django.db.models import F
+from redis import RedisError
 
 from ragmux.core.redis import shared_redis
 from stores import index
@@ -32,8 +33,6 @@ logger = logging.getLogger("ragmux.stores")
 # Chunks retokenised per statement: large enough that per-statement costs vanish, small enough
 # that a superseding change is noticed within a fraction of a second.
 REBUILD_BATCH = 2000
-# Namespace of the transaction-level advisory lock that lets one rebuild per store run.
-_LOCK_NAMESPACE = 0x52414758  # "RAGX"
 _PROGRESS_TTL = 24 * 3600
 
 
@@ -77,16 +76,23 @@ def lexical_index_state(store: RagStore) -> LexicalIndexState:
 
 
 def _read_progress(store_id: int) -> dict | None:
-    raw = shared_redis().get(_progress_key(store_id))
+    try:
+        raw = shared_redis().get(_progress_key(store_id))
+    except RedisError:
+        return None  # the state still shows "rebuilding", without a count
     return json.loads(raw) if raw else None
 
 
 def _write_progress(store_id: int, config: str, done: int, total: int) -> None:
-    shared_redis().set(
-        _progress_key(store_id),
-        json.dumps({"config": config, "done": done, "total": total, "at": time.time()}),
-        ex=_PROGRESS_TTL,
-    )
+    """Progress is for display only: a Redis outage must not fail the rebuild."""
+    try:
+        shared_redis().set(
+            _progress_key(store_id),
+            json.dumps({"config": config, "done": done, "total": total, "at": time.time()}),
+            ex=_PROGRESS_TTL,
+        )
+    except RedisError as exc:
+        logger.warning("store %s: lexical rebuild progress not recorded: %s", store_id, exc)
 
 
 def _wanted_config(store_id: int) -> str | None:
@@ -98,8 +104,9 @@ def _wanted_config(store_id: int) -> str | None:
 
 
 def _take_rebuild_lock(store_id: int) -> bool:
+    """One rebuild per store at a time; the lock ends with the rebuild's transaction."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", [_LOCK_NAMESPACE, store_id])
+        cursor.execute("SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))", [_progress_key(store_id)])
         return cursor.fetchone()[0]
 
 
@@ -143,12 +150,19 @@ def _rebuild_once(store_id: int) -> str:
             raise _Superseded
         index.recount_statistics(store_id=store_id)
         index.switch_indexed_config(store_id=store_id, config=config)
-    shared_redis().delete(_progress_key(store_id))
+    _clear_progress(store_id)
     elapsed = time.monotonic() - started
     logger.info(
         "store %s: lexical index rebuilt with %s: %d chunks in %.1fs", store_id, config, len(chunk_ids), elapsed
     )
     return "rebuilt"
+
+
+def _clear_progress(store_id: int) -> None:
+    try:
+        shared_redis().delete(_progress_key(store_id))
+    except RedisError:
+        pass  # expires on its own; a finished rebuild reads as ready whatever it says
 
 
 def stores_needing_rebuild() -> list[int]:
