@@ -127,6 +127,41 @@ def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(ru
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []  # the scratch folder was removed
 
 
+LEXICAL_SUSPECTS_NOW = "punctuation as word break, simple (now)"
+
+
+@pytest.mark.slow
+def test_lexical_suspects_smoke_reports_every_row_and_leaves_nothing_running(run_tmpdir):
+    workers_before = running_workers()
+
+    finished = run_bench("lexical_suspects.py", run_tmpdir, "--smoke", "--dataset", DATASET, "--dense-variants")
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert result["bench"] == "lexical_suspects"
+    assert result["documents"] == 30 and 0 < result["queries"] <= 10
+    assert result["chunks"] == 30  # 28 one-chunk documents and one of two; the empty one has none
+    rows = {row["row"]: row for row in result["rows"]}
+    assert len(rows) == len(result["rows"]) == 20
+    assert {"PostgreSQL parser, simple (before issue 16)", LEXICAL_SUSPECTS_NOW, "english (index_config english)"} <= (
+        rows.keys()
+    )
+    assert "lexical_vs_now" not in rows[LEXICAL_SUSPECTS_NOW]  # every other row is compared with it
+    for row in result["rows"]:
+        figures = [row[side] for side in ("lexical", "hybrid") if row[side] is not None]
+        assert figures and all(0.0 <= figure <= 1.0 for figure in figures)
+        if row["row"] != LEXICAL_SUSPECTS_NOW:
+            for side in ("lexical", "hybrid"):
+                if row[side] is not None:
+                    low, high = row[f"{side}_vs_now"]["ci95"]
+                    assert low <= row[f"{side}_vs_now"]["difference"] <= high
+    assert rows["dense only (no lexical side)"]["lexical"] is None
+    assert all(row["hybrid"] is not None for row in result["rows"])  # --dense-variants fuses the chunking variants
+    time.sleep(1)
+    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert list(run_tmpdir.glob("ragmux-bench-*")) == []
+
+
 SEARCH_LATENCY_CONFIGS = [
     ("typical", "vector", None),
     ("typical", "lexical", "bm25"),
