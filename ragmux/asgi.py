@@ -1,3 +1,4 @@
+import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -29,7 +30,29 @@ run_startup_checks()
 _client_api_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="v1-sync")
 
 
+from gateway.clients import ledger  # noqa: E402  (needs the app registry)
+
+# How long the shutdown waits for the request log rows still queued (a batch takes milliseconds).
+LEDGER_FLUSH_SECONDS = 10
+
+
+async def lifespan(receive, send) -> None:
+    """The server's start and stop (`ragmux serve` runs uvicorn with the lifespan on): at the stop,
+    after the last response, the request log rows still queued are written. Django itself
+    answers only HTTP."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await asyncio.to_thread(ledger.flush, LEDGER_FLUSH_SECONDS)
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
 async def application(scope, receive, send):
+    if scope["type"] == "lifespan":
+        return await lifespan(receive, send)
     if scope["type"] == "http" and scope["path"].startswith("/v1/"):
         async with ThreadSensitiveContext(executor=_client_api_thread):
             return await django_application(scope, receive, send)

@@ -6,11 +6,10 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from gateway.clients import selectors
+from gateway.clients import ledger, selectors
 from gateway.clients.errors import V1Error
 from gateway.clients.keys import KEY_PREFIX, hash_key
 from gateway.clients.models import GatewayKey
-from ragmux.core import metrics
 
 # last_used_at is refreshed at most this often, so a busy key does not write on every call.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -24,7 +23,7 @@ SCOPE_ACTIONS = {
 
 def _refused(endpoint: str, message: str, *, type: str, code: str | None) -> V1Error:
     # Calls without a valid key are counted but not logged: there is no project to log them to.
-    metrics.increment("ragmux_v1_requests_total", endpoint=endpoint, status="401")
+    ledger.count_refusal(endpoint)
     return V1Error(message, status=401, type=type, code=code)
 
 
