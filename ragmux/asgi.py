@@ -31,6 +31,7 @@ _client_api_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="v1-sy
 
 
 from gateway.clients import ledger  # noqa: E402  (needs the app registry)
+from ragmux.core import asyncdb  # noqa: E402
 
 # How long the shutdown waits for the request log rows still queued (a batch takes milliseconds).
 LEDGER_FLUSH_SECONDS = 10
@@ -38,14 +39,15 @@ LEDGER_FLUSH_SECONDS = 10
 
 async def lifespan(receive, send) -> None:
     """The server's start and stop (`ragmux serve` runs uvicorn with the lifespan on): at the stop,
-    after the last response, the request log rows still queued are written. Django itself
-    answers only HTTP."""
+    after the last response, the request log rows still queued are written and the async
+    database pool is closed. Django itself answers only HTTP."""
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await asyncio.to_thread(ledger.flush, LEDGER_FLUSH_SECONDS)
+            await asyncdb.close()
             await send({"type": "lifespan.shutdown.complete"})
             return
 
