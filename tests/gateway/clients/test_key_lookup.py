@@ -15,4 +15,3 @@ def test_a_key_lookup_survives_the_database_dropping_its_connections(v1, project
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
     assert client.get("/models").status_code == 200
-
