@@ -1,4 +1,5 @@
 import asyncio
+import logging
 import os
 from concurrent.futures import Executor, Future
 
@@ -47,6 +48,7 @@ class _OnTheLoop(Executor):
 # tenth of the loop's time.
 _client_api_executor = _OnTheLoop()
 
+logger = logging.getLogger("ragmux.asgi")
 # How long the shutdown waits for the request log rows still queued (a batch takes milliseconds).
 LEDGER_FLUSH_SECONDS = 10
 
@@ -60,7 +62,8 @@ async def lifespan(receive, send) -> None:
         if message["type"] == "lifespan.startup":
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
-            await asyncio.to_thread(ledger.flush, LEDGER_FLUSH_SECONDS)
+            if not await asyncio.to_thread(ledger.flush, LEDGER_FLUSH_SECONDS):
+                logger.error("%d request log rows not written at shutdown", ledger.pending_writes())
             await asyncdb.close()
             await send({"type": "lifespan.shutdown.complete"})
             return
