@@ -263,7 +263,7 @@ def web_command() -> list[str]:
         str(settings.WEB_WORKERS),
         "--no-access-log",
         "--lifespan",
-        "off",
+        "on",
         "--timeout-graceful-shutdown",
         "15",
     ]

@@ -296,6 +296,6 @@ LOGGING = {
     # ingestion logs its own "document ingested" line, and failures are still logged as errors.
     "loggers": {
         name: {"level": "WARNING"}
-        for name in ("django.server", "httpx", "celery.beat", "celery.app.trace", "celery.worker.strategy")
+        for name in ("django.server", "httpx2", "celery.beat", "celery.app.trace", "celery.worker.strategy")
     },
 }

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -69,13 +70,15 @@ def asgi_url(django_db_setup, django_db_blocker) -> str:
     apply): `/v1` is served the way production serves it, async views and all."""
     from django.core.asgi import get_asgi_application
 
+    from ragmux.core import asyncdb
     from ragmux.embedded import free_port
 
     config = uvicorn.Config(
         get_asgi_application(), host="127.0.0.1", port=free_port(), lifespan="off", log_level="warning"
     )
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(server.serve(),), daemon=True)
     with django_db_blocker.unblock():
         thread.start()
         while not server.started:
@@ -83,6 +86,8 @@ def asgi_url(django_db_setup, django_db_blocker) -> str:
                 raise RuntimeError("uvicorn did not start")
             time.sleep(0.02)
         yield f"http://127.0.0.1:{config.port}"
+        # The async key lookups' connections would keep the test database from being dropped.
+        asyncio.run_coroutine_threadsafe(asyncdb.close(), loop).result(timeout=10)
         server.should_exit = True
         thread.join(timeout=10)
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
+from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import Coalesce, Trunc
 
 from gateway.clients.models import GatewayKey, Project, RequestLog
+from gateway.connections.models import ModelConnection
+from ragmux.core import asyncdb
 from ragmux.core.errors import NotFound
+from stores.models import RagStore
 
 
 def project_list() -> QuerySet[Project]:
@@ -39,16 +43,56 @@ def key_choices() -> QuerySet[GatewayKey]:
     return GatewayKey.objects.select_related("project").order_by("project__name", "name", "id")
 
 
-def key_by_hash(*, key_hash: str) -> GatewayKey | None:
-    """The key with everything a `/v1` call needs, in one query; never cached, so a revoked or
-    rotated key fails on its very next request in every process."""
-    # Not .first(): key_hash is unique, and its ORDER BY cost a sort and compile time on every call.
-    try:
-        return GatewayKey.objects.select_related(
-            "project__chat_connection", "project__embedding_connection", "project__store__embedding_connection"
-        ).get(key_hash=key_hash)
-    except GatewayKey.DoesNotExist:
+def _columns(model, alias: str) -> str:
+    return ", ".join(f'{alias}."{field.column}"' for field in model._meta.concrete_fields)
+
+
+# The key with everything a `/v1` call needs (what a select_related of the project, its
+# connections and its store gives), as one statement the async pool prepares once per connection.
+_KEY_ROWS = (
+    (GatewayKey, "k"),
+    (Project, "p"),
+    (ModelConnection, "cc"),
+    (ModelConnection, "ec"),
+    (RagStore, "s"),
+    (ModelConnection, "sc"),
+)
+_KEY_BY_HASH = (
+    f"SELECT {', '.join(_columns(model, alias) for model, alias in _KEY_ROWS)} "
+    f"FROM {GatewayKey._meta.db_table} k "
+    f"JOIN {Project._meta.db_table} p ON p.id = k.project_id "
+    f"JOIN {ModelConnection._meta.db_table} cc ON cc.id = p.chat_connection_id "
+    f"LEFT JOIN {ModelConnection._meta.db_table} ec ON ec.id = p.embedding_connection_id "
+    f"LEFT JOIN {RagStore._meta.db_table} s ON s.id = p.store_id "
+    f"LEFT JOIN {ModelConnection._meta.db_table} sc ON sc.id = s.embedding_connection_id "
+    "WHERE k.key_hash = %s"
+)
+
+
+def _instances(row: tuple) -> list:
+    """One model instance per table of a _KEY_BY_HASH row; None for a table the left join missed."""
+    instances, start = [], 0
+    for model, _ in _KEY_ROWS:
+        width = len(model._meta.concrete_fields)
+        values = row[start : start + width]
+        instances.append(None if values[0] is None else model.from_db(DEFAULT_DB_ALIAS, None, values))
+        start += width
+    return instances
+
+
+async def key_by_hash(*, key_hash: str) -> GatewayKey | None:
+    """The key with its project, connections and store loaded, read from the database on every
+    call and never cached, so a revoked or rotated key fails on its very next request in every
+    process."""
+    row = await asyncdb.fetch_one(_KEY_BY_HASH, (key_hash,))
+    if row is None:
         return None
+    api_key, project, chat, embedder, store, store_embedder = _instances(row)
+    if store is not None:
+        store.embedding_connection = store_embedder
+    project.chat_connection, project.embedding_connection, project.store = chat, embedder, store
+    api_key.project = project
+    return api_key
 
 
 def request_log_list(

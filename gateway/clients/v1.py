@@ -121,9 +121,7 @@ def v1_endpoint(*, endpoint: str, scope: str, methods: tuple[str, ...]) -> Calla
 
 async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str, kwargs: dict) -> HttpResponse:
     try:
-        api_key = await off_loop(
-            access.authenticate, authorization=request.headers.get("Authorization", ""), endpoint=endpoint
-        )
+        api_key = await access.authenticate(authorization=request.headers.get("Authorization", ""), endpoint=endpoint)
     except V1Error as exc:
         return refusal_response(exc)
     call = Call(project=api_key.project, key=api_key, endpoint=endpoint)

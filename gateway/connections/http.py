@@ -23,7 +23,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-import httpx
+# httpx2, pydantic's continuation of httpx (same API): httpx's connection pool rescans every
+# connection, polling each idle socket, on every request it queues and releases, so its CPU per
+# request grows with the connections it holds (3.3 ms each with 50 concurrent calls, 11.7 ms with
+# 100, against 0.4 and 0.5 ms with httpx2's pool on the bench machine).
+import httpx2 as httpx
 from django.conf import settings
 
 from ragmux.core.errors import UpstreamFailed
@@ -123,8 +127,9 @@ def _pin_to_address(request: httpx.Request) -> None:
     if request.url.scheme == "https":
         request.extensions = {**request.extensions, "sni_hostname": host}
     # The Host header was set from the original URL when the request was built.
-    literal = f"[{address}]" if address.version == 6 else str(address)
-    request.url = request.url.copy_with(host=literal)
+    if str(address) != host.strip("[]"):
+        literal = f"[{address}]" if address.version == 6 else str(address)
+        request.url = request.url.copy_with(host=literal)
 
 
 class GuardedTransport(httpx.HTTPTransport):
@@ -177,10 +182,12 @@ def _shared_client() -> httpx.Client:
     global _client
     if _client is None:
         _client = httpx.Client(
-            transport=GuardedTransport(retries=0),
+            # The limits are the transport's: a client given a transport ignores its own.
+            transport=GuardedTransport(
+                retries=0, limits=httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=90)
+            ),
             follow_redirects=False,
             trust_env=False,
-            limits=httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=90),
         )
     return _client
 
@@ -254,11 +261,13 @@ def _shared_async_client() -> httpx.AsyncClient:
     client = _async_clients.get(loop)
     if client is None:
         client = httpx.AsyncClient(
-            transport=AsyncGuardedTransport(retries=0),
+            transport=AsyncGuardedTransport(
+                retries=0,
+                limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100, keepalive_expiry=90),
+            ),
             follow_redirects=False,
             trust_env=False,
             timeout=None,  # the deadlines below bound every step instead
-            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100, keepalive_expiry=90),
         )
         _async_clients[loop] = client
     return client

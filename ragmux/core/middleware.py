@@ -110,7 +110,13 @@ class _InlineForClientApi:
     settings), because they may block on the session's or the user's database rows. The `/v1`
     views are async and never touch the session, the user or messages, so for them these hooks
     are plain computation and the hops pure overhead. Every other path keeps Django's behaviour.
+
+    A middleware whose ``for_client_api`` is False is passed over entirely for `/v1`: sessions,
+    users, messages and CSRF cookies mean nothing to a call authenticated by its key (the views
+    are CSRF-exempt), and setting them up was work on every call.
     """
+
+    for_client_api = True
 
     def __init__(self, get_response):
         super().__init__(get_response)
@@ -128,6 +134,8 @@ class _InlineForClientApi:
     async def __acall__(self, request):
         if not request.path.startswith("/v1/"):
             return await super().__acall__(request)
+        if not self.for_client_api:
+            return await self.get_response(request)
         response = None
         if hasattr(self, "process_request"):
             response = self.process_request(request)
@@ -146,7 +154,7 @@ class Security(_InlineForClientApi, SecurityMiddleware):
 
 
 class Session(_InlineForClientApi, SessionMiddleware):
-    pass
+    for_client_api = False
 
 
 class Common(_InlineForClientApi, CommonMiddleware):
@@ -154,15 +162,15 @@ class Common(_InlineForClientApi, CommonMiddleware):
 
 
 class Csrf(_InlineForClientApi, CsrfViewMiddleware):
-    pass
+    for_client_api = False
 
 
 class Authentication(_InlineForClientApi, AuthenticationMiddleware):
-    pass
+    for_client_api = False
 
 
 class Messages(_InlineForClientApi, MessageMiddleware):
-    pass
+    for_client_api = False
 
 
 class XFrameOptions(_InlineForClientApi, XFrameOptionsMiddleware):

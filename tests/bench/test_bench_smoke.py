@@ -303,3 +303,23 @@ def test_upload_memory_smoke_reports_every_upload_and_leaves_nothing_running(run
     time.sleep(1)
     assert processes_left_by_run(run_tmpdir, workers_before) == []
     assert list(run_tmpdir.glob("ragmux-*")) == []
+
+
+@pytest.mark.slow
+def test_gateway_smoke_reports_every_figure_and_leaves_nothing_running(run_tmpdir):
+    workers_before = running_workers()
+
+    finished = run_bench("gateway.py", run_tmpdir, "--smoke")
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert "--workers 1" in finished.stdout  # the server's setup is printed
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert result["bench"] == "gateway"
+    assert {"added_p50_ms", "added_p95_ms", "added_ttfb_p50_ms", "gateway_requests_per_second"} <= result.keys()
+    assert {"rag_p50_ms", "rag_ttfb_p50_ms", "rag_requests_per_second"} <= result.keys()
+    assert result["rag_chunks"] == 200
+    assert (result["gateway_streams_ok"], result["gateway_streams_errors"]) == (100, {})
+    assert set(result["targets_met"]) == {"added_p50", "added_ttfb", "requests_per_second", "streams"}
+    time.sleep(1)
+    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert list(run_tmpdir.glob("ragmux-bench-*")) == []

@@ -94,9 +94,6 @@ class _Route:
 
 
 class _QuietServer(ThreadingHTTPServer):
-    # Room for the bursts of concurrent connections bench/gateway.py opens.
-    request_queue_size = 256
-
     def handle_error(self, request, client_address) -> None:
         # A client that hangs up early (a size cap, a timeout) is part of what is tested.
         pass

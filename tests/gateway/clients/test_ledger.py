@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
+
+import httpx
 
 from tests.gateway.clients.conftest import wait_for_logs
 
@@ -78,3 +83,28 @@ def test_cors_only_for_listed_origins(v1, project_key, settings):
     assert listed.headers["access-control-allow-origin"] == "https://app.example"
     other = v1(project_key).get("/models", headers={"Origin": "https://evil.example"})
     assert "access-control-allow-origin" not in other.headers
+
+
+def test_a_stopping_server_writes_every_queued_row_first(second_web_process, project, project_key):
+    from django.db import connection, transaction
+
+    from gateway.clients.models import RequestLog
+
+    def chat(_) -> int:
+        return httpx.post(
+            f"{second_web_process.url}/v1/chat/completions",
+            json={"messages": MESSAGES},
+            headers={"Authorization": f"Bearer {project_key}"},
+            timeout=30,
+        ).status_code
+
+    with transaction.atomic():
+        # A slow database: the server's inserts wait until this transaction ends.
+        connection.cursor().execute(f"LOCK TABLE {RequestLog._meta.db_table} IN SHARE MODE")
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            assert set(pool.map(chat, range(24))) == {200}
+        second_web_process.process.send_signal(signal.SIGTERM)
+        time.sleep(1)
+        assert second_web_process.process.poll() is None  # still writing its queue
+    second_web_process.process.wait(timeout=30)
+    assert RequestLog.objects.filter(project=project).count() == 24

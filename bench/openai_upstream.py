@@ -1,0 +1,124 @@
+"""A minimal OpenAI-format upstream for bench/gateway.py: asyncio, HTTP/1.1 keep-alive.
+
+    python bench/openai_upstream.py PORT      # serves until killed
+
+`POST /v1/chat/completions` answers at once, as JSON or (``"stream": true``) as a chunked
+server-sent event stream with the usage as its last event; `POST /v1/embeddings` answers
+deterministic unit vectors of ``DIMENSIONS``. Each answer, headers and body, goes out in one
+write: in two, the second waits for the client's delayed ACK (about 40 ms on Linux), an
+artefact that is not the gateway's. The suite's fake (tests/fakes/upstream.py) starts a thread
+per connection, which on two shared cores made the upstream alone the bottleneck of the bench.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sys
+
+import numpy as np
+import uvloop
+
+DIMENSIONS = 384
+ANSWER = ["The", " launch", " code", " is", " AMBER-7731", "."]
+USAGE = {"prompt_tokens": 12, "completion_tokens": len(ANSWER), "total_tokens": 12 + len(ANSWER)}
+
+
+def _head(status: str, content_type: str, length: int | None) -> bytes:
+    framing = f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked"
+    return f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n{framing}\r\n\r\n".encode()
+
+
+def json_answer(payload: object, status: str = "200 OK") -> bytes:
+    body = json.dumps(payload).encode()
+    return _head(status, "application/json", len(body)) + body
+
+
+def _chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def completion(model: str) -> bytes:
+    return json_answer(
+        {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": 1,
+            "model": model,
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": "".join(ANSWER)}, "finish_reason": "stop"}
+            ],
+            "usage": USAGE,
+        }
+    )
+
+
+def stream(model: str) -> bytes:
+    base = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1, "model": model}
+    events = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+    events += [{**base, "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]} for w in ANSWER]
+    events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    events.append({**base, "choices": [], "usage": USAGE})
+    frames = [b"data: " + json.dumps(event).encode() + b"\n\n" for event in events] + [b"data: [DONE]\n\n"]
+    return _head("200 OK", "text/event-stream", None) + b"".join(_chunk(f) for f in frames) + b"0\r\n\r\n"
+
+
+def vector(text: str) -> list[float]:
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+    values = np.random.default_rng(seed).standard_normal(DIMENSIONS)
+    return (values / np.linalg.norm(values)).tolist()
+
+
+def embeddings(request: dict) -> bytes:
+    texts = request.get("input")
+    texts = [texts] if isinstance(texts, str) else texts
+    data = [{"object": "embedding", "index": n, "embedding": vector(t)} for n, t in enumerate(texts)]
+    tokens = sum(len(t) // 4 + 1 for t in texts)
+    return json_answer(
+        {
+            "object": "list",
+            "data": data,
+            "model": "bench-embed",
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+    )
+
+
+def answer(path: str, body: bytes) -> bytes:
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return json_answer({"error": {"message": "malformed JSON"}}, "400 Bad Request")
+    if path == "/v1/chat/completions":
+        model = str(request.get("model") or "bench")
+        return stream(model) if request.get("stream") else completion(model)
+    if path == "/v1/embeddings":
+        return embeddings(request)
+    return json_answer({"error": {"message": f"no route {path}"}}, "404 Not Found")
+
+
+async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            request_line, *lines = head.decode("latin-1").split("\r\n")
+            headers = dict(line.split(":", 1) for line in lines if ":" in line)
+            length = next((int(v) for k, v in headers.items() if k.strip().lower() == "content-length"), 0)
+            body = await reader.readexactly(length)
+            writer.write(answer(request_line.split(" ")[1], body))
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+async def main(port: int) -> None:
+    server = await asyncio.start_server(serve_connection, "127.0.0.1", port, backlog=1024)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    uvloop.run(main(int(sys.argv[1])))
