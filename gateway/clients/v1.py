@@ -323,6 +323,7 @@ async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
             "data": HitOutput(grounding.result.hits, many=True).data,
             "mode": grounding.result.mode,
             "backend": grounding.result.backend,
+            "fts_config": grounding.result.fts_config,
             "usage": {"prompt_tokens": grounding.embedding_tokens, "total_tokens": grounding.embedding_tokens},
         }
     )
