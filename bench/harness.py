@@ -186,3 +186,20 @@ def percentile(values, q: float) -> float:
     lower = int(position)
     upper = min(lower + 1, len(ordered) - 1)
     return ordered[lower] + (ordered[upper] - ordered[lower]) * (position - lower)
+
+
+def rebuild_lexical_index(store, config: str) -> float:
+    """Switches the store's index_config and runs the lexical rebuild in this process; returns
+    its seconds. The row is updated directly: the settings service would hand the rebuild to a
+    worker, out of the clock's sight."""
+    from stores.models import RagStore
+    from stores.rebuild import lexical_index_rebuild
+
+    RagStore.objects.filter(pk=store.pk).update(index_config=config)
+    started = time.monotonic()
+    outcome = lexical_index_rebuild(store_id=store.pk)
+    seconds = time.monotonic() - started
+    if outcome != "rebuilt":
+        raise SystemExit(f"the lexical rebuild to {config} ended {outcome!r}")
+    store.refresh_from_db()
+    return seconds

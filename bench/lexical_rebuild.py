@@ -29,6 +29,7 @@ from harness import (
     local_connection,
     percentile,
     print_table,
+    rebuild_lexical_index,
     report,
 )
 from search_latency import DIMENSIONS, fill_store, unit_rows
@@ -107,20 +108,13 @@ class Searcher(threading.Thread):
 
 
 def timed_rebuild(store, config: str) -> dict:
-    from stores.models import RagStore
-    from stores.rebuild import lexical_index_rebuild
-
-    # The row is switched directly: the settings service would hand the rebuild to a worker.
-    RagStore.objects.filter(pk=store.pk).update(index_config=config)
     searcher = Searcher(store.pk)
     searcher.start()
-    started = time.monotonic()
-    outcome = lexical_index_rebuild(store_id=store.pk)
-    seconds = time.monotonic() - started
-    searcher.stop.set()
-    searcher.join()
-    if outcome != "rebuilt":
-        raise SystemExit(f"the rebuild to {config} ended {outcome!r}")
+    try:
+        seconds = rebuild_lexical_index(store, config)
+    finally:
+        searcher.stop.set()
+        searcher.join()
     latencies = searcher.latencies or [0.0]
     return {
         "config": config,

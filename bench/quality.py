@@ -35,7 +35,6 @@ import json
 import logging
 import math
 import re
-import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -48,6 +47,7 @@ from harness import (
     load_beir,
     local_connection,
     print_table,
+    rebuild_lexical_index,
     report,
     wait_for,
 )
@@ -569,25 +569,16 @@ def compare(ours: str, theirs: str, rankings: dict, qrels: dict) -> dict:
 
 
 def rebuild_index(store, config: str) -> dict:
-    """Switches the store's index_config and runs the lexical rebuild here, timed. The row is
-    updated directly rather than through the settings service, whose background task would run
-    the rebuild in the worker instead, out of the clock's sight."""
-    from stores.models import Chunk, RagStore
-    from stores.rebuild import lexical_index_rebuild
+    """The store's lexical index rebuilt with ``config``, timed."""
+    from stores.models import Chunk
 
-    RagStore.objects.filter(pk=store.pk).update(index_config=config)
-    started = time.monotonic()
-    outcome = lexical_index_rebuild(store_id=store.pk)
-    seconds = time.monotonic() - started
-    if outcome != "rebuilt":
-        raise SystemExit(f"the lexical rebuild ended {outcome!r}")
-    store.refresh_from_db()
+    seconds = rebuild_lexical_index(store, config)
     chunk_count = Chunk.objects.filter(store=store).count()
     return {
         "config": config,
         "chunks": chunk_count,
         "seconds": round(seconds, 3),
-        "chunks_per_second": chunk_count / seconds,
+        "chunks_per_second": round(chunk_count / seconds, 1),
     }
 
 

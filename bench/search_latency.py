@@ -225,7 +225,6 @@ def fill_store(store, texts: list[str], vectors: np.ndarray) -> tuple[np.ndarray
                 rows=rows,
                 vectors=[index.format_vector(vectors[p]) for p in positions],
             )
-            index.write_postings(chunk_ids=batch_ids)
             index.add_to_statistics(store_id=store.pk, chunk_ids=batch_ids)
         chunk_ids[start : start + len(rows)] = batch_ids
     steps["chunks, vectors, postings, statistics"] = time.monotonic() - started
@@ -322,18 +321,10 @@ def top_overlap(store, queries: list[str]) -> float:
     """Mean share of the full-scoring BM25 top 10 that the search's lexical list has in its top 10
     (the lexical side of a search, as store_search asks for it: 3 × top_k candidates)."""
     from retrieval import sql
-    from retrieval.ranking import phrase_and_exclusion_filter, positive_text
-    from stores.lexical import lexical_query, lexical_text
+    from retrieval.search import bm25_candidates
 
     def top(query: str) -> set[int]:
-        filter_query = phrase_and_exclusion_filter(query)
-        rows = sql.bm25_candidates(
-            store_id=store.pk,
-            config=store.query_config,
-            scoring_text=lexical_text(positive_text(query)),
-            filter_query=lexical_query(filter_query) if filter_query else None,
-            limit=3 * TOP_K,
-        )
+        rows = bm25_candidates(store, query, 3 * TOP_K)
         return {chunk_id for chunk_id, _ in rows[:TOP_K]}
 
     shares = []

@@ -69,7 +69,9 @@ def query_config(store: RagStore, backend: str) -> str:
     if backend == "bm25":
         return store.query_config
     if backend == "pgvector":
-        return store.fulltext_query_config
+        # fts_config over a `simple` index (the seed's rule), else the index's own configuration,
+        # so the query is always stemmed like the chunks.
+        return store.fts_config if store.query_config == "simple" else store.query_config
     # pg_search tokenises with its one global index's tokenizer; fts_config is echoed, as the seed does.
     return store.fts_config
 
@@ -180,6 +182,19 @@ def _corrections(store: RagStore, query: str) -> list[Correction]:
     return found
 
 
+def bm25_candidates(store: RagStore, query: str, limit: int) -> list[tuple[int, float]]:
+    """The bm25 backend's lexical side for a query: its positive words score, its phrases and
+    exclusions filter, both split at punctuation like the index."""
+    filter_query = phrase_and_exclusion_filter(query)
+    return sql.bm25_candidates(
+        store_id=store.pk,
+        config=store.query_config,
+        scoring_text=lexical_text(positive_text(query)),
+        filter_query=lexical_query(filter_query) if filter_query else None,
+        limit=limit,
+    )
+
+
 def _lexical_side(
     store: RagStore, query: str, options: SearchOptions, limit: int
 ) -> tuple[str, list[tuple[int, float]]]:
@@ -190,14 +205,7 @@ def _lexical_side(
             return "pg_search", answered
         options = replace(options, backend="pgvector", fts_config=query_config(store, "pgvector"))
     if options.backend == "bm25":
-        filter_query = phrase_and_exclusion_filter(query)
-        return "bm25", sql.bm25_candidates(
-            store_id=store.pk,
-            config=options.fts_config,
-            scoring_text=lexical_text(positive_text(query)),
-            filter_query=lexical_query(filter_query) if filter_query else None,
-            limit=limit,
-        )
+        return "bm25", bm25_candidates(store, query, limit)
     return "pgvector", sql.fulltext_candidates(
         store_id=store.pk, config=options.fts_config, query=lexical_query(or_query(query)), limit=limit
     )

@@ -23,6 +23,13 @@ _INDEXED_CONFIG_SQL = "(SELECT coalesce(nullif(indexed_config, ''), 'simple')::r
 # in that tsvector, so lengths and term frequencies always agree.
 _TSV_SQL = "to_tsvector({config}, {text})"
 _TOKEN_COUNT_SQL = "(SELECT coalesce(sum(array_length(t.positions, 1)), 0) FROM unnest({tsv}) t)"
+# The BM25 postings of freshly written chunk rows (a CTE returning id, store_id, tsv and
+# token_count): one per distinct lexeme, taken from the rows written rather than read back.
+_POSTINGS_SQL = """
+    INSERT INTO chunk_terms (chunk_id, store_id, term, tf, chunk_length)
+    SELECT r.id, r.store_id, t.lexeme, array_length(t.positions, 1), r.token_count
+    FROM {rows} r, unnest(r.tsv) t
+"""
 
 
 @dataclass(frozen=True)
@@ -52,18 +59,22 @@ def lock_store_stats(store_id: int) -> None:
 
 def write_chunks(*, store_id: int, rows: Sequence[ChunkRow]) -> list[int]:
     """Inserts chunks with their tsvectors (the store's indexed configuration, read after the
-    caller took the statistics lock, so a rebuild that just finished is followed) and BM25
-    lengths; returns their ids in the order of ``rows``."""
+    caller took the statistics lock, so a rebuild that just finished is followed), BM25 lengths
+    and postings; returns their ids in the order of ``rows``."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            INSERT INTO chunks (store_id, document_id, index, content, section, page, embedded_hash, tsv, token_count)
-            SELECT %s, x.document_id, x.idx, x.content, x.section, x.page, x.digest, v.tsv,
-                   {_TOKEN_COUNT_SQL.format(tsv="v.tsv")}
-            FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[], %s::int[], %s::text[], %s::text[])
-                 AS x(document_id, idx, content, section, page, digest, lexical)
-            CROSS JOIN LATERAL (SELECT {_TSV_SQL.format(config=_INDEXED_CONFIG_SQL, text="x.lexical")} AS tsv) v
-            RETURNING id, document_id, index
+            WITH written AS (
+                INSERT INTO chunks
+                    (store_id, document_id, index, content, section, page, embedded_hash, tsv, token_count)
+                SELECT %s, x.document_id, x.idx, x.content, x.section, x.page, x.digest, v.tsv,
+                       {_TOKEN_COUNT_SQL.format(tsv="v.tsv")}
+                FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[], %s::int[], %s::text[], %s::text[])
+                     AS x(document_id, idx, content, section, page, digest, lexical)
+                CROSS JOIN LATERAL (SELECT {_TSV_SQL.format(config=_INDEXED_CONFIG_SQL, text="x.lexical")} AS tsv) v
+                RETURNING id, document_id, index, store_id, tsv, token_count
+            ), postings AS ({_POSTINGS_SQL.format(rows="written")})
+            SELECT id, document_id, index FROM written
             """,
             [
                 store_id,
@@ -93,20 +104,6 @@ def write_vectors(
             FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS x(chunk_id, digest, embedding)
             """,
             [store_id, model_key, list(chunk_ids), [r.embedded_hash for r in rows], list(vectors)],
-        )
-
-
-def write_postings(*, chunk_ids: Sequence[int]) -> None:
-    """The BM25 postings of freshly written chunks: one row per distinct lexeme of each."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO chunk_terms (chunk_id, store_id, term, tf, chunk_length)
-            SELECT c.id, c.store_id, t.lexeme, array_length(t.positions, 1), c.token_count
-            FROM chunks c, unnest(c.tsv) t
-            WHERE c.id = ANY(%s)
-            """,
-            [list(chunk_ids)],
         )
 
 
@@ -178,7 +175,6 @@ def replace_document(
     write_vectors(
         store_id=store_id, dimensions=dimensions, model_key=model_key, chunk_ids=chunk_ids, rows=rows, vectors=vectors
     )
-    write_postings(chunk_ids=chunk_ids)
     add_to_statistics(store_id=store_id, chunk_ids=chunk_ids)
 
 
@@ -201,7 +197,6 @@ def retokenise_chunks(*, config: str, chunk_ids: Sequence[int]) -> None:
         cursor.execute("SELECT id, content FROM chunks WHERE id = ANY(%s)", [list(chunk_ids)])
         ids, contents = zip(*cursor.fetchall(), strict=True) if chunk_ids else ((), ())
         cursor.execute("DELETE FROM chunk_terms WHERE chunk_id = ANY(%s)", [list(ids)])
-        # The postings are taken from the rows the UPDATE returns, not read back from the table.
         cursor.execute(
             f"""
             WITH rewritten AS (
@@ -211,9 +206,7 @@ def retokenise_chunks(*, config: str, chunk_ids: Sequence[int]) -> None:
                 WHERE c.id = x.id
                 RETURNING c.id, c.store_id, c.tsv, c.token_count
             )
-            INSERT INTO chunk_terms (chunk_id, store_id, term, tf, chunk_length)
-            SELECT r.id, r.store_id, t.lexeme, array_length(t.positions, 1), r.token_count
-            FROM rewritten r, unnest(r.tsv) t
+            {_POSTINGS_SQL.format(rows="rewritten")}
             """,
             [list(ids), [lexical_text(content) for content in contents], config],
         )

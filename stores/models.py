@@ -62,12 +62,6 @@ class RagStore(models.Model):
         """The configuration queries are parsed with under the bm25 backend: the live index's."""
         return self.indexed_config or "simple"
 
-    @property
-    def fulltext_query_config(self) -> str:
-        """The pgvector backend's query configuration: ``fts_config`` over a `simple` index (the
-        seed's rule), else the index's own, so the query is always stemmed like the chunks."""
-        return self.fts_config if self.query_config == "simple" else self.query_config
-
 
 # A store's settings, as the API and the dashboard name them.
 STORE_SETTINGS = (

@@ -5,6 +5,7 @@ supersedes a running rebuild."""
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 
 import pytest
 from django.db import connection, connections, transaction
@@ -201,14 +202,22 @@ def many_chunks(build_store, monkeypatch):
     return build_store(texts)
 
 
-def test_the_store_stays_searchable_with_the_old_index_during_a_rebuild(many_chunks):
-    store = many_chunks
+@contextmanager
+def rebuild_held_mid_way(store: RagStore, config: str):
+    """Changes index_config and runs the rebuild in a thread, held by a row lock on the store's
+    last chunk after its first batches; yields (thread, outcome) and lets it go on exit."""
     last = Chunk.objects.filter(store=store).order_by("-id").values_list("id", flat=True).first()
-    old_hits = lexical(store, "policies")
-    change_index_config(store, "english")
+    change_index_config(store, config)
     with HeldChunk(last):
         thread, outcome = in_thread(lambda: lexical_index_rebuild(store_id=store.pk))
         wait_for_progress(store.pk, 2)
+        yield thread, outcome
+
+
+def test_the_store_stays_searchable_with_the_old_index_during_a_rebuild(many_chunks):
+    store = many_chunks
+    old_hits = lexical(store, "policies")
+    with rebuild_held_mid_way(store, "english") as (thread, outcome):
         state = lexical_index_state(RagStore.objects.get(pk=store.pk))
         assert (state.state, state.chunks_done, state.chunks_total) == ("rebuilding", 4, 6)
         assert lexical(store, "policies") == old_hits  # the old index, complete
@@ -220,11 +229,7 @@ def test_the_store_stays_searchable_with_the_old_index_during_a_rebuild(many_chu
 
 def test_a_second_change_mid_rebuild_starts_over_with_the_newer_configuration(many_chunks, build_store):
     store = many_chunks
-    last = Chunk.objects.filter(store=store).order_by("-id").values_list("id", flat=True).first()
-    change_index_config(store, "english")
-    with HeldChunk(last):
-        thread, outcome = in_thread(lambda: lexical_index_rebuild(store_id=store.pk))
-        wait_for_progress(store.pk, 2)
+    with rebuild_held_mid_way(store, "english") as (thread, outcome):
         change_index_config(RagStore.objects.get(pk=store.pk), "german")
         # A second worker picking up the second change finds the first rebuild running.
         assert lexical_index_rebuild(store_id=store.pk) == "busy"
@@ -240,11 +245,7 @@ def test_a_second_change_mid_rebuild_starts_over_with_the_newer_configuration(ma
 
 def test_a_document_ingested_during_a_rebuild_lands_in_the_new_index(many_chunks, ingest_now):
     store = many_chunks
-    last = Chunk.objects.filter(store=store).order_by("-id").values_list("id", flat=True).first()
-    change_index_config(store, "english")
-    with HeldChunk(last):
-        rebuilding, rebuilt = in_thread(lambda: lexical_index_rebuild(store_id=store.pk))
-        wait_for_progress(store.pk, 2)
+    with rebuild_held_mid_way(store, "english") as (rebuilding, rebuilt):
         upload(store, {"late.txt": "refund policies of late documents"})
         ingesting, ingested = in_thread(ingest_now)
         ingesting.join(1)
