@@ -136,7 +136,8 @@ def main() -> None:
     count = SMOKE_CHUNKS if args.smoke else args.chunks
 
     with BenchEnvironment():
-        store = fresh_store("bench-lexical-rebuild", local_connection())
+        # Filled in `simple` (not the default `english`), the configuration the round trip starts from.
+        store = fresh_store("bench-lexical-rebuild", local_connection(), index_config="simple")
         texts = prose_chunks(count)
         vectors = unit_rows(np.random.default_rng(0).standard_normal((count, DIMENSIONS)).astype(np.float32))
         fill_started = time.monotonic()

@@ -15,9 +15,10 @@ document level (nDCG@10, a document ranks at its best chunk, candidate pools of 
   row's tokens: the lexemes of PostgreSQL's `to_tsvector` (the embedded database the bench
   starts), a lexeme repeated once per position, as the product's index counts them. Query terms
   come from `positive_text(query)` and count once each, as the product counts them, unless the
-  row says otherwise. "now" is what the product does today, punctuation as a word break
-  (`lexical_text`) before `to_tsvector('simple', …)`: it must reproduce the product's lexical
-  bm25 of bench/quality.py.
+  row says otherwise. The "simple" row is the product with `index_config` simple, punctuation
+  as a word break (`lexical_text`) before `to_tsvector('simple', …)`, and the row every suspect
+  varies; the "english" row is the product at its default since issue 16. Each must reproduce
+  the product's lexical bm25 of bench/quality.py under its configuration.
 - The dense side is exact cosine over the same chunks embedded by the store's local model in
   process, each chunk as the pipeline embeds it (`embedded_text`, with the contextual header),
   each query alone as a search embeds it. Hybrid is plain RRF (k 60) of the two sides' top 100
@@ -29,7 +30,7 @@ document level (nDCG@10, a document ranks at its best chunk, candidate pools of 
   at document level with the dense side) are the reference the issue measured against.
 
 Prints a table (row, lexical nDCG@10, hybrid nDCG@10 or "—"); the last line is one JSON object
-with every figure, each row's paired difference from "now" (bootstrap 95 % interval) included.
+with every figure, each row's paired difference from "simple" (bootstrap 95 % interval) included.
 """
 
 from __future__ import annotations
@@ -70,31 +71,31 @@ from quality import (
 K1 = 1.2
 B = 0.75
 BEFORE = "PostgreSQL parser, simple (before issue 16)"
-NOW = "punctuation as word break, simple (now)"
-ENGLISH = "english (index_config english)"
+SIMPLE = "punctuation as word break, simple"
+ENGLISH = "punctuation as word break, english (the default)"
 DENSE_ONLY = "dense only (no lexical side)"
-# (row, k1, b) on the "now" tokens.
+# (row, k1, b) on the "simple" tokens.
 PARAMETER_ROWS = [
-    ("now, k1 1.5", 1.5, B),
-    ("now, k1 2.0", 2.0, B),
-    ("now, b 0.5", K1, 0.5),
-    ("now, b 0.9", K1, 0.9),
+    ("simple, k1 1.5", 1.5, B),
+    ("simple, k1 2.0", 2.0, B),
+    ("simple, b 0.5", K1, 0.5),
+    ("simple, b 0.9", K1, 0.9),
 ]
 # (row, the largest share of chunks a query term may appear in and still be kept).
 DOCUMENT_FREQUENCY_ROWS = [
-    ("now, query terms in > 50 % of chunks dropped", 0.5),
-    ("now, query terms in > 20 % of chunks dropped", 0.2),
+    ("simple, query terms in > 50 % of chunks dropped", 0.5),
+    ("simple, query terms in > 20 % of chunks dropped", 0.2),
 ]
-# (row, chunking settings replacing the store's defaults); tokens as "now".
+# (row, chunking settings replacing the store's defaults); tokens as "simple".
 CHUNKING_ROWS = [
-    ("now, chunk_overlap 0", {"chunk_overlap": 0}),
-    ("now, chunk_size 2000", {"chunk_size": 2000}),
-    ("now, chunk_size 5000 (one chunk per document)", {"chunk_size": 5000}),
-    ("now, chunking_strategy semantic", {"chunking_strategy": "semantic"}),
-    ("now, chunking_strategy character (windows)", {"chunking_strategy": "character"}),
+    ("simple, chunk_overlap 0", {"chunk_overlap": 0}),
+    ("simple, chunk_size 2000", {"chunk_size": 2000}),
+    ("simple, chunk_size 5000 (one chunk per document)", {"chunk_size": 5000}),
+    ("simple, chunking_strategy semantic", {"chunking_strategy": "semantic"}),
+    ("simple, chunking_strategy character (windows)", {"chunking_strategy": "character"}),
 ]
 # Informative only: the fusion constant is fixed by the seed.
-RRF_K_ROWS = [("now, RRF k 20 (informative)", 20), ("now, RRF k 100 (informative)", 100)]
+RRF_K_ROWS = [("simple, RRF k 20 (informative)", 20), ("simple, RRF k 100 (informative)", 100)]
 
 
 @dataclass
@@ -220,7 +221,7 @@ class Study:
                 if row["row"] == reference or ours is None or theirs is None:
                     continue
                 difference, low, high = paired_difference(ours, theirs)
-                row[f"{side}_vs_now"] = {"difference": round(difference, 4), "ci95": [round(low, 4), round(high, 4)]}
+                row[f"{side}_vs_simple"] = {"difference": round(difference, 4), "ci95": [round(low, 4), round(high, 4)]}
 
 
 def main() -> None:
@@ -285,31 +286,31 @@ def main() -> None:
         before_tokens = lexeme_streams(chunks.contents, "simple")
         lexical_row(BEFORE, bm25_rankings(before_tokens, per_query(lexeme_streams(positive(), "simple"))))
 
-        now_tokens = lexeme_streams(chunks.contents, "simple", lexical_text)
-        now_query_streams = lexeme_streams(positive(lexical_text), "simple")
-        now_queries = per_query(now_query_streams)
-        now = bm25_rankings(now_tokens, now_queries)
-        lexical_row(NOW, now)
+        simple_tokens = lexeme_streams(chunks.contents, "simple", lexical_text)
+        simple_query_streams = lexeme_streams(positive(lexical_text), "simple")
+        simple_queries = per_query(simple_query_streams)
+        simple = bm25_rankings(simple_tokens, simple_queries)
+        lexical_row(SIMPLE, simple)
         lexical_row(
-            "now, query terms repeated as often as they occur",
-            bm25_rankings(now_tokens, per_query(now_query_streams, keep=list)),
+            "simple, query terms repeated as often as they occur",
+            bm25_rankings(simple_tokens, per_query(simple_query_streams, keep=list)),
         )
         for name, k1, b in PARAMETER_ROWS:
-            lexical_row(name, bm25_rankings(now_tokens, now_queries, k1=k1, b=b))
-        document_frequency = Counter(term for tokens in now_tokens for term in set(tokens))
+            lexical_row(name, bm25_rankings(simple_tokens, simple_queries, k1=k1, b=b))
+        document_frequency = Counter(term for tokens in simple_tokens for term in set(tokens))
         for name, share in DOCUMENT_FREQUENCY_ROWS:
             kept = {
-                query_id: [term for term in terms if document_frequency[term] <= share * len(now_tokens)]
-                for query_id, terms in now_queries.items()
+                query_id: [term for term in terms if document_frequency[term] <= share * len(simple_tokens)]
+                for query_id, terms in simple_queries.items()
             }
             dropped = sorted(
-                {term for terms in now_queries.values() for term in terms} - {t for k in kept.values() for t in k}
+                {term for terms in simple_queries.values() for term in terms} - {t for k in kept.values() for t in k}
             )
-            lexical_row(name, bm25_rankings(now_tokens, kept), dropped_terms=dropped)
+            lexical_row(name, bm25_rankings(simple_tokens, kept), dropped_terms=dropped)
 
         for name, changes in CHUNKING_ROWS:
             variant = product_chunks(corpus, contextual=contextual, **{**chunking, **changes})
-            lexical = bm25_rankings(lexeme_streams(variant.contents, "simple", lexical_text), now_queries)
+            lexical = bm25_rankings(lexeme_streams(variant.contents, "simple", lexical_text), simple_queries)
             variant_dense = None
             if args.dense_variants:
                 variant_dense = exact_dense_rankings(variant.ids, embed(variant.embedded, vectors), query_vectors)
@@ -341,12 +342,12 @@ def main() -> None:
             )
         study.add(DENSE_ONLY, None, dense_documents)
         for name, k in RRF_K_ROWS:
-            lexical_row(name, now, k=k)
-        study.differences_from(NOW)
+            lexical_row(name, simple, k=k)
+        study.differences_from(SIMPLE)
 
         print(
             f"document level, candidate pools of {POOL} chunks; bm25s Lucene k1 {K1} b {B} and RRF k {RRF_K} "
-            f'unless the row says otherwise; "now" = {NOW}'
+            f"unless the row says otherwise; differences from {SIMPLE!r}"
         )
         print(
             f"{len(chunks.contents)} chunks and {len(query_text)} queries embedded in {embedding_seconds:.0f} s"

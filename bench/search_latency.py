@@ -13,7 +13,8 @@ issued on the bare database cursor; the difference is the Python overhead. Last 
 object.
 
 Query classes: ``typical`` (3–8 words from the corpus distribution, every configuration),
-``common`` (2–5 of the corpus's 5 most frequent words), ``paragraph`` (a pasted paragraph of 60
+``common`` (2–5 of the corpus's 5 most frequent words that the store's index language keeps:
+a stop word parses to nothing and costs nothing), ``paragraph`` (a pasted paragraph of 60
 words) and ``phrase`` (a quoted phrase from a chunk, two words and an exclusion), the last three
 on the ``bm25`` configurations. Each class also reports the overlap of lexical ``bm25``'s top 10
 with full scoring (every posting of every term read) over its first queries.
@@ -127,15 +128,24 @@ def near_copies(rng: np.random.Generator, vectors: np.ndarray) -> np.ndarray:
     return unit_rows(vectors.astype(np.float64) + noise).astype(np.float32)
 
 
+def indexed_common(store, words: np.ndarray) -> list[str]:
+    """The ``COMMON_WORDS`` most frequent words that the store's index language does not drop."""
+    from retrieval.sql import word_lexemes
+
+    frequent = [str(word) for word in words[: COMMON_WORDS * 10]]
+    kept = {word for word, _ in word_lexemes(frequent, store.query_config)}
+    return [word for word in frequent if word in kept][:COMMON_WORDS]
+
+
 def issue_queries(
-    rng: np.random.Generator, words: np.ndarray, cdf: np.ndarray, texts: list[str], count: int
+    rng: np.random.Generator, words: np.ndarray, cdf: np.ndarray, texts: list[str], count: int, common_words: list[str]
 ) -> dict[str, list[str]]:
     """``count`` queries of each class but ``typical`` (drawn after it, so the typical queries
     and their vectors are those of earlier runs)."""
     common = []
     for _ in range(count):
         size = rng.integers(COMMON_QUERY_WORDS[0], COMMON_QUERY_WORDS[1] + 1)
-        common.append(" ".join(rng.permutation(words[:COMMON_WORDS])[:size]))
+        common.append(" ".join(rng.permutation(common_words)[:size]))
     paragraphs = synthetic_texts(rng, words, cdf, count, (PARAGRAPH_WORDS, PARAGRAPH_WORDS))
     phrases = []
     pairs = synthetic_texts(rng, words, cdf, count, (2, 2))
@@ -413,6 +423,9 @@ def main() -> None:
     parser.add_argument(
         "--skip-fulltext", action="store_true", help="leave out the pgvector full-text rows (the slowest to measure)"
     )
+    parser.add_argument(
+        "--index-config", metavar="NAME", help="the store's index language (default: the store default)"
+    )
     args = parser.parse_args()
     chunk_count = args.chunks or (2000 if args.smoke else 100000)
     query_count = args.queries or (20 if args.smoke else 200)
@@ -433,14 +446,15 @@ def main() -> None:
 
         chunk_ids = reusable_chunk_ids(chunk_count) if args.reuse else None
         if chunk_ids is None:
-            store = fresh_store(STORE_NAME, local_connection(), search_backend="bm25", search_mode="hybrid")
+            language = {"index_config": args.index_config} if args.index_config else {}
+            store = fresh_store(STORE_NAME, local_connection(), search_backend="bm25", search_mode="hybrid", **language)
             chunk_ids, steps = fill_store(store, texts, vectors)
         else:
             store, steps = RagStore.objects.get(name=STORE_NAME), {}
         fill_seconds = generate_seconds + sum(steps.values())
         print(
             f"{'filled' if steps else 'reused'} {chunk_count} chunks ({clusters} clusters, {VOCABULARY} words, "
-            f"Zipf s={ZIPF_EXPONENT}) in "
+            f"Zipf s={ZIPF_EXPONENT}, index_config {store.index_config}) in "
             f"{fill_seconds:.1f}s: generate {generate_seconds:.1f}s, "
             + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in steps.items())
         )
@@ -457,7 +471,10 @@ def main() -> None:
             f"load average {load[0]:.2f}"
         )
 
-        queries_of = {"typical": queries, **issue_queries(rng, words, cdf, texts, query_count)}
+        queries_of = {
+            "typical": queries,
+            **issue_queries(rng, words, cdf, texts, query_count, indexed_common(store, words)),
+        }
         vector_lists = [q.tolist() for q in query_vectors]
         results, recall_at_10, observe_ms = [], None, []
         runs = [
@@ -537,6 +554,7 @@ def main() -> None:
                 "ef_search": ef_search,
                 "ef_sweep": sweep,
                 "metrics_observe_p50_ms": round(percentile(observe_ms, 50), 3),
+                "index_config": store.index_config,
                 "fill_seconds": round(fill_seconds, 1),
                 "fill_steps_seconds": {name: round(seconds, 1) for name, seconds in steps.items()},
                 "load_average_1m": round(load[0], 2),

@@ -113,15 +113,23 @@ class Correction:
     distance: int
 
 
-def best_correction(word: str, candidates: Iterable[tuple[str, int]]) -> Correction | None:
-    """The closest vocabulary term within the allowed distance; ties go to the more frequent
-    term, then alphabetical order. ``candidates`` are (term, document frequency) pairs."""
-    limit = allowed_typos(word)
+def typo_limit(word: str, lexeme: str) -> int:
+    """Edits allowed for a typed ``word`` whose lexeme is ``lexeme`` (the word itself, lowercased,
+    under `simple`; its stem under a stemming configuration): what both lengths allow, so a short
+    stem of a longer word is not loosened by its lost ending."""
+    return min(allowed_typos(word), allowed_typos(lexeme))
+
+
+def best_correction(word: str, lexeme: str, candidates: Iterable[tuple[str, int]]) -> Correction | None:
+    """The vocabulary term closest to the lexeme of a typed ``word`` (terms are lexemes too)
+    within :func:`typo_limit`; ties go to the more frequent term, then alphabetical order.
+    ``candidates`` are (term, document frequency) pairs."""
+    limit = typo_limit(word, lexeme)
     if limit == 0:
         return None
     best: tuple[int, int, str] | None = None
     for term, df in candidates:
-        distance = edit_distance(word, term, limit=limit)
+        distance = edit_distance(lexeme, term, limit=limit)
         if distance <= limit and (best is None or (distance, -df, term) < best):
             best = (distance, -df, term)
     return Correction(word, best[2], best[0]) if best else None

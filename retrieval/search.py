@@ -26,6 +26,7 @@ from retrieval.ranking import (
     or_query,
     phrase_and_exclusion_filter,
     positive_text,
+    typo_limit,
     within_distance,
 )
 from stores.index import format_vector
@@ -172,13 +173,18 @@ def _vector_side(store: RagStore, query_vector: str, limit: int) -> list[tuple[i
 
 
 def _corrections(store: RagStore, query: str) -> list[Correction]:
-    lexemes = sql.query_lexemes(lexical_text(positive_text(query)), store.query_config)
-    words = [w for w in sql.unknown_terms(store.pk, lexemes) if len(w) >= 4]
+    """Corrections of the typed words whose lexeme the store's vocabulary lacks; each names the
+    word as typed, so that it can be replaced in the query."""
+    config = store.query_config
+    typed = dict.fromkeys(word.lower() for word in lexical_text(positive_text(query)).split())
+    words = sql.word_lexemes(list(typed), config)
+    unknown = set(sql.unknown_terms(store.pk, [lexeme for _, lexeme in words]))
     found = []
-    for word in words:
-        correction = best_correction(word, sql.similar_terms(store.pk, word))
-        if correction is not None:
-            found.append(correction)
+    for word, lexeme in words:
+        if lexeme in unknown and typo_limit(word, lexeme):
+            correction = best_correction(word, lexeme, sql.similar_terms(store.pk, lexeme, config))
+            if correction is not None:
+                found.append(correction)
     return found
 
 
@@ -290,3 +296,19 @@ def store_search(
     result.database_ms = (time.monotonic() - started) * 1000
     metrics.observe("ragmux_search_seconds", result.database_ms / 1000, mode=result.mode, backend=result.backend)
     return result
+
+
+def matching_words(*, query: str, result: SearchResult) -> list[str]:
+    """The words of ``result``'s hits (lowercased) that the query matched: those whose lexeme,
+    under the configuration that parsed the query, is a lexeme of one of its scoring words or
+    typo corrections. Under `english` a query for "pools" marks "pool" and "Pools", and no stop
+    word. Longest first, so a pattern built from them prefers the longer of two overlapping words;
+    single letters are left out."""
+    config = result.fts_config
+    asked = lexical_text(positive_text(query)).lower().split() + [c.corrected for c in result.corrections]
+    wanted = {lexeme for _, lexeme in sql.word_lexemes(list(dict.fromkeys(asked)), config)}
+    if not wanted:
+        return []
+    seen = dict.fromkeys(word.lower() for hit in result.hits for word in lexical_text(hit.content).split())
+    found = [word for word, lexeme in sql.word_lexemes([w for w in seen if len(w) > 1], config) if lexeme in wanted]
+    return sorted(found, key=lambda word: (-len(word), word))

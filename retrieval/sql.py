@@ -278,6 +278,19 @@ def query_lexemes(text: str, config: str) -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
+def word_lexemes(words: list[str], config: str) -> list[tuple[str, str]]:
+    """(word, lexeme) for each word that ``config`` turns into exactly one lexeme (stop words
+    and words that yield none are left out), in the order given."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT w.word, l.lexemes[1] FROM unnest(%s::text[]) WITH ORDINALITY AS w(word, position), "
+            "LATERAL (SELECT ARRAY(SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, w.word))) AS lexemes) l "
+            "WHERE cardinality(l.lexemes) = 1 ORDER BY w.position",
+            [words, config],
+        )
+        return cursor.fetchall()
+
+
 def unknown_terms(store_id: int, terms: list[str]) -> list[str]:
     """The terms absent from the store's vocabulary, in the order given."""
     with connection.cursor() as cursor:
@@ -289,13 +302,16 @@ def unknown_terms(store_id: int, terms: list[str]) -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
-def similar_terms(store_id: int, word: str, limit: int = 50) -> list[tuple[str, int]]:
-    """Vocabulary terms sharing trigrams with ``word`` (candidates for an edit-distance check)."""
+def similar_terms(store_id: int, lexeme: str, config: str, limit: int = 50) -> list[tuple[str, int]]:
+    """Vocabulary terms sharing trigrams with ``lexeme`` (candidates for an edit-distance check),
+    with their document frequencies. Only terms that ``config`` parses back to themselves: a
+    correction is put into the query as text, and a stem that stems further would miss."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT set_config('pg_trgm.similarity_threshold', '0.2', false)")
         cursor.execute(
             "SELECT term, df FROM store_terms WHERE store_id = %s AND term %% %s "
+            "AND ARRAY(SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, term))) = ARRAY[term] "
             "ORDER BY similarity(term, %s) DESC, df DESC LIMIT %s",
-            [store_id, word, word, limit],
+            [store_id, lexeme, config, lexeme, limit],
         )
         return cursor.fetchall()

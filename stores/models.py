@@ -8,6 +8,10 @@ from django.db import models
 from gateway.connections.models import ModelConnection
 from stores.choices import ChunkingStrategy, DocumentStatus, ErrorStage, RerankBackend, SearchBackend, SearchMode
 
+# English stemming and stop words rank English collections better than `simple` (docs/benchmarks.md,
+# "Index language and the lexical leg"); a store in another language picks its own configuration.
+DEFAULT_INDEX_CONFIG = "english"
+
 
 def default_fusion_weights() -> dict:
     return {"vector": 1.0, "lexical": 1.0}
@@ -29,11 +33,11 @@ class RagStore(models.Model):
     # The text search configuration of everything lexical the store owns (chunk tsvectors, BM25
     # postings and statistics, the typo vocabulary, query parsing). Changing it rebuilds the
     # lexical index in the background (stores/rebuild.py).
-    index_config = models.CharField(max_length=63, default="simple")
+    index_config = models.CharField(max_length=63, default=DEFAULT_INDEX_CONFIG)
     # The configuration the live lexical index was built with: index_config once a rebuild has
     # finished. Empty for an index built before punctuation split words (stores/lexical.py),
     # which the rebuild sweep brings up to date.
-    indexed_config = models.CharField(max_length=63, default="simple", blank=True)
+    indexed_config = models.CharField(max_length=63, default=DEFAULT_INDEX_CONFIG, blank=True)
     fusion_weights = models.JSONField(default=default_fusion_weights)
     typo_tolerance = models.BooleanField(default=False)
     rerank = models.BooleanField(default=False)

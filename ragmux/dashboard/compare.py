@@ -10,7 +10,6 @@ from typing import Any
 from django.http import QueryDict
 
 from ragmux.dashboard.store_form import field_errors
-from retrieval.ranking import positive_text
 from retrieval.search import Hit, SearchOptions
 from retrieval.serializers import SearchInput
 from stores.choices import SearchBackend
@@ -126,15 +125,6 @@ def rank_against(hits: list[Hit], other: list[Hit] | None, terms: list[str]) -> 
         RankedHit(rank, hit, other_rank.get(hit.chunk_id), snippet(hit.content, terms))
         for rank, hit in enumerate(hits, start=1)
     ]
-
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def query_terms(query: str, corrected: list[str] = ()) -> list[str]:
-    """The words to highlight: the query's scoring words and the typo corrections."""
-    words = {w.lower() for w in _WORD.findall(positive_text(query)) + list(corrected) if len(w) > 1}
-    return sorted(words, key=lambda w: (-len(w), w))
 
 
 def snippet(content: str, terms: list[str]) -> list[tuple[str, bool]]:

@@ -50,8 +50,7 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
             Setting(
                 "contextual_chunks",
                 "Contextual chunks",
-                "Prefix the file name and section to the text that is embedded (the stored text is unchanged). "
-                "Default: on.",
+                "Prefix the file name and section to the text that is embedded (the stored text is unchanged).",
                 kind="checkbox",
             ),
         ),
@@ -63,16 +62,14 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
                 "chunking_strategy",
                 "Chunking strategy",
                 "section packs paragraphs within one section and page; word, semantic and character cut "
-                "at those boundaries. Default: section.",
+                "at those boundaries.",
                 kind="select",
             ),
-            Setting(
-                "chunk_size", "Chunk size", "Characters per chunk, 200–20000 (0 means the default). Default: 1000."
-            ),
+            Setting("chunk_size", "Chunk size", "Characters per chunk, 200–20000 (0 means the default)."),
             Setting(
                 "chunk_overlap",
                 "Chunk overlap",
-                "Characters carried over between consecutive chunks; smaller than the chunk size. Default: 200.",
+                "Characters carried over between consecutive chunks; smaller than the chunk size.",
             ),
         ),
     ),
@@ -82,14 +79,14 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
             Setting(
                 "search_mode",
                 "Search mode",
-                "vector (nearest neighbours), hybrid (vector and lexical lists fused) or lexical. Default: hybrid.",
+                "vector (nearest neighbours), hybrid (vector and lexical lists fused) or lexical.",
                 kind="select",
             ),
             Setting(
                 "search_backend",
                 "Search backend",
                 "Who answers the lexical half: pgvector (PostgreSQL full text), bm25 or pg_search (ParadeDB). "
-                "Switching needs no reprocessing. Default: bm25.",
+                "Switching needs no reprocessing.",
                 kind="select",
             ),
             Setting(
@@ -98,8 +95,7 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
                 "The PostgreSQL text search configuration the store's lexical index is built in: its stemming and "
                 "stop words (english finds “policies” from “policy”); simple keeps every word as written. "
                 "Changing it rebuilds the lexical index in the background, without reprocessing or re-embedding; "
-                "the store stays searchable with the old index until the new one is ready. pg_search ignores it. "
-                "Default: simple.",
+                "the store stays searchable with the old index until the new one is ready. pg_search ignores it.",
                 kind="select",
             ),
             Setting(
@@ -108,33 +104,33 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
                 "The PostgreSQL configuration that parses queries on the pgvector backend, and only while the "
                 "index language is simple: under any other index language, queries are parsed with the index's own "
                 "configuration (as bm25 always does). pg_search ignores this setting, as it ignores the index "
-                "language. Default: simple.",
+                "language.",
                 kind="text",
             ),
-            Setting("top_k", "Top k", "Passages returned per search, 1–50 (0 means the default). Default: 5."),
+            Setting("top_k", "Top k", "Passages returned per search, 1–50 (0 means the default)."),
             Setting(
                 "max_distance",
                 "Maximum distance",
-                "Cosine distance cut-off applied after fusion, 0–2 (0 = off). Default: 0.",
+                "Cosine distance cut-off applied after fusion, 0–2 (0 = off).",
                 step="0.01",
             ),
             Setting(
                 "fusion_vector",
                 "Vector weight",
-                "Weight of the vector list in fusion, 0–100; the two weights cannot both be 0. Default: 1.",
+                "Weight of the vector list in fusion, 0–100; the two weights cannot both be 0.",
                 step="0.1",
             ),
             Setting(
                 "fusion_lexical",
                 "Lexical weight",
-                "Weight of the lexical list in fusion, 0–100. Default: 1.",
+                "Weight of the lexical list in fusion, 0–100.",
                 step="0.1",
             ),
             Setting(
                 "typo_tolerance",
                 "Typo tolerance",
                 "Correct query words the store does not know (4 letters or more) to its vocabulary, within edit "
-                "distance 2. Default: off.",
+                "distance 2.",
                 kind="checkbox",
             ),
         ),
@@ -146,13 +142,12 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
                 "max_documents",
                 "Maximum documents",
                 "Documents the store may hold, in any status (0 = unlimited; MAX_DOCUMENTS_PER_STORE caps every "
-                "store). Default: 0.",
+                "store).",
             ),
             Setting(
                 "max_bytes",
                 "Maximum bytes",
-                "Sum of the uploaded files' sizes in bytes (0 = unlimited; MAX_BYTES_PER_STORE_MB caps every "
-                "store). Default: 0.",
+                "Sum of the uploaded files' sizes in bytes (0 = unlimited; MAX_BYTES_PER_STORE_MB caps every store).",
             ),
         ),
     ),
@@ -201,6 +196,19 @@ def field_errors(errors: dict, weight_inputs: dict[str, str]) -> dict[str, list[
     return found
 
 
+def shown_default(name: str) -> str | None:
+    """A setting's default as its help text ends with it, from the model (the one place it is
+    written); None for the embedding connection, which has none."""
+    defaults = store_defaults()
+    side = next((side for side, input_name in WEIGHT_INPUTS.items() if input_name == name), None)
+    value = defaults["fusion_weights"][side] if side else defaults.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 class StoreForm:
     def __init__(self, *, store: RagStore | None, connections, post: QueryDict | None = None):
         self.store = store
@@ -244,6 +252,7 @@ class StoreForm:
                 fields.append(
                     {
                         "setting": setting,
+                        "default": shown_default(setting.name),
                         "value": str(value) if setting.kind == "select" and value is not None else value,
                         "errors": self.errors.get(setting.name, []),
                         "min": getattr(field, "min_value", None),

@@ -31,7 +31,6 @@ from ragmux.dashboard.compare import (
     RankedHit,
     configuration_from,
     default_configurations,
-    query_terms,
     rank_against,
     store_settings_input,
 )
@@ -40,7 +39,7 @@ from ragmux.dashboard.quota import store_quota
 from ragmux.dashboard.request_logs import overview_usage
 from ragmux.dashboard.store_form import RERANK_NOTE, StoreForm
 from ragmux.dashboard.uploads import summary, upload_outcomes
-from retrieval.search import SearchResult, store_search
+from retrieval.search import SearchResult, matching_words, store_search
 from stores import selectors, services
 from stores.choices import DocumentStatus, SearchBackend, SearchMode
 from stores.models import RagStore
@@ -405,9 +404,9 @@ def search(request):
         a, b = columns
         for column, other in ((a, b), (b, a)):
             if column.result is not None:
-                corrected = [c.corrected for c in column.result.corrections]
                 other_hits = other.result.hits if other.result is not None else None
-                column.hits = rank_against(column.result.hits, other_hits, query_terms(query, corrected))
+                words = matching_words(query=query, result=column.result)
+                column.hits = rank_against(column.result.hits, other_hits, words)
     elif store is not None:
         columns = [Column(configuration) for configuration in default_configurations(store)]
     return render(

@@ -93,15 +93,19 @@ QUALITY_CONFIGS = [
     "reference exact dense, whole documents",
     "reference bm25s, whole documents",
     "reference rrf, whole documents",
+    "reference bm25s, whole documents, English stemming + stop words",
+    "reference rrf, whole documents, English stemming + stop words",
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("ingest", ["file", "text"])
-def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(run_tmpdir, ingest):
+# The text run also rebuilds the store's index in `simple`, the configuration before the default.
+@pytest.mark.parametrize(("ingest", "rebuilt_in"), [("file", None), ("text", "simple")])
+def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(run_tmpdir, ingest, rebuilt_in):
     workers_before = running_workers()
 
-    finished = run_bench("quality.py", run_tmpdir, "--smoke", "--dataset", DATASET, "--ingest", ingest)
+    rebuild = ["--index-config", rebuilt_in] if rebuilt_in else []
+    finished = run_bench("quality.py", run_tmpdir, "--smoke", "--dataset", DATASET, "--ingest", ingest, *rebuild)
 
     assert finished.returncode == 0, finished.stderr[-3000:]
     result = json.loads(finished.stdout.strip().splitlines()[-1])
@@ -109,15 +113,25 @@ def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(ru
     assert result["settings"]["search_backend"] == "bm25"  # the store kept its default settings
     assert result["ingest"] == ingest
     assert result["never_retrieved"] == ["empty"]  # failed as empty (file), or refused as empty (text)
-    assert [row["config"] for row in result["results"]] == QUALITY_CONFIGS
+    rebuilt_rows = (
+        [f"{name}, index_config {rebuilt_in}" for name in ("lexical bm25", "hybrid bm25")] if rebuilt_in else []
+    )
+    assert [row["config"] for row in result["results"]] == QUALITY_CONFIGS + rebuilt_rows
     for row in result["results"]:
         assert 0.0 <= row["ndcg@10"] <= 1.0 and 0.0 <= row["recall@100"] <= 1.0
         assert row["documents_ranked"] > 1  # hits are told apart by the document they came from
+    rebuilt_comparisons = (
+        [(rebuilt_rows[1], "reference rrf, whole documents"), (rebuilt_rows[1], "hybrid bm25")] if rebuilt_in else []
+    )
     assert [(c["config"], c["against"]) for c in result["comparisons"]] == [
-        ("hybrid bm25", "reference rrf, whole documents"),
+        ("hybrid bm25", "reference rrf, whole documents, English stemming + stop words"),
         ("hybrid bm25", "vector"),
         ("lexical bm25", QUALITY_CONFIGS[11]),
+        ("hybrid bm25", QUALITY_CONFIGS[12]),
+        *rebuilt_comparisons,
     ]
+    assert result["settings"]["index_config"] == "english"
+    assert (result["rebuild"] or {}).get("config") == rebuilt_in
     assert result["versus_reference"] == result["comparisons"][0]
     for comparison in result["comparisons"]:
         low, high = comparison["ci95"]
@@ -127,7 +141,7 @@ def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(ru
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []  # the scratch folder was removed
 
 
-LEXICAL_SUSPECTS_NOW = "punctuation as word break, simple (now)"
+LEXICAL_SUSPECTS_SIMPLE = "punctuation as word break, simple"
 
 
 @pytest.mark.slow
@@ -143,18 +157,20 @@ def test_lexical_suspects_smoke_reports_every_row_and_leaves_nothing_running(run
     assert result["chunks"] == 30  # 28 one-chunk documents and one of two; the empty one has none
     rows = {row["row"]: row for row in result["rows"]}
     assert len(rows) == len(result["rows"]) == 20
-    assert {"PostgreSQL parser, simple (before issue 16)", LEXICAL_SUSPECTS_NOW, "english (index_config english)"} <= (
-        rows.keys()
-    )
-    assert "lexical_vs_now" not in rows[LEXICAL_SUSPECTS_NOW]  # every other row is compared with it
+    assert {
+        "PostgreSQL parser, simple (before issue 16)",
+        LEXICAL_SUSPECTS_SIMPLE,
+        "punctuation as word break, english (the default)",
+    } <= (rows.keys())
+    assert "lexical_vs_simple" not in rows[LEXICAL_SUSPECTS_SIMPLE]  # every other row is compared with it
     for row in result["rows"]:
         figures = [row[side] for side in ("lexical", "hybrid") if row[side] is not None]
         assert figures and all(0.0 <= figure <= 1.0 for figure in figures)
-        if row["row"] != LEXICAL_SUSPECTS_NOW:
+        if row["row"] != LEXICAL_SUSPECTS_SIMPLE:
             for side in ("lexical", "hybrid"):
                 if row[side] is not None:
-                    low, high = row[f"{side}_vs_now"]["ci95"]
-                    assert low <= row[f"{side}_vs_now"]["difference"] <= high
+                    low, high = row[f"{side}_vs_simple"]["ci95"]
+                    assert low <= row[f"{side}_vs_simple"]["difference"] <= high
     assert rows["dense only (no lexical side)"]["lexical"] is None
     assert all(row["hybrid"] is not None for row in result["rows"])  # --dense-variants fuses the chunking variants
     time.sleep(1)

@@ -26,7 +26,10 @@ DROPPED = {
 }
 PHONE = {"width": 390, "height": 844}
 # A question whose lexical ranking differs between full text (ts_rank_cd) and BM25 on those files.
-QUERY = "water in the pools"
+# Ranked differently by ts_rank_cd and BM25 on the dropped files; under the default `english`
+# index "and" is a stop word and "pools" matches "pool" too.
+QUERY = "rock pools and water"
+MARKABLE = {"rock", "rocks", "pool", "pools", "water", "waters"}
 
 
 def drop_files(page, selector: str, names: dict[str, str]) -> None:
@@ -103,7 +106,7 @@ def test_an_editor_uploads_watches_ingestion_and_compares_searches(wide_page, pe
     expect(moved).to_contain_text("B: #")
     expect(moved.locator(".movement")).to_contain_text("up" if "up" in moved.inner_text() else "down")
     marked = columns.nth(0).locator("mark").all_inner_texts()
-    assert marked and {word.lower() for word in marked} <= set(QUERY.split())
+    assert marked and {word.lower() for word in marked} <= MARKABLE
     expect(page.get_by_role("button", name="Save A as the store's settings")).to_have_count(0)
     shots(page, "search-compare")
 
@@ -197,23 +200,23 @@ def test_an_admin_changes_the_index_language_and_watches_the_rebuild(wide_page, 
     page.get_by_role("link", name="Stores").click()
     page.get_by_role("link", name="kb", exact=True).click()
     state = page.locator("#lexical-index")
-    expect(state).to_have_text("simple — ready")
+    expect(state).to_have_text("english — ready")
     page.get_by_role("link", name="Settings").click()
     language = page.get_by_label("Index language")
-    expect(language).to_have_value("simple")
+    expect(language).to_have_value("english")
     expect(language.locator("option[value=german]")).to_have_count(1)
-    language.select_option("english")
+    language.select_option("simple")
     page.get_by_role("button", name="Save settings").click()
-    expect(page.get_by_role("status")).to_contain_text("Its lexical index is being rebuilt in english")
-    expect(state).to_have_text("rebuilding from simple to english: queued")
+    expect(page.get_by_role("status")).to_contain_text("Its lexical index is being rebuilt in simple")
+    expect(state).to_have_text("rebuilding from english to simple: queued")
     assert_accessible(page)
 
     page.get_by_role("link", name="Documents").click()
-    expect(state).to_have_text("rebuilding from simple to english: queued")
+    expect(state).to_have_text("rebuilding from english to simple: queued")
     expect(state).to_have_attribute("hx-trigger", "every 2s")
     assert_accessible(page)
     page.evaluate("window.notReloaded = true")
     assert lexical_index_rebuild(store_id=kb.pk) == "rebuilt"  # the worker's job, while the page polls
-    expect(state).to_have_text("english — ready", timeout=10_000)
+    expect(state).to_have_text("simple — ready", timeout=10_000)
     expect(state).not_to_have_attribute("hx-trigger", "every 2s")
     assert page.evaluate("window.notReloaded") is True

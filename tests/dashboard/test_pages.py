@@ -263,33 +263,34 @@ def test_the_settings_form_offers_the_servers_text_search_configurations(as_role
         html = admin.get(url).content.decode()
         options, selected = index_language_options(html)
         assert options == text_search_configs() and {"simple", "english", "german"} <= set(options)
-        assert selected == "simple"
+        assert selected == "english"
         assert "rebuilds the lexical index in the background" in html
         assert "only while the index language is simple" in html
-    assert lexical_state(admin.get(f"/admin/stores/{kb.pk}/settings").content.decode()) == "simple — ready"
+        assert "pg_search ignores it. Default: english.</p>" in html
+    assert lexical_state(admin.get(f"/admin/stores/{kb.pk}/settings").content.decode()) == "english — ready"
 
 
 def test_changing_the_index_language_shows_the_rebuild_until_it_is_ready(as_role, kb):
     admin = as_role("admin")
-    values = {"name": "kb", "embedding_connection_id": kb.embedding_connection_id, "index_config": "english"}
+    values = {"name": "kb", "embedding_connection_id": kb.embedding_connection_id, "index_config": "simple"}
     response = post(admin, f"/admin/stores/{kb.pk}/settings", values)
     assert response.status_code == 302 and not response["Location"].endswith("?reprocess=recommended")
     form = unescape(admin.get(response["Location"]).content.decode())
-    assert "Its lexical index is being rebuilt in english in the background" in form
-    assert index_language_options(form)[1] == "english"
-    assert lexical_state(form) == "rebuilding from simple to english: queued"
+    assert "Its lexical index is being rebuilt in simple in the background" in form
+    assert index_language_options(form)[1] == "simple"
+    assert lexical_state(form) == "rebuilding from english to simple: queued"
     page = admin.get(f"/admin/stores/{kb.pk}/").content.decode()
-    assert lexical_state(page) == "rebuilding from simple to english: queued"
+    assert lexical_state(page) == "rebuilding from english to simple: queued"
     polled = admin.get(f"/admin/stores/{kb.pk}/lexical-index").content.decode()
     assert 'hx-trigger="every 2s"' in polled and 'data-state="rebuilding"' in polled
 
     assert lexical_index_rebuild(store_id=kb.pk) == "rebuilt"
     polled = admin.get(f"/admin/stores/{kb.pk}/lexical-index").content.decode()
-    assert lexical_state(polled) == "english — ready"
+    assert lexical_state(polled) == "simple — ready"
     assert "hx-trigger" not in polled  # the answer that says ready ends the polling
-    assert lexical_state(admin.get(f"/admin/stores/{kb.pk}/").content.decode()) == "english — ready"
+    assert lexical_state(admin.get(f"/admin/stores/{kb.pk}/").content.decode()) == "simple — ready"
     documents = admin.get(f"/admin/stores/{kb.pk}/documents").content.decode()
-    assert lexical_state(documents) == "english — ready"  # the quota card it sends out of band
+    assert lexical_state(documents) == "simple — ready"  # the quota card it sends out of band
 
 
 def test_an_unknown_index_language_is_refused_beside_its_field(as_role, kb):
@@ -299,21 +300,21 @@ def test_an_unknown_index_language_is_refused_beside_its_field(as_role, kb):
     html = unescape(response.content.decode())
     assert 'id="errors_index_config">index_config "klingon" is not a text search configuration' in html
     kb.refresh_from_db()
-    assert (kb.index_config, kb.indexed_config) == ("simple", "simple")
+    assert (kb.index_config, kb.indexed_config) == ("english", "english")
 
 
 def test_a_viewer_sees_the_rebuild_but_cannot_change_the_index_language(as_role, kb):
     store_update(store=kb, name="kb", values={"index_config": "german"})
     viewer = as_role("viewer")
     assert lexical_state(viewer.get(f"/admin/stores/{kb.pk}/").content.decode()) == (
-        "rebuilding from simple to german: queued"
+        "rebuilding from english to german: queued"
     )
     assert viewer.get(f"/admin/stores/{kb.pk}/lexical-index").status_code == 200
     assert viewer.get(f"/admin/stores/{kb.pk}/settings").status_code == 403
-    values = {"name": "kb", "embedding_connection_id": kb.embedding_connection_id, "index_config": "english"}
+    values = {"name": "kb", "embedding_connection_id": kb.embedding_connection_id, "index_config": "simple"}
     assert post(viewer, f"/admin/stores/{kb.pk}/settings", values).status_code == 403
     kb.refresh_from_db()
-    assert (kb.index_config, kb.indexed_config) == ("german", "simple")
+    assert (kb.index_config, kb.indexed_config) == ("german", "english")
 
 
 @pytest.mark.parametrize(

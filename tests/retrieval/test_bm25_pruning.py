@@ -44,7 +44,8 @@ def zipf_store(fake_connection, ingest_now):
 def matching_chunks(store: RagStore, query: str) -> set[int]:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT id FROM chunks WHERE store_id = %s AND tsv @@ websearch_to_tsquery('simple', %s)", [store.pk, query]
+            "SELECT id FROM chunks WHERE store_id = %s AND tsv @@ websearch_to_tsquery(%s::regconfig, %s)",
+            [store.pk, store.query_config, query],
         )
         return {row[0] for row in cursor.fetchall()}
 
@@ -53,7 +54,7 @@ def expected_top(store: RagStore, query: str, limit: int) -> list[tuple[int, flo
     ids, tokens = chunk_tokens(store)
     reference = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
     reference.index(tokens, show_progress=False)
-    scores = reference.get_scores(query_tokens(positive_text(query)))
+    scores = reference.get_scores(query_tokens(positive_text(query), store.query_config))
     phrase_filter = phrase_and_exclusion_filter(query)
     allowed = matching_chunks(store, phrase_filter) if phrase_filter else set(ids)
     ranked = sorted(
@@ -136,7 +137,7 @@ def test_over_the_budget_the_top_n_overlaps_full_scoring(zipf_store, monkeypatch
     reference.index(tokens, show_progress=False)
     shares, over_budget = [], 0
     for query in class_queries(zipf_store, query_class, 12):
-        terms = query_tokens(positive_text(query))
+        terms = query_tokens(positive_text(query), zipf_store.query_config)
         scores = reference.get_scores(terms)
         phrase_filter = phrase_and_exclusion_filter(query)
         allowed = matching_chunks(zipf_store, phrase_filter) if phrase_filter else set(ids)

@@ -104,10 +104,18 @@ def test_allowed_typos_by_length(word, allowed):
 
 def test_best_correction_prefers_distance_then_frequency_then_name():
     candidates = [("printers", 3), ("printer", 1), ("painter", 9)]
-    assert best_correction("prnter", candidates) == Correction("prnter", "printer", 1)
-    assert best_correction("baning", [("banking", 2), ("banning", 5)]) == Correction("baning", "banning", 1)
-    assert best_correction("aaaa", [("bbbb", 1)]) is None
-    assert best_correction("cat", [("cats", 1)]) is None
+    assert best_correction("prnter", "prnter", candidates) == Correction("prnter", "printer", 1)
+    assert best_correction("baning", "baning", [("banking", 2), ("banning", 5)]) == Correction("baning", "banning", 1)
+    assert best_correction("aaaa", "aaaa", [("bbbb", 1)]) is None
+    assert best_correction("cat", "cat", [("cats", 1)]) is None
+
+
+def test_a_stemmed_word_is_compared_by_its_stem_within_what_both_lengths_allow():
+    assert best_correction("polcy", "polci", [("polici", 4), ("police", 9)]) == Correction("polcy", "polici", 1)
+    assert best_correction("hapiness", "hapi", [("happi", 3)]) == Correction("hapiness", "happi", 1)
+    # Eight letters typed would allow two edits; the four-letter stem allows one.
+    assert best_correction("hapiness", "hapi", [("hoppi", 3)]) is None
+    assert best_correction("cats", "cat", [("cab", 1)]) is None
 
 
 def test_corrections_replace_whole_words_case_insensitively():

@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 
 from ingestion.services import IncomingFile, document_upload
-from retrieval.search import store_search
+from retrieval.search import matching_words, store_search
 from stores.models import RagStore
 from stores.services import store_create
 
@@ -153,32 +153,51 @@ def test_a_small_store_in_a_large_shared_table_gets_its_full_top_k(build_store, 
     assert {hit.filename for hit in result.hits} == {f"{n}.txt" for n in range(10)}
 
 
-def test_typo_tolerance_corrects_words_missing_from_the_vocabulary(build_store):
-    store = build_store({"printer.txt": "printer maintenance schedule", "other.txt": "painting the fence"})
-    plain = store_search(store=store, query="prnter maintenanse", overrides={"mode": "lexical"})
-    assert plain.hits == [] and plain.corrections == []
-    tolerant = store_search(
-        store=store, query="prnter maintenanse", overrides={"mode": "lexical", "typo_tolerance": True}
+# Under `simple` a correction is a word; under the default `english` the vocabulary holds stems,
+# so a typed word is compared by its stem and corrected to a stem (the query is parsed with the
+# same configuration, so the stem finds every form of the word).
+@pytest.mark.parametrize(
+    ("index_config", "query", "corrections"),
+    [
+        ("simple", "prnter maintenanse", [("prnter", "printer", 1), ("maintenanse", "maintenance", 1)]),
+        ("english", "Prnter mantenance", [("prnter", "printer", 1), ("mantenance", "mainten", 1)]),
+    ],
+)
+def test_typo_tolerance_corrects_words_missing_from_the_vocabulary(build_store, index_config, query, corrections):
+    store = build_store(
+        {"printer.txt": "printer maintenance, as all printers need", "other.txt": "painting the fence"},
+        index_config=index_config,
     )
+    plain = store_search(store=store, query=query, overrides={"mode": "lexical"})
+    assert plain.hits == [] and plain.corrections == []
+    tolerant = store_search(store=store, query=query, overrides={"mode": "lexical", "typo_tolerance": True})
     assert names(tolerant) == ["printer.txt"]
-    assert [(c.original, c.corrected, c.distance) for c in tolerant.corrections] == [
-        ("prnter", "printer", 1),
-        ("maintenanse", "maintenance", 1),
-    ]
+    assert [(c.original, c.corrected, c.distance) for c in tolerant.corrections] == corrections
 
 
-def test_typo_tolerance_leaves_short_and_known_words_alone(build_store):
-    store = build_store({"a.txt": "cat catalog category"})
+@pytest.mark.parametrize(("index_config", "corrected"), [("simple", "category"), ("english", "categori")])
+def test_typo_tolerance_leaves_short_and_known_words_alone(build_store, index_config, corrected):
+    store = build_store({"a.txt": "cat catalog category"}, index_config=index_config)
     result = store_search(
         store=store, query="cta catalog catgory", overrides={"mode": "lexical", "typo_tolerance": True}
     )
-    assert [(c.original, c.corrected) for c in result.corrections] == [("catgory", "category")]
+    assert [(c.original, c.corrected) for c in result.corrections] == [("catgory", corrected)]
 
 
-def test_typo_tolerance_allows_two_edits_from_eight_characters(build_store):
-    store = build_store({"a.txt": "configuration reference"})
+@pytest.mark.parametrize(("index_config", "corrected"), [("simple", "configuration"), ("english", "configur")])
+def test_typo_tolerance_allows_two_edits_from_eight_characters(build_store, index_config, corrected):
+    store = build_store({"a.txt": "configuration reference"}, index_config=index_config)
     result = store_search(store=store, query="confgiuration", overrides={"mode": "lexical", "typo_tolerance": True})
-    assert [(c.corrected, c.distance) for c in result.corrections] == [("configuration", 2)]
+    assert [(c.corrected, c.distance) for c in result.corrections] == [(corrected, 2)]
+
+
+def test_typo_tolerance_ignores_stop_words_and_corrects_a_repeated_word_once(build_store):
+    store = build_store({"printer.txt": "printers need maintenance"})
+    result = store_search(
+        store=store, query="whom prnter PRNTER", overrides={"mode": "lexical", "typo_tolerance": True}
+    )
+    assert [(c.original, c.corrected) for c in result.corrections] == [("prnter", "printer")]
+    assert names(result) == ["printer.txt"]
 
 
 def test_stores_are_isolated(build_store):
@@ -226,3 +245,26 @@ def test_a_question_with_or_in_it_still_ranks_by_any_word_under_bm25(build_store
     store = build_store({"exact.txt": "exact methods", "approx.txt": "approximate methods", "none.txt": "nothing"})
     result = store_search(store=store, query="what exact or approximate methods", overrides={"mode": "lexical"})
     assert sorted(names(result)) == ["approx.txt", "exact.txt"]
+
+
+def test_a_query_of_only_stop_words_finds_nothing_lexical_and_leaves_hybrid_to_the_vectors(build_store):
+    store = build_store({"a.txt": "the flow of heat and the wing", "b.txt": "of the and"})
+    for backend in ("bm25", "pgvector"):
+        lexical = store_search(store=store, query="the of and", overrides={"mode": "lexical", "backend": backend})
+        assert lexical.hits == []
+        hybrid = store_search(store=store, query="the of and", overrides={"mode": "hybrid", "backend": backend})
+        assert hybrid.hits and all(hit.fts_rank == 0 and hit.vector_rank > 0 for hit in hybrid.hits)
+
+
+@pytest.mark.parametrize(
+    ("index_config", "marked"),
+    [("simple", ["anemones", "pools", "rock", "the"]), ("english", ["anemones", "pools", "pool", "rock"])],
+)
+def test_the_words_a_query_matched_follow_the_index_language(build_store, index_config, marked):
+    store = build_store(
+        {"a.txt": "A rocky shore: Pools, a rock pool and the pools' anemones."}, index_config=index_config
+    )
+    query = "the rock pools anemnes -crab a"
+    result = store_search(store=store, query=query, overrides={"mode": "lexical", "typo_tolerance": True})
+    assert names(result) == ["a.txt"]
+    assert matching_words(query=query, result=result) == marked

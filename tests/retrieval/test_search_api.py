@@ -22,7 +22,7 @@ def test_the_response_has_the_seed_fields_and_echoes_what_ran(api, store):
     response = search(api("viewer"), store, query="return policy")
     assert response.status_code == 200
     body = response.json()
-    assert (body["mode"], body["backend"], body["fts_config"]) == ("hybrid", "bm25", "simple")
+    assert (body["mode"], body["backend"], body["fts_config"]) == ("hybrid", "bm25", "english")
     assert body["latency_ms"] >= body["retrieval_latency_ms"] >= 0
     assert len(body["hits"]) == 2  # the store's top_k
     fields = {
@@ -73,7 +73,7 @@ def test_weighted_fusion_and_typo_tolerance_are_selectable(api, store):
     ).json()
     assert body["corrections"] == [
         {"original": "retrn", "corrected": "return", "distance": 1},
-        {"original": "polcy", "corrected": "policy", "distance": 1},
+        {"original": "polcy", "corrected": "polici", "distance": 1},
     ]
     top = body["hits"][0]
     assert top["filename"] == "guide.md"

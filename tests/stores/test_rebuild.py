@@ -28,8 +28,11 @@ DOCUMENTS = {
 
 @pytest.fixture
 def build_store(fake_connection, ingest_now):
+    """Stores start in `simple` here (the default is `english`), so a switch to `english` shows."""
+
     def build(texts: dict[str, str], *, name="kb", **settings) -> RagStore:
-        store = store_create(name=name, values={"embedding_connection_id": fake_connection.id, **settings})
+        values = {"embedding_connection_id": fake_connection.id, "index_config": "simple", **settings}
+        store = store_create(name=name, values=values)
         upload(store, texts)
         ingest_now()
         return RagStore.objects.get(pk=store.pk)

@@ -24,7 +24,7 @@ def test_a_new_store_gets_every_default(api, fake_connection):
         "search_mode": "hybrid",
         "search_backend": "bm25",
         "fts_config": "simple",
-        "index_config": "simple",
+        "index_config": "english",
         "fusion_weights": {"vector": 1.0, "lexical": 1.0},
         "typo_tolerance": False,
         "rerank": False,
@@ -190,7 +190,7 @@ def test_who_reads_stores(api, fake_connection, persona, status):
         ({"top_k": 8}, False),
         ({"search_backend": "pgvector"}, False),
         ({"fts_config": "english"}, False),
-        ({"index_config": "english"}, False),
+        ({"index_config": "simple"}, False),
         ({"max_distance": 0.4}, False),
     ],
 )
@@ -257,20 +257,20 @@ def test_text_search_configs_lists_what_the_server_has(api, persona, status):
 def test_index_config_is_validated_and_its_change_shows_a_rebuild(api, fake_connection):
     admin = api("admin")
     store = create_store(admin, fake_connection)
-    assert store["index_config"] == "simple"
+    assert store["index_config"] == "english"
     assert store["lexical_index"] == {
-        "config": "simple",
-        "target_config": "simple",
+        "config": "english",
+        "target_config": "english",
         "state": "ready",
         "chunks_done": None,
         "chunks_total": None,
     }
-    changed = admin.patch(f"/admin/api/rag-stores/{store['id']}", json={"index_config": " English "}).json()
-    assert changed["index_config"] == "english" and changed["reprocess_recommended"] is False
-    assert (changed["lexical_index"]["state"], changed["lexical_index"]["target_config"]) == ("rebuilding", "english")
+    changed = admin.patch(f"/admin/api/rag-stores/{store['id']}", json={"index_config": " Simple "}).json()
+    assert changed["index_config"] == "simple" and changed["reprocess_recommended"] is False
+    assert (changed["lexical_index"]["state"], changed["lexical_index"]["target_config"]) == ("rebuilding", "simple")
     rebuild.lexical_index_rebuild(store_id=store["id"])
     shown = admin.get(f"/admin/api/rag-stores/{store['id']}").json()["lexical_index"]
-    assert (shown["state"], shown["config"]) == ("ready", "english")
+    assert (shown["state"], shown["config"]) == ("ready", "simple")
 
 
 def test_a_store_created_with_an_index_config_starts_ready(api, fake_connection):

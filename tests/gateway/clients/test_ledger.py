@@ -47,7 +47,7 @@ def test_retrieve_returns_hits_and_logs_its_embedding(v1, project, project_key):
     response = v1(project_key).post("/retrieve", json={"query": "Falcon launch code", "top_k": 99})
     assert response.status_code == 200
     body = response.json()
-    assert (body["object"], body["mode"], body["backend"], body["fts_config"]) == ("list", "hybrid", "bm25", "simple")
+    assert (body["object"], body["mode"], body["backend"], body["fts_config"]) == ("list", "hybrid", "bm25", "english")
     [hit] = body["data"]
     assert hit["filename"] == "handbook.md" and "AMBER-7731" in hit["content"]
     assert body["usage"]["prompt_tokens"] > 0

@@ -1,0 +1,27 @@
+"""The settings form's pure parts: each help text ends with the setting's default, read from the
+model rather than written a second time."""
+
+from ragmux.dashboard.store_form import GROUPS, shown_default
+
+
+def test_every_setting_shows_the_models_default():
+    shown = {setting.name: shown_default(setting.name) for _, settings in GROUPS for setting in settings}
+    assert shown == {
+        "embedding_connection_id": None,
+        "contextual_chunks": "on",
+        "chunking_strategy": "section",
+        "chunk_size": "1000",
+        "chunk_overlap": "200",
+        "search_mode": "hybrid",
+        "search_backend": "bm25",
+        "index_config": "english",
+        "fts_config": "simple",
+        "top_k": "5",
+        "max_distance": "0",
+        "fusion_vector": "1",
+        "fusion_lexical": "1",
+        "typo_tolerance": "off",
+        "max_documents": "0",
+        "max_bytes": "0",
+    }
+    assert not any("Default:" in setting.help for _, settings in GROUPS for setting in settings)
