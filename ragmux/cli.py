@@ -58,16 +58,19 @@ def _migrate(verbosity: int = 0) -> None:
     call_command("migrate", interactive=False, verbosity=verbosity)
 
 
-def _check_key() -> None:
+def _refuse_a_bad_start() -> None:
+    """The start-up refusals, said by the command before any process starts."""
     from ragmux.core.keycheck import check_encryption_key
+    from ragmux.startup import check_default_index_config
 
     check_encryption_key()
+    check_default_index_config()
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     with environment():
         _migrate(verbosity=1)
-        _check_key()
+        _refuse_a_bad_start()
     return 0
 
 
@@ -102,7 +105,7 @@ def cmd_rotate_key(args: argparse.Namespace) -> int:
         from ragmux.settings import decode_encryption_key
 
         _migrate()
-        _check_key()
+        _refuse_a_bad_start()
         try:
             count = rotate_encryption_key(new_key=decode_encryption_key(new_key_text))
         except KeyRotationFailed as exc:
@@ -282,7 +285,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             sys.stderr.write(f"ragmux: {settings.HOST}:{settings.PORT} is already in use (set PORT)\n")
             return 1
         _migrate()
-        _check_key()
+        _refuse_a_bad_start()
         try:
             admin_notice = ensure_first_admin()
         except InvalidInput as exc:
@@ -314,13 +317,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     with environment():
-        _check_key()
+        _refuse_a_bad_start()
         return _run_children({"worker": worker_command()})
 
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
     with environment():
-        _check_key()
+        _refuse_a_bad_start()
         return _run_children({"scheduler": scheduler_command()})
 
 

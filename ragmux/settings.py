@@ -19,6 +19,7 @@ from ragmux.core.env import (
     env_choice,
     env_duration,
     env_host_allowlist,
+    env_identifier,
     env_int,
     env_list,
     env_str,
@@ -118,6 +119,10 @@ try:
     INGEST_REQUEUE_INTERVAL = env_duration("INGEST_REQUEUE_INTERVAL", 15, minimum=0.5)
 
     # Retrieval
+    # The index language of new stores: a text search configuration of the database (start-up
+    # refuses one it lacks). english ranks English text best (docs/benchmarks.md, issue 16); a
+    # deployment whose documents are in another language names that one, or simple.
+    DEFAULT_INDEX_CONFIG = env_identifier("DEFAULT_INDEX_CONFIG", "english")
     HNSW_EF_SEARCH_MIN = env_int("HNSW_EF_SEARCH_MIN", 40, minimum=1, maximum=1000)
     # PostgreSQL's statement_timeout for each statement of a search (any viewer can pick a slow
     # backend or query): the search API answers 503 `search_timeout` beyond it, and a chat is

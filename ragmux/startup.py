@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.db import DatabaseError
 
 from ragmux.core.keycheck import check_encryption_key
+from stores.backends import text_search_config_exists
 from stores.models import RagStore
 from stores.services import warn_about_fts_config
 from stores.vector_tables import stores_missing_index_names
@@ -27,6 +29,22 @@ def log_store_warnings() -> None:
         logger.warning("stores searched by exact scan because their HNSW index is missing: %s", ", ".join(missing))
 
 
+def check_default_index_config() -> None:
+    """Refuses a DEFAULT_INDEX_CONFIG the database lacks: every store created with the defaults
+    would be refused, naming a setting its creator never chose."""
+    try:
+        exists = text_search_config_exists(settings.DEFAULT_INDEX_CONFIG)
+    except DatabaseError as exc:
+        logger.warning("DEFAULT_INDEX_CONFIG check skipped: %s", exc.__class__.__name__)
+        return
+    if not exists:
+        raise SystemExit(
+            f"startup refused: DEFAULT_INDEX_CONFIG {settings.DEFAULT_INDEX_CONFIG!r} is not a text search "
+            "configuration of this database (`SELECT cfgname FROM pg_ts_config` lists them)"
+        )
+
+
 def run_startup_checks() -> None:
     check_encryption_key()
+    check_default_index_config()
     log_store_warnings()

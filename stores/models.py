@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
@@ -8,9 +9,10 @@ from django.db import models
 from gateway.connections.models import ModelConnection
 from stores.choices import ChunkingStrategy, DocumentStatus, ErrorStage, RerankBackend, SearchBackend, SearchMode
 
-# English stemming and stop words rank English collections better than `simple` (docs/benchmarks.md,
-# "Index language and the lexical leg"); a store in another language picks its own configuration.
-DEFAULT_INDEX_CONFIG = "english"
+
+def default_index_config() -> str:
+    """New stores' index language: the deployment's DEFAULT_INDEX_CONFIG (english unless set)."""
+    return settings.DEFAULT_INDEX_CONFIG
 
 
 def default_fusion_weights() -> dict:
@@ -33,11 +35,11 @@ class RagStore(models.Model):
     # The text search configuration of everything lexical the store owns (chunk tsvectors, BM25
     # postings and statistics, the typo vocabulary, query parsing). Changing it rebuilds the
     # lexical index in the background (stores/rebuild.py).
-    index_config = models.CharField(max_length=63, default=DEFAULT_INDEX_CONFIG)
+    index_config = models.CharField(max_length=63, default=default_index_config)
     # The configuration the live lexical index was built with: index_config once a rebuild has
     # finished. Empty for an index built before punctuation split words (stores/lexical.py),
     # which the rebuild sweep brings up to date.
-    indexed_config = models.CharField(max_length=63, default=DEFAULT_INDEX_CONFIG, blank=True)
+    indexed_config = models.CharField(max_length=63, default=default_index_config, blank=True)
     fusion_weights = models.JSONField(default=default_fusion_weights)
     typo_tolerance = models.BooleanField(default=False)
     rerank = models.BooleanField(default=False)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
@@ -119,4 +120,15 @@ def env_choice(name: str, default: str, choices: tuple[str, ...], *, environ: Ma
         return default
     if value.lower() not in choices:
         raise ConfigError(f"{name}: {value!r} is not one of {', '.join(choices)}")
+    return value.lower()
+
+
+def env_identifier(name: str, default: str, *, environ: Mapping[str, str] | None = None) -> str:
+    """A lower-cased SQL identifier (a name in a PostgreSQL catalogue, say): letters, digits and
+    underscores, at most 63 characters, not starting with a digit."""
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    if not _IDENTIFIER.match(value.lower()):
+        raise ConfigError(f"{name}: {value!r} is not a name (letters, digits and _, at most 63 characters)")
     return value.lower()

@@ -25,3 +25,8 @@ def test_every_setting_shows_the_models_default():
         "max_bytes": "0",
     }
     assert not any("Default:" in setting.help for _, settings in GROUPS for setting in settings)
+
+
+def test_the_index_language_default_is_the_deployments(settings):
+    settings.DEFAULT_INDEX_CONFIG = "german"
+    assert shown_default("index_config") == "german"

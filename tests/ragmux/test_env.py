@@ -1,6 +1,14 @@
 import pytest
 
-from ragmux.core.env import ConfigError, env_bool, env_duration, env_host_allowlist, env_int, parse_duration
+from ragmux.core.env import (
+    ConfigError,
+    env_bool,
+    env_duration,
+    env_host_allowlist,
+    env_identifier,
+    env_int,
+    parse_duration,
+)
 
 
 @pytest.mark.parametrize(
@@ -46,3 +54,11 @@ def test_allowlist_keeps_hosts_and_refuses_bad_cidrs():
     assert env_host_allowlist("PRIVATE_UPSTREAM_ALLOWLIST", environ=value) == ["ollama", "10.0.0.0/8", "127.0.0.1"]
     with pytest.raises(ConfigError, match="PRIVATE_UPSTREAM_ALLOWLIST: '10.0.0.0/99' is not a valid CIDR"):
         env_host_allowlist("PRIVATE_UPSTREAM_ALLOWLIST", environ={"PRIVATE_UPSTREAM_ALLOWLIST": "10.0.0.0/99"})
+
+
+def test_identifiers_are_lower_cased_and_strict():
+    assert env_identifier("DEFAULT_INDEX_CONFIG", "english", environ={"DEFAULT_INDEX_CONFIG": " German "}) == "german"
+    assert env_identifier("DEFAULT_INDEX_CONFIG", "english", environ={"DEFAULT_INDEX_CONFIG": ""}) == "english"
+    for bad in ("eng-lish", "9lives", "x" * 64, "public.english", "simple;drop"):
+        with pytest.raises(ConfigError, match=f"DEFAULT_INDEX_CONFIG: '{bad}' is not a name"):
+            env_identifier("DEFAULT_INDEX_CONFIG", "english", environ={"DEFAULT_INDEX_CONFIG": bad})

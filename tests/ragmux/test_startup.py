@@ -21,6 +21,7 @@ def run_ragmux(env: dict, *args: str, stdin: str = "") -> subprocess.CompletedPr
         ("INGEST_LEASE", "soon", "config: INGEST_LEASE: 'soon' is not a duration"),
         ("ALLOW_PRIVATE_UPSTREAMS", "perhaps", "config: ALLOW_PRIVATE_UPSTREAMS: 'perhaps' is not a boolean"),
         ("RAGMUX_ENCRYPTION_KEY", "c2hvcnQ", "config: RAGMUX_ENCRYPTION_KEY: decodes to 5 bytes, expected 32"),
+        ("DEFAULT_INDEX_CONFIG", "eng-lish", "config: DEFAULT_INDEX_CONFIG: 'eng-lish' is not a name"),
     ],
 )
 def test_a_malformed_setting_stops_start_up_naming_the_variable(subprocess_env, variable, value, reason):
@@ -47,3 +48,11 @@ def test_the_wrong_encryption_key_is_refused_with_a_clear_message(subprocess_env
 def test_the_right_key_starts(subprocess_env):
     result = run_ragmux(subprocess_env, "migrate")
     assert result.returncode == 0, result.stderr
+
+
+def test_a_default_index_language_the_database_lacks_is_refused(subprocess_env):
+    result = run_ragmux({**subprocess_env, "DEFAULT_INDEX_CONFIG": "Klingon"}, "migrate")
+    assert result.returncode != 0
+    assert "startup refused: DEFAULT_INDEX_CONFIG 'klingon' is not a text search configuration" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert run_ragmux({**subprocess_env, "DEFAULT_INDEX_CONFIG": "German"}, "migrate").returncode == 0

@@ -273,6 +273,13 @@ def test_index_config_is_validated_and_its_change_shows_a_rebuild(api, fake_conn
     assert (shown["state"], shown["config"]) == ("ready", "simple")
 
 
+def test_the_deployment_sets_the_index_language_of_new_stores(api, fake_connection, settings):
+    settings.DEFAULT_INDEX_CONFIG = "german"
+    store = create_store(api("admin"), fake_connection)
+    assert store["index_config"] == "german"
+    assert (store["lexical_index"]["config"], store["lexical_index"]["state"]) == ("german", "ready")
+
+
 def test_a_store_created_with_an_index_config_starts_ready(api, fake_connection):
     store = create_store(api("admin"), fake_connection, index_config="german")
     assert (store["lexical_index"]["config"], store["lexical_index"]["state"]) == ("german", "ready")
