@@ -15,8 +15,10 @@ object.
 Query classes: ``typical`` (3–8 words from the corpus distribution, every configuration),
 ``common`` (2–5 of the corpus's 5 most frequent words that the store's index language keeps:
 a stop word parses to nothing and costs nothing), ``paragraph`` (a pasted paragraph of 60
-words) and ``phrase`` (a quoted phrase from a chunk, two words and an exclusion), the last three
-on the ``bm25`` configurations. Each class also reports the overlap of lexical ``bm25``'s top 10
+words), ``phrase`` (a quoted phrase from a chunk, two words and an exclusion) and ``unknown`` (a
+pasted page, the search API's 4000 characters, of four-syllable words the vocabulary lacks,
+searched with typo tolerance on: every word is a candidate for correction), the last four on
+the ``bm25`` configurations. Each class also reports the overlap of lexical ``bm25``'s top 10
 with full scoring (every posting of every term read) over its first queries.
 
 ``--classes`` measures only the named classes, ``--skip-fulltext`` leaves out the ``pgvector``
@@ -61,7 +63,10 @@ CONFIGURATIONS = (
     ("hybrid", "bm25"),
     ("hybrid", "pgvector"),
 )
-QUERY_CLASSES = ("typical", "common", "paragraph", "phrase")
+QUERY_CLASSES = ("typical", "common", "paragraph", "phrase", "unknown")
+# Search settings a class is measured with beyond its mode and backend.
+CLASS_OVERRIDES = {"unknown": {"typo_tolerance": True}}
+UNKNOWN_QUERY_CHARACTERS = 4000  # the search API's longest query
 # The classes added for issue 10 measure the bm25 backend, the one they were slow on.
 BM25_CONFIGURATIONS = (("lexical", "bm25"), ("hybrid", "bm25"))
 COMMON_WORDS = 5
@@ -155,7 +160,13 @@ def issue_queries(
         start = int(rng.integers(0, len(chunk_words) - 1))
         excluded = words[rng.integers(*EXCLUSION_RANKS)]
         phrases.append(f'"{chunk_words[start]} {chunk_words[start + 1]}" {pair} -{excluded}')
-    return {"common": common, "paragraph": paragraphs, "phrase": phrases}
+    syllables = np.array(pseudo_words(len(CONSONANTS) * len(VOWELS)))
+    unknown = []
+    for _ in range(count):
+        # Four syllables: longer than every vocabulary word, so none is known.
+        page = ["".join(rng.choice(syllables, size=4)) for _ in range(UNKNOWN_QUERY_CHARACTERS // 9 + 1)]
+        unknown.append(" ".join(page)[:UNKNOWN_QUERY_CHARACTERS].rsplit(" ", 1)[0])
+    return {"common": common, "paragraph": paragraphs, "phrase": phrases, "unknown": unknown}
 
 
 # --- filling the store ------------------------------------------------------------------------
@@ -306,11 +317,13 @@ def timed(call, *args, **kwargs) -> tuple[float, object]:
     return (time.perf_counter() - started) * 1000, result
 
 
-def measure_configuration(store, queries, query_vectors, mode, backend) -> tuple[list[float], list[float], list]:
+def measure_configuration(
+    store, queries, query_vectors, mode, backend, extra: dict
+) -> tuple[list[float], list[float], list]:
     """Per query: search milliseconds, raw-SQL milliseconds, and the hit chunk ids."""
     from retrieval.search import store_search
 
-    overrides = {"mode": mode, "top_k": TOP_K, **({"backend": backend} if backend else {})}
+    overrides = {"mode": mode, "top_k": TOP_K, **({"backend": backend} if backend else {}), **extra}
     search_ms, raw_ms, hits = [], [], []
     for query, vector in zip(queries, query_vectors, strict=True):
         search = partial(store_search, store=store, query=query, overrides=overrides, query_vector=vector)
@@ -487,7 +500,7 @@ def main() -> None:
         for query_class, (mode, backend) in sorted(runs, key=lambda run: run[1][1] == "pgvector"):
             with timing_metrics(observe_ms):
                 search_ms, raw_ms, hits = measure_configuration(
-                    store, queries_of[query_class], vector_lists, mode, backend
+                    store, queries_of[query_class], vector_lists, mode, backend, CLASS_OVERRIDES.get(query_class, {})
                 )
             if mode == "vector":
                 recall_at_10 = recall([h[:RECALL_AT] for h in hits], expected)
@@ -509,7 +522,12 @@ def main() -> None:
             (e["class"], e["mode"], e["backend"] or "-", *(f"{e[k]:.2f}" for k in timings), e["load_average_1m"])
             for e in results
         ]
-        overlap = {name: round(top_overlap(store, queries_of[name][:OVERLAP_QUERIES]), 4) for name in args.classes}
+        # The unknown class has no postings: nothing to overlap.
+        overlap = {
+            name: round(top_overlap(store, queries_of[name][:OVERLAP_QUERIES]), 4)
+            for name in args.classes
+            if name != "unknown"
+        }
 
         sweep = ef_sweep(store, query_vectors, expected, chunk_count) if "typical" in args.classes else []
 

@@ -19,6 +19,7 @@ from ragmux.core import metrics
 from ragmux.core.errors import Conflict, Unavailable, UpstreamFailed
 from retrieval import pg_search, sql
 from retrieval.ranking import (
+    MAX_TYPO_CORRECTIONS,
     Correction,
     apply_corrections,
     best_correction,
@@ -179,12 +180,12 @@ def _corrections(store: RagStore, query: str) -> list[Correction]:
     typed = dict.fromkeys(word.lower() for word in lexical_text(positive_text(query)).split())
     words = sql.word_lexemes(list(typed), config)
     unknown = set(sql.unknown_terms(store.pk, [lexeme for _, lexeme in words]))
+    correctable = [(word, lexeme) for word, lexeme in words if lexeme in unknown and typo_limit(word, lexeme)]
     found = []
-    for word, lexeme in words:
-        if lexeme in unknown and typo_limit(word, lexeme):
-            correction = best_correction(word, lexeme, sql.similar_terms(store.pk, lexeme, config))
-            if correction is not None:
-                found.append(correction)
+    for word, lexeme in correctable[:MAX_TYPO_CORRECTIONS]:
+        correction = best_correction(word, lexeme, sql.similar_terms(store.pk, lexeme, config))
+        if correction is not None:
+            found.append(correction)
     return found
 
 

@@ -191,6 +191,8 @@ SEARCH_LATENCY_CONFIGS = [
     ("paragraph", "hybrid", "bm25"),
     ("phrase", "lexical", "bm25"),
     ("phrase", "hybrid", "bm25"),
+    ("unknown", "lexical", "bm25"),
+    ("unknown", "hybrid", "bm25"),
 ]
 
 

@@ -4,6 +4,7 @@ import pytest
 from django.db import connection
 
 from ingestion.services import IncomingFile, document_upload
+from retrieval.ranking import MAX_TYPO_CORRECTIONS
 from retrieval.search import matching_words, store_search
 from stores.models import RagStore
 from stores.services import store_create
@@ -245,6 +246,15 @@ def test_a_question_with_or_in_it_still_ranks_by_any_word_under_bm25(build_store
     store = build_store({"exact.txt": "exact methods", "approx.txt": "approximate methods", "none.txt": "nothing"})
     result = store_search(store=store, query="what exact or approximate methods", overrides={"mode": "lexical"})
     assert sorted(names(result)) == ["approx.txt", "exact.txt"]
+
+
+def test_typo_tolerance_corrects_at_most_the_first_words_of_a_long_query(build_store):
+    vocabulary = [f"zq{a}{b}{c}" for a in "bcdf" for b in "ghjk" for c in "mnpq"][: MAX_TYPO_CORRECTIONS + 8]
+    store = build_store({"a.txt": " ".join(vocabulary)})
+    query = " ".join(f"{word}x" for word in vocabulary)  # every word one edit from a known one
+    result = store_search(store=store, query=query, overrides={"mode": "lexical", "typo_tolerance": True})
+    assert [c.corrected for c in result.corrections] == vocabulary[:MAX_TYPO_CORRECTIONS]
+    assert names(result) == ["a.txt"]
 
 
 def test_a_query_of_only_stop_words_finds_nothing_lexical_and_leaves_hybrid_to_the_vectors(build_store):
