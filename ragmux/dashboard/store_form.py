@@ -93,7 +93,8 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
                 "index_config",
                 "Index language",
                 "The PostgreSQL text search configuration the store's lexical index is built in: its stemming and "
-                "stop words (english finds “policies” from “policy”); simple keeps every word as written. "
+                "stop words (english finds “policies” from “policy”); simple keeps every word as written. Pick the "
+                "language of the store's documents, or simple for mixed languages, identifiers and code. "
                 "Changing it rebuilds the lexical index in the background, without reprocessing or re-embedding; "
                 "the store stays searchable with the old index until the new one is ready. pg_search ignores it.",
                 kind="select",
