@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from gateway.connections.providers.embeddings import EmbeddingProvider, Embeddings, ProviderError
+from gateway.connections.providers.embeddings import EmbeddingProvider, Embeddings
+from ragmux.core.errors import UpstreamFailed
 
 MAX_ATTEMPTS = 4
 FIRST_BACKOFF = 0.5
@@ -23,7 +24,7 @@ def embed_with_retries(provider: EmbeddingProvider, texts: Sequence[str], *, dea
     while True:
         try:
             return provider.embed(texts)
-        except ProviderError as exc:
+        except UpstreamFailed as exc:
             out_of_time = time.monotonic() + delay > deadline
             if not exc.retryable or attempt == MAX_ATTEMPTS or out_of_time:
                 tries = f" after {attempt} attempts" if attempt > 1 else ""

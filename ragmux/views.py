@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from ragmux.core import accounts
 from ragmux.core.authentication import bearer_login, bearer_token, change_own_password, revoke_admin_token
-from ragmux.core.errors import error_response
+from ragmux.core.errors import MethodNotAllowed, NotFound, ServerFault, error_response
 from ragmux.core.middleware import is_api_path
 from ragmux.core.models import AuditEntry
 from ragmux.core.roles import AdminOnly
@@ -41,7 +41,7 @@ def probe(view):
     @wraps(view)
     def wrapper(request):
         if request.method not in ("GET", "HEAD"):
-            response = error_response(405, "method not allowed: probes take GET or HEAD", "method_not_allowed")
+            response = error_response(MethodNotAllowed("method not allowed: probes take GET or HEAD"))
             response["Allow"] = "GET, HEAD"
             return response
         return view(request)
@@ -76,14 +76,14 @@ def readyz(request):
 
 def not_found(request, exception=None):
     if is_api_path(request.path):
-        return error_response(404, "not found", "not_found")
+        return error_response(NotFound("not found"))
     return render(request, "404.html", status=404)
 
 
 def server_error(request):
     if is_api_path(request.path):
         request_id = getattr(request, "request_id", "-")
-        return error_response(500, f"internal error (request id {request_id})", "internal_error")
+        return error_response(ServerFault(f"internal error (request id {request_id})"))
     return HttpResponse("internal error", status=500, content_type="text/plain")
 
 

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from psycopg.errors import QueryCanceled
 
-from gateway.connections.providers.embeddings import NoEmbeddings, ProviderError, embedding_provider
+from gateway.connections.providers.embeddings import NoEmbeddings, embedding_provider
 from ragmux.core import metrics
 from ragmux.core.errors import Conflict, Unavailable, UpstreamFailed
 from retrieval import pg_search, sql
@@ -149,7 +149,7 @@ def embed_query(store: RagStore, query: str) -> list[float]:
         raise Conflict(f"the store's embedding connection cannot embed: {exc}", code="embedding_unavailable") from None
     try:
         return provider.embed([query]).vectors[0]
-    except ProviderError as exc:
+    except UpstreamFailed as exc:
         raise UpstreamFailed(f"embedding the query failed: {exc}", code="embedding_failed") from None
 
 

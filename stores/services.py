@@ -13,11 +13,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from gateway.connections.models import CHAT_PROVIDERS, RERANK_API_PROVIDERS, ModelConnection
-from gateway.connections.providers.embeddings import ProviderError
 from gateway.connections.selectors import connection_named_by
 from gateway.connections.services import embedding_width
 from ragmux.core.audit import audit_change, snapshot
-from ragmux.core.errors import Conflict, InvalidInput
+from ragmux.core.errors import Conflict, InvalidInput, UpstreamFailed
 from stores import index, tasks
 from stores.backends import backend_available, text_search_config_exists
 from stores.choices import ChunkingStrategy, UnknownStrategy
@@ -86,7 +85,7 @@ def _probe_width(connection_: ModelConnection) -> None:
     """Refuses a model wider than we can index; an unreachable model is checked at first ingest."""
     try:
         width = embedding_width(connection_, timeout=WIDTH_PROBE_TIMEOUT)
-    except ProviderError as exc:
+    except UpstreamFailed as exc:
         logger.warning("width probe of connection %s failed, checking at first ingest: %s", connection_.name, exc)
         return
     if width > MAX_INDEXED_DIMS:

@@ -7,10 +7,10 @@ from datetime import timedelta
 from django.utils import timezone
 
 from gateway.clients import ledger, selectors
-from gateway.clients.errors import V1Error
 from gateway.clients.keys import KEY_PREFIX, hash_key
 from gateway.clients.models import GatewayKey
 from ragmux.core import asyncdb
+from ragmux.core.errors import Forbidden, Unauthenticated
 
 # last_used_at is refreshed at most this often, so a busy key does not write on every call.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -23,10 +23,10 @@ SCOPE_ACTIONS = {
 }
 
 
-def _refused(endpoint: str, message: str, *, type: str, code: str | None) -> V1Error:
+def _refused(endpoint: str, message: str, *, type: str, code: str) -> Unauthenticated:
     # Calls without a valid key are counted but not logged: there is no project to log them to.
     ledger.count_refusal(endpoint)
-    return V1Error(message, status=401, type=type, code=code)
+    return Unauthenticated(message, code=code, openai_type=type)
 
 
 async def authenticate(*, authorization: str, endpoint: str) -> GatewayKey:
@@ -56,9 +56,8 @@ async def authenticate(*, authorization: str, endpoint: str) -> GatewayKey:
 
 def require_scope(api_key: GatewayKey, scope: str) -> None:
     if scope not in api_key.scopes:
-        raise V1Error(
+        raise Forbidden(
             f"api key is not authorised for {SCOPE_ACTIONS[scope]}",
-            status=403,
-            type="insufficient_scope",
             code="insufficient_scope",
+            openai_type="insufficient_scope",
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.connections.providers.embeddings import ProviderError, embedding_provider
+from gateway.connections.providers.embeddings import embedding_provider
 from ragmux.core.errors import UpstreamFailed
 from retrieval.search import SearchOptions, SearchResult, store_search
 from stores.models import RagStore
@@ -26,7 +26,7 @@ def search_store(*, store: RagStore, query: str, top_k: int | None = None) -> Gr
     if store.dimensions is not None and (options.mode in ("vector", "hybrid") or options.max_distance > 0):
         try:
             embedded = embedding_provider(store.embedding_connection).embed([query])
-        except ProviderError as exc:
+        except UpstreamFailed as exc:
             raise UpstreamFailed(f"embedding the query failed: {exc}", code="embedding_failed") from None
     result = store_search(
         store=store,

@@ -23,7 +23,6 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 
 from gateway.clients import access
-from gateway.clients.errors import V1Error, V1Refusal, refusal_response, refusal_status
 from gateway.clients.grounding import Grounding, search_store
 from gateway.clients.injection import inject, message_texts, query_text
 from gateway.clients.ledger import Call, Spend
@@ -31,9 +30,21 @@ from gateway.clients.models import Endpoint, Scope
 from gateway.clients.offloop import off_loop
 from gateway.clients.serializers import ChatInput, EmbeddingsInput, RetrieveInput
 from gateway.connections.models import ModelConnection
-from gateway.connections.providers.chat import ChatError, NoChat, chat_provider
-from gateway.connections.providers.embeddings import ProviderError, embedding_provider, estimate_tokens
+from gateway.connections.providers.chat import NoChat, chat_provider
+from gateway.connections.providers.embeddings import embedding_provider, estimate_tokens
 from ragmux.core.crypto import DecryptionFailed
+from ragmux.core.errors import (
+    InvalidInput,
+    MethodNotAllowed,
+    NotFound,
+    ServerFault,
+    ServiceError,
+    TooLarge,
+    openai_error_body,
+    openai_error_response,
+    status_for,
+    validation_failed,
+)
 from retrieval import context as rag_context
 from retrieval.serializers import HitOutput
 
@@ -79,22 +90,20 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
     except ValueError:
         declared = 0
     if declared > limit or len(request.body) > limit:
-        raise V1Error(f"request body too large (the limit is {settings.V1_MAX_BODY_MB} MiB)", status=413)
+        raise TooLarge(f"request body too large (the limit is {settings.V1_MAX_BODY_MB} MiB)", code="body_too_large")
     try:
         body = json.loads(request.body or b"null")
     except ValueError as exc:
-        raise V1Error(f"malformed JSON body: {exc}", status=400, code="invalid_json") from None
+        raise InvalidInput(f"malformed JSON body: {exc}", code="invalid_json") from None
     if not isinstance(body, dict):
-        raise V1Error("the request body must be a JSON object", status=400, code="invalid_json")
+        raise InvalidInput("the request body must be a JSON object", code="invalid_json")
     return body
 
 
 def _validated(serializer_class, body: dict[str, Any]) -> dict[str, Any]:
     data = serializer_class(data=body)
     if not data.is_valid():
-        field, messages = next(iter(data.errors.items()))
-        message = messages[0] if isinstance(messages, list) and messages else str(messages)
-        raise V1Error(f"{field}: {message}", status=400, code="invalid_request")
+        raise validation_failed(data.errors, code="invalid_request")
     return data.validated_data
 
 
@@ -107,9 +116,7 @@ def v1_endpoint(*, endpoint: str, scope: str, methods: tuple[str, ...]) -> Calla
             if request.method == "OPTIONS":
                 return _preflight(origin, methods)
             if request.method not in methods:
-                response = refusal_response(
-                    V1Error(f"{request.method} is not allowed here", status=405, code="method_not_allowed")
-                )
+                response = openai_error_response(MethodNotAllowed(f"{request.method} is not allowed here"))
                 response["Allow"] = ", ".join(methods)
                 return _with_cors(response, origin)
             return _with_cors(await _serve(request, handler, endpoint, scope, kwargs), origin)
@@ -122,23 +129,21 @@ def v1_endpoint(*, endpoint: str, scope: str, methods: tuple[str, ...]) -> Calla
 async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str, kwargs: dict) -> HttpResponse:
     try:
         api_key = await access.authenticate(authorization=request.headers.get("Authorization", ""), endpoint=endpoint)
-    except V1Error as exc:
-        return refusal_response(exc)
+    except ServiceError as exc:
+        return openai_error_response(exc)
     call = Call(project=api_key.project, key=api_key, endpoint=endpoint)
     try:
         access.require_scope(api_key, scope)
         response = await handler(request, call, **kwargs)
-    except V1Refusal as exc:
-        response = refusal_response(exc)
-        call.finish(refusal_status(exc), exc.message)
+    except ServiceError as exc:
+        response = openai_error_response(exc)
+        call.finish(response.status_code, exc.message)
         return response
     except Exception:
         request_id = getattr(request, "request_id", "-")
         logger.exception("internal error in /v1/%s (request id %s)", endpoint, request_id)
         call.finish(500, "internal error")
-        return refusal_response(
-            V1Error(f"internal error (request id {request_id})", status=500, type="server_error", code="internal_error")
-        )
+        return openai_error_response(ServerFault(f"internal error (request id {request_id})"))
     if not call.relaying:
         call.mark_first_byte()
         call.finish(response.status_code)
@@ -238,9 +243,7 @@ async def chat_completions(request: HttpRequest, call: Call) -> HttpResponse:
         provider = chat_provider(connection)
     except (NoChat, DecryptionFailed) as exc:
         logger.error("project %s: chat connection unusable: %s", call.project.pk, exc)
-        raise V1Error(
-            "model connection unavailable", status=500, type="server_error", code="connection_unavailable"
-        ) from None
+        raise ServerFault("model connection unavailable", code="connection_unavailable") from None
 
     context, sources = await _ground(call, data["messages"])
     body["messages"] = inject(data["messages"], context=context, system_prompt=call.project.system_prompt)
@@ -279,9 +282,9 @@ async def _stream(call: Call, provider, body: dict, client_model: str, sources: 
                     chunk["model"] = client_model
                     call.mark_first_byte()
                     yield b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
-        except ChatError as exc:
-            status, error = exc.status, exc.message
-            frame = {"error": {"message": exc.message, "type": exc.type, "code": exc.code}}
+        except ServiceError as exc:
+            status, error = status_for(exc), exc.message
+            frame = openai_error_body(exc)
             yield b"data: " + json.dumps(frame).encode() + b"\n\n"
         except (asyncio.CancelledError, GeneratorExit):
             # The client went away; leaving `async with stack` has closed the upstream call.
@@ -308,7 +311,7 @@ async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
     data = _validated(RetrieveInput, json_body(request))
     store = call.project.store
     if store is None:
-        raise V1Error("this project has no RAG store to retrieve from", status=400, code="no_store")
+        raise InvalidInput("this project has no RAG store to retrieve from", code="no_store")
     embedder = store.embedding_connection
     call.model = embedder.model_name
     grounding = await off_loop(search_store, store=store, query=data["query"], top_k=data["top_k"])
@@ -352,13 +355,9 @@ async def embeddings(request: HttpRequest, call: Call) -> HttpResponse:
     data = _validated(EmbeddingsInput, json_body(request))
     connection = call.project.embedding_connection
     if connection is None:
-        raise V1Error("this project has no embedding connection", status=400, code="no_embedding_connection")
+        raise InvalidInput("this project has no embedding connection", code="no_embedding_connection")
     call.model = connection.model_name
-    try:
-        vectors, tokens, reported = await off_loop(_embed_all, connection, data["input"])
-    except ProviderError as exc:
-        status = exc.status if exc.status and exc.status < 500 else 502
-        raise V1Error(str(exc)[:512], status=status, type="upstream_error", code="upstream_error") from None
+    vectors, tokens, reported = await off_loop(_embed_all, connection, data["input"])
     call.embedding_tokens, call.tokens_estimated = tokens, not reported
     call.spends.append(Spend(connection.provider_type, connection.model_name, tokens))
     return JsonResponse(
@@ -403,4 +402,4 @@ async def model(request: HttpRequest, call: Call, model_id: str) -> HttpResponse
     for item in _model_objects(call):
         if item["id"] == model_id:
             return JsonResponse(item)
-    raise V1Error(f"no model {model_id!r} for this project", status=404, code="model_not_found")
+    raise NotFound(f"no model {model_id!r} for this project", code="model_not_found")

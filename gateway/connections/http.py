@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import httpx2 as httpx
 from django.conf import settings
 
-from ragmux.core.errors import UpstreamFailed
+from ragmux.core.errors import UpstreamFailed, UpstreamTimeout
 
 MAX_REDIRECTS = 3
 _EXTRA_BLOCKED = [ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("100.64.0.0/10")]
@@ -44,13 +44,9 @@ class UpstreamBlocked(UpstreamFailed):
     code = "private_upstream"
 
 
-class UpstreamError(Exception):
-    """The call did not produce a usable HTTP response (transport, timeout, size)."""
-
-    def __init__(self, message: str, *, retryable: bool, timed_out: bool = False):
-        super().__init__(message)
-        self.retryable = retryable
-        self.timed_out = timed_out
+def _unreachable(message: str, *, retryable: bool) -> UpstreamFailed:
+    """The call did not produce a usable HTTP response (transport, redirect, size)."""
+    return UpstreamFailed(message, code="upstream_unreachable", retryable=retryable)
 
 
 def blocked_message(host: str) -> str:
@@ -90,7 +86,7 @@ def resolve(host: str, port: int) -> list[Address]:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise UpstreamError(f"cannot resolve upstream host {host!r}: {exc.strerror}", retryable=True) from None
+        raise _unreachable(f"cannot resolve upstream host {host!r}: {exc.strerror}", retryable=True) from None
     seen: list[Address] = []
     for info in infos:
         address = ipaddress.ip_address(info[4][0].split("%")[0])
@@ -115,7 +111,7 @@ def url_is_private(url: str) -> bool:
     parts = urlsplit(url)
     try:
         addresses = resolve(parts.hostname or "", parts.port or 443)
-    except UpstreamError:
+    except UpstreamFailed:
         return False
     return bool(addresses) and all(is_private_address(a) for a in addresses)
 
@@ -195,15 +191,15 @@ def _shared_client() -> httpx.Client:
 def _next_hop(current: httpx.URL, response: httpx.Response) -> httpx.URL:
     location = response.headers.get("location")
     if not location:
-        raise UpstreamError(f"upstream answered {response.status_code} without a Location", retryable=False)
+        raise _unreachable(f"upstream answered {response.status_code} without a Location", retryable=False)
     target = current.join(location)
     if target.scheme not in ("http", "https"):
-        raise UpstreamError(f"refused redirect to a {target.scheme} URL", retryable=False)
+        raise _unreachable(f"refused redirect to a {target.scheme} URL", retryable=False)
     checked_addresses(target.host, target.port or (443 if target.scheme == "https" else 80))
     if current.scheme == "https" and target.scheme == "http":
-        raise UpstreamError("refused redirect from https to http", retryable=False)
+        raise _unreachable("refused redirect from https to http", retryable=False)
     if target.host != current.host:
-        raise UpstreamError(f"refused redirect to another host ({target.host})", retryable=False)
+        raise _unreachable(f"refused redirect to another host ({target.host})", retryable=False)
     return target
 
 
@@ -235,7 +231,7 @@ def request(
                 for chunk in response.iter_bytes():
                     body.extend(chunk)
                     if len(body) > limit:
-                        raise UpstreamError(
+                        raise _unreachable(
                             f"upstream response is larger than {limit // (1024 * 1024)} MiB", retryable=False
                         )
                 return UpstreamResponse(
@@ -246,10 +242,10 @@ def request(
                     elapsed_ms=int((time.monotonic() - started) * 1000),
                 )
         except httpx.TimeoutException:
-            raise UpstreamError(f"upstream timed out after {total:g}s", retryable=True, timed_out=True) from None
+            raise UpstreamTimeout(f"upstream timed out after {total:g}s", retryable=True) from None
         except httpx.TransportError as exc:
-            raise UpstreamError(f"upstream connection failed: {exc}", retryable=True) from None
-    raise UpstreamError(f"more than {MAX_REDIRECTS} redirects", retryable=False)
+            raise _unreachable(f"upstream connection failed: {exc}", retryable=True) from None
+    raise _unreachable(f"more than {MAX_REDIRECTS} redirects", retryable=False)
 
 
 # An AsyncClient's pooled connections belong to the event loop that opened them.
@@ -302,10 +298,10 @@ class UpstreamStream:
             except TimeoutError:
                 raise _timeout_error(first_byte=deadline < self._deadline) from None
             except httpx.TransportError as exc:
-                raise UpstreamError(f"upstream connection failed: {exc}", retryable=not self._received) from None
+                raise _unreachable(f"upstream connection failed: {exc}", retryable=not self._received) from None
             self._received += len(chunk)
             if self._received > self._limit:
-                raise UpstreamError(
+                raise _unreachable(
                     f"upstream response is larger than {self._limit // (1024 * 1024)} MiB", retryable=False
                 )
             yield chunk
@@ -322,13 +318,11 @@ def _loop_time(deadline: float) -> float:
     return asyncio.get_running_loop().time() + (deadline - time.monotonic())
 
 
-def _timeout_error(*, first_byte: bool) -> UpstreamError:
+def _timeout_error(*, first_byte: bool) -> UpstreamTimeout:
     # Never retried: a retry would make the caller wait the whole timeout again.
     if first_byte:
-        return UpstreamError(
-            f"upstream sent nothing within {settings.UPSTREAM_FIRST_BYTE_TIMEOUT:g}s", retryable=False, timed_out=True
-        )
-    return UpstreamError(f"upstream timed out after {settings.UPSTREAM_TIMEOUT:g}s", retryable=False, timed_out=True)
+        return UpstreamTimeout(f"upstream sent nothing within {settings.UPSTREAM_FIRST_BYTE_TIMEOUT:g}s")
+    return UpstreamTimeout(f"upstream timed out after {settings.UPSTREAM_TIMEOUT:g}s")
 
 
 @asynccontextmanager
@@ -361,7 +355,7 @@ async def open_stream(
         except TimeoutError:
             raise _timeout_error(first_byte=first_byte_deadline < deadline) from None
         except httpx.TransportError as exc:
-            raise UpstreamError(f"upstream connection failed: {exc}", retryable=True) from None
+            raise _unreachable(f"upstream connection failed: {exc}", retryable=True) from None
         try:
             if response.is_redirect:
                 target = await asyncio.to_thread(_next_hop, target, response)
@@ -374,4 +368,4 @@ async def open_stream(
             return
         finally:
             await response.aclose()
-    raise UpstreamError(f"more than {MAX_REDIRECTS} redirects", retryable=False)
+    raise _unreachable(f"more than {MAX_REDIRECTS} redirects", retryable=False)

@@ -24,10 +24,10 @@ from gateway.connections.models import (
 )
 from gateway.connections.prices import builtin_values
 from gateway.connections.providers import local_model
-from gateway.connections.providers.chat import ChatError, chat_provider
-from gateway.connections.providers.embeddings import ProviderError, effective_base_url, embedding_provider
+from gateway.connections.providers.chat import chat_provider
+from gateway.connections.providers.embeddings import effective_base_url, embedding_provider
 from ragmux.core.audit import audit_change, snapshot
-from ragmux.core.errors import Conflict, InvalidInput
+from ragmux.core.errors import Conflict, InvalidInput, UpstreamFailed
 
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$")
 MAX_DIMENSIONS = 16000
@@ -89,7 +89,7 @@ def _check_host(parts, url: str, *, unresolvable_ok: bool) -> None:
         http.checked_addresses(parts.hostname, port or (443 if parts.scheme == "https" else 80))
     except http.UpstreamBlocked as exc:
         raise InvalidInput(f"{url}: {exc.message}", field="base_url", code=exc.code) from None
-    except http.UpstreamError as exc:
+    except UpstreamFailed as exc:
         if not unresolvable_ok:
             raise InvalidInput(f"base_url host {parts.hostname!r} cannot be used: {exc}", field="base_url") from None
 
@@ -255,7 +255,7 @@ def connection_test(*, connection: ModelConnection, mode: str | None = None, act
             outcome["dimensions"] = embedding_width(connection)
         else:
             outcome["reply"] = _chat_reply(connection)
-    except (ProviderError, ChatError) as exc:
+    except UpstreamFailed as exc:
         outcome.update(ok=False, error=str(exc)[:512])
     outcome["latency_ms"] = int((time.monotonic() - started) * 1000)
     ModelConnection.objects.filter(pk=connection.pk).update(

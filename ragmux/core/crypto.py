@@ -14,11 +14,15 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.conf import settings
 
+from ragmux.core.errors import ServerFault
+
 NONCE_BYTES = 12
 
 
-class DecryptionFailed(Exception):
+class DecryptionFailed(ServerFault):
     """The blob was not sealed with this key, or not for this place."""
+
+    code = "decryption_failed"
 
 
 def generate_key() -> str:

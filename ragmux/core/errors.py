@@ -1,8 +1,14 @@
-"""One error envelope for /admin/api and /v1: ``{"error": {"message", "type", "code"}}``.
+"""One family of failures, one map from kind to status, and the two envelopes that say them.
 
-Services raise :class:`ServiceError` subclasses that say what went wrong (a stable machine
-``code`` and a message); the one exception handler below chooses the HTTP status from the
-exception's kind. Views never build error bodies or pick statuses themselves.
+Every failure a service, a provider adapter or a view raises on purpose is a
+:class:`ServiceError` kind with a stable machine ``code`` and a message. The HTTP status comes
+from the kind, in :data:`STATUS_BY_KIND`, and from nowhere else: views never pick statuses or
+build error bodies. Two renderers say a failure:
+
+- the admin envelope, ``{"error": {"message", "type": <HTTP status phrase>, "code", ...}}``
+  (:func:`api_exception_handler` for the DRF API, :func:`error_response` for plain views);
+- OpenAI's envelope on ``/v1``, ``{"error": {"message", "type": <OpenAI error type>, "code"}}``,
+  which OpenAI SDKs parse (:func:`openai_error_response`).
 """
 
 from __future__ import annotations
@@ -20,20 +26,26 @@ from rest_framework.response import Response
 
 logger = logging.getLogger("ragmux.core.errors")
 
+NON_FIELD = "non_field_errors"
+
 
 class ServiceError(Exception):
-    """A refusal the caller can act on. ``extra`` fields join the envelope's error object;
+    """A refusal the caller can act on. ``extra`` fields join the admin envelope's error object;
     ``beside`` holds top-level fields of the body (such as the documents an upload did store)."""
 
-    code = "bad_request"
+    code: str | None = "bad_request"
+    # The type of OpenAI's envelope; None leaves it to the status (see openai_type_of).
+    openai_type: str | None = None
     # Seconds the client should wait before retrying, sent as `Retry-After` when set.
     retry_after: int | None = None
 
-    def __init__(self, message: str, *, code: str | None = None, **extra: Any):
+    def __init__(self, message: str, *, code: str | None = None, openai_type: str | None = None, **extra: Any):
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
+        if openai_type is not None:
+            self.openai_type = openai_type
         self.extra = extra
         self.beside: dict[str, Any] = {}
 
@@ -64,6 +76,10 @@ class NotFound(ServiceError):
         return cls(f"{kind} not found")
 
 
+class MethodNotAllowed(ServiceError):
+    code = "method_not_allowed"
+
+
 class Conflict(ServiceError):
     code = "conflict"
 
@@ -82,6 +98,13 @@ class RateLimited(ServiceError):
     code = "rate_limited"
 
 
+class ServerFault(ServiceError):
+    """Our side cannot do it and the caller cannot fix that: a credential that no longer
+    decrypts, a connection that cannot do what it is configured for, an unexpected error."""
+
+    code = "internal_error"
+
+
 class Unavailable(ServiceError):
     """We cannot do it right now (backlog full, search timed out); retrying later may work."""
 
@@ -89,65 +112,165 @@ class Unavailable(ServiceError):
 
 
 class UpstreamFailed(ServiceError):
-    """A model provider refused, failed or could not be reached."""
+    """A model provider refused, failed or could not be reached.
+
+    ``retryable`` says whether the same call may succeed if made again (the chat adapters and
+    ingestion retry on it). ``upstream_status`` is set when the provider answered with an error
+    status of its own: see :meth:`relayed`.
+    """
 
     code = "upstream_error"
+    openai_type = "upstream_error"
+    upstream_status: int | None = None
+
+    def __init__(self, message: str, *, code: str | None = None, retryable: bool = False, **extra: Any):
+        super().__init__(message, code=code, **extra)
+        self.retryable = retryable
+
+    @classmethod
+    def relayed(
+        cls,
+        message: str,
+        *,
+        status: int,
+        openai_type: str,
+        code: str | None,
+        retryable: bool,
+        retry_after: int | None = None,
+    ) -> UpstreamFailed:
+        """The provider's own refusal, passed on with its status, OpenAI error type, code (none
+        when the provider gave none) and ``Retry-After``. A status no HTTP client can be sent
+        is said as the kind's own."""
+        error = cls(message, openai_type=openai_type, retryable=retryable)
+        error.code = code
+        error.retry_after = retry_after
+        if 400 <= status <= 599:
+            error.upstream_status = status
+        return error
 
 
 class UpstreamTimeout(UpstreamFailed):
     code = "upstream_timeout"
+    openai_type = "timeout"
 
 
-# Most specific first: the first class the exception is an instance of decides the status.
+# Most specific first: the first kind the exception is an instance of decides the status.
 STATUS_BY_KIND: tuple[tuple[type[ServiceError], int], ...] = (
     (InvalidInput, 400),
     (Unauthenticated, 401),
     (Forbidden, 403),
     (NotFound, 404),
+    (MethodNotAllowed, 405),
     (Conflict, 409),
     (TooLarge, 413),
     (LimitReached, 422),
     (RateLimited, 429),
+    (ServerFault, 500),
     (UpstreamTimeout, 504),
     (UpstreamFailed, 502),
     (Unavailable, 503),
+    (ServiceError, 400),
 )
+"""The one map from a failure's kind to its HTTP status, for both envelopes.
+
+One exception: an upstream's own 4xx/5xx (an :class:`UpstreamFailed` made by
+:meth:`UpstreamFailed.relayed`) is relayed with the upstream's status, as the reference asks of
+``/v1/chat/completions`` (§4.5: "relayed from provider: upstream status + message"), so a
+client's SDK raises the error it would have raised calling the provider itself.
+"""
 
 
 def status_for(exc: ServiceError) -> int:
-    return next((status for kind, status in STATUS_BY_KIND if isinstance(exc, kind)), 400)
+    if isinstance(exc, UpstreamFailed) and exc.upstream_status is not None:
+        return exc.upstream_status
+    return next(status for kind, status in STATUS_BY_KIND if isinstance(exc, kind))
 
 
-def service_error_body(exc: ServiceError) -> dict:
-    return error_body(status_for(exc), exc.message, exc.code, **exc.extra)
+def _status_phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:  # a relayed status HTTPStatus does not name
+        return "Error"
 
 
-def error_body(status: int, message: str, code: str, **extra: Any) -> dict:
-    error = {"message": message, "type": HTTPStatus(status).phrase, "code": code}
-    error.update(extra)
-    return {"error": error}
+def _with_retry_after(response, exc: ServiceError):
+    if exc.retry_after is not None:
+        response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
-def error_response(status: int, message: str, code: str, **extra: Any) -> JsonResponse:
-    return JsonResponse(error_body(status, message, code, **extra), status=status)
+# --------------------------------------------------------------------------------------------
+# The admin envelope
+# --------------------------------------------------------------------------------------------
 
 
-def _flatten_validation(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+def _admin_envelope(status: int, message: str, code: str | None, **extra: Any) -> dict:
+    return {"error": {"message": message, "type": _status_phrase(status), "code": code, **extra}}
+
+
+def admin_error_body(exc: ServiceError) -> dict:
+    return {**_admin_envelope(status_for(exc), exc.message, exc.code, **exc.extra), **exc.beside}
+
+
+def error_response(exc: ServiceError) -> JsonResponse:
+    """The admin envelope from a plain Django view (error handlers, probes, dashboard refusals)."""
+    return _with_retry_after(JsonResponse(admin_error_body(exc), status=status_for(exc)), exc)
+
+
+# --------------------------------------------------------------------------------------------
+# OpenAI's envelope (/v1)
+# --------------------------------------------------------------------------------------------
+
+
+def openai_type_of(exc: ServiceError) -> str:
+    """The kind's own OpenAI error type, else the one OpenAI uses for such a status."""
+    if exc.openai_type is not None:
+        return exc.openai_type
+    return "invalid_request_error" if status_for(exc) < 500 else "server_error"
+
+
+def openai_error_body(exc: ServiceError) -> dict:
+    return {"error": {"message": exc.message, "type": openai_type_of(exc), "code": exc.code}}
+
+
+def openai_error_response(exc: ServiceError) -> JsonResponse:
+    return _with_retry_after(JsonResponse(openai_error_body(exc), status=status_for(exc)), exc)
+
+
+# --------------------------------------------------------------------------------------------
+# Validation errors
+# --------------------------------------------------------------------------------------------
+
+
+def flatten_validation(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """A serializer's nested errors as messages by dotted field name (``messages[0].role``)."""
     fields: dict[str, list[str]] = {}
     if isinstance(detail, dict):
         for key, value in detail.items():
             name = f"{prefix}.{key}" if prefix else str(key)
-            fields.update(_flatten_validation(value, name))
+            fields.update(flatten_validation(value, name))
     elif isinstance(detail, list):
         if all(not isinstance(item, (dict, list)) for item in detail):
-            fields[prefix or "non_field_errors"] = [str(item) for item in detail]
+            fields[prefix or NON_FIELD] = [str(item) for item in detail]
         else:
             for index, item in enumerate(detail):
-                fields.update(_flatten_validation(item, f"{prefix}[{index}]"))
+                fields.update(flatten_validation(item, f"{prefix}[{index}]"))
     else:
-        fields[prefix or "non_field_errors"] = [str(detail)]
+        fields[prefix or NON_FIELD] = [str(detail)]
     return fields
 
+
+def validation_failed(detail: Any, *, code: str | None = None) -> InvalidInput:
+    """A serializer's errors as one refusal: every message by its field, the first one said."""
+    fields = flatten_validation(detail)
+    first_field, messages = next(iter(fields.items()))
+    message = messages[0] if first_field == NON_FIELD else f"{first_field}: {messages[0]}"
+    return InvalidInput(message, code=code, fields=fields)
+
+
+# --------------------------------------------------------------------------------------------
+# The DRF API's one exception handler
+# --------------------------------------------------------------------------------------------
 
 _DRF_CODES = {
     exceptions.NotAuthenticated: "unauthenticated",
@@ -162,7 +285,7 @@ _DRF_CODES = {
 
 
 def _request_refusal(exc: Exception) -> ServiceError | None:
-    """Django's own refusals of a request's size or shape, said in the envelope."""
+    """Django's own refusals of a request's size or shape, and DRF's validation errors, as kinds."""
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE // (1024 * 1024)
         return TooLarge(f"the request body is larger than {limit} MiB", code="body_too_large")
@@ -173,6 +296,8 @@ def _request_refusal(exc: Exception) -> ServiceError | None:
         )
     if isinstance(exc, TooManyFieldsSent):
         return InvalidInput(f"at most {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} fields per request")
+    if isinstance(exc, exceptions.ValidationError):
+        return validation_failed(exc.detail)
     return None
 
 
@@ -180,20 +305,13 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     request = context.get("request")
     exc = _request_refusal(exc) or exc
     if isinstance(exc, ServiceError):
-        response = Response({**service_error_body(exc), **exc.beside}, status=status_for(exc))
-        if exc.retry_after is not None:
-            response["Retry-After"] = str(exc.retry_after)
-        return response
+        return _with_retry_after(Response(admin_error_body(exc), status=status_for(exc)), exc)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
-    if isinstance(exc, exceptions.ValidationError):
-        fields = _flatten_validation(exc.detail)
-        first_field, messages = next(iter(fields.items()))
-        message = messages[0] if first_field == "non_field_errors" else f"{first_field}: {messages[0]}"
-        return Response(error_body(400, message, "validation_error", fields=fields), status=400)
     if isinstance(exc, exceptions.APIException):
+        # DRF's own refusals keep DRF's status (a 401 or 403 by the authenticators' header).
         code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), "error")
         if isinstance(exc, exceptions.NotAuthenticated):
             message = "authentication required"
@@ -201,7 +319,7 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
             message = "not found"
         else:
             message = str(exc.detail)
-        response = Response(error_body(exc.status_code, message, code), status=exc.status_code)
+        response = Response(_admin_envelope(exc.status_code, message, code), status=exc.status_code)
         if getattr(exc, "auth_header", None):
             response["WWW-Authenticate"] = exc.auth_header
         if getattr(exc, "wait", None):
@@ -209,4 +327,5 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
         return response
     request_id = getattr(getattr(request, "_request", request), "request_id", "-")
     logger.exception("internal error (request id %s)", request_id)
-    return Response(error_body(500, f"internal error (request id {request_id})", "internal_error"), status=500)
+    fault = ServerFault(f"internal error (request id {request_id})")
+    return Response(admin_error_body(fault), status=status_for(fault))

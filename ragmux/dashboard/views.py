@@ -19,7 +19,7 @@ from gateway.connections.selectors import connection_list
 from ingestion import services as admission
 from ingestion.serializers import ReprocessInput, TextDocumentInput
 from ingestion.uploads import oversize_upload
-from ragmux.core.errors import ServiceError, error_response
+from ragmux.core.errors import Forbidden, ServiceError, error_response
 from ragmux.core.middleware import is_api_path
 from ragmux.dashboard.access import forbidden_page, page, wants_fragment
 from ragmux.dashboard.compare import (
@@ -52,7 +52,7 @@ MOVING = (DocumentStatus.PENDING, DocumentStatus.PROCESSING)
 
 def forbidden(request, exception=None):
     if is_api_path(request.path):
-        return error_response(403, "insufficient role", "forbidden")
+        return error_response(Forbidden("insufficient role"))
     return forbidden_page(request, str(exception or ""))
 
 

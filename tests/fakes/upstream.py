@@ -68,6 +68,8 @@ class Knobs:
     error_after: int | None = None
     tool_call: str | None = None
     error_reason: str | None = None
+    # Seconds sent as `Retry-After` with a failure.
+    retry_after: int | None = None
 
 
 @dataclass
@@ -236,7 +238,10 @@ class FakeUpstream:
             if knobs.redirect_to:
                 return 307, {"Location": knobs.redirect_to}, b""
             if fail:
-                return json_reply(route.error_body(knobs.status, knobs), knobs.status)
+                status, headers, content = json_reply(route.error_body(knobs.status, knobs), knobs.status)
+                if knobs.retry_after is not None:
+                    headers["Retry-After"] = str(knobs.retry_after)
+                return status, headers, content
             if knobs.malformed == "not_json":
                 return 200, {"Content-Type": "application/json"}, b"{this is not json"
             try:

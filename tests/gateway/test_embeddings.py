@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from gateway.connections.models import ModelConnection
-from gateway.connections.providers.embeddings import NoEmbeddings, ProviderError, embedding_provider, estimate_tokens
+from gateway.connections.providers.embeddings import NoEmbeddings, embedding_provider, estimate_tokens
 from gateway.connections.services import connection_create
+from ragmux.core.errors import UpstreamFailed, UpstreamTimeout
 from tests.fakes.upstream import fake_vector
 
 ADAPTERS = {
@@ -86,10 +87,10 @@ def test_ollama_without_a_key_sends_no_authorization(fake_upstream):
 @pytest.mark.parametrize(("status", "retryable"), [(429, True), (500, True), (503, True), (400, False), (401, False)])
 def test_error_statuses_say_whether_a_retry_may_help(fake_upstream, provider_type, status, retryable):
     fake_upstream.configure(ADAPTERS[provider_type][0], status=status)
-    with pytest.raises(ProviderError) as failure:
+    with pytest.raises(UpstreamFailed) as failure:
         embedding_provider(connection_for(fake_upstream, provider_type)).embed(["a", "b"])
     assert failure.value.retryable is retryable
-    assert failure.value.status == status
+    assert failure.value.upstream_status == status
     assert f"HTTP {status}" in str(failure.value)
     assert "fake upstream failure" in str(failure.value)
 
@@ -99,7 +100,7 @@ def test_error_statuses_say_whether_a_retry_may_help(fake_upstream, provider_typ
 @pytest.mark.parametrize("malformed", ["not_json", "wrong_shape"])
 def test_malformed_replies_are_clear_non_retryable_errors(fake_upstream, provider_type, malformed):
     fake_upstream.configure(ADAPTERS[provider_type][0], malformed=malformed)
-    with pytest.raises(ProviderError, match="malformed|returned 0 embeddings|returned no embeddings") as failure:
+    with pytest.raises(UpstreamFailed, match="malformed|returned 0 embeddings|returned no embeddings") as failure:
         embedding_provider(connection_for(fake_upstream, provider_type)).embed(["a", "b"])
     assert failure.value.retryable is False
 
@@ -108,7 +109,7 @@ def test_malformed_replies_are_clear_non_retryable_errors(fake_upstream, provide
 @pytest.mark.parametrize("provider_type", ADAPTERS)
 def test_vectors_of_different_widths_are_refused(fake_upstream, provider_type):
     fake_upstream.configure(ADAPTERS[provider_type][0], wrong_width=True)
-    with pytest.raises(ProviderError, match="different widths"):
+    with pytest.raises(UpstreamFailed, match="different widths"):
         embedding_provider(connection_for(fake_upstream, provider_type)).embed(["a", "b"])
 
 
@@ -116,7 +117,7 @@ def test_vectors_of_different_widths_are_refused(fake_upstream, provider_type):
 @pytest.mark.parametrize("provider_type", ADAPTERS)
 def test_a_width_other_than_the_configured_dimensions_is_refused(fake_upstream, provider_type):
     fake_upstream.configure(ADAPTERS[provider_type][0], width=16)
-    with pytest.raises(ProviderError, match="16-dimensional embeddings but the connection expects 8"):
+    with pytest.raises(UpstreamFailed, match="16-dimensional embeddings but the connection expects 8"):
         embedding_provider(connection_for(fake_upstream, provider_type, dimensions=8)).embed(["a", "b"])
 
 
@@ -124,7 +125,7 @@ def test_a_width_other_than_the_configured_dimensions_is_refused(fake_upstream, 
 def test_a_slow_upstream_is_a_retryable_timeout(fake_upstream):
     fake_upstream.configure("openai.embeddings", latency=1.0)
     connection = connection_for(fake_upstream, "openai")
-    with pytest.raises(ProviderError, match="timed out") as failure:
+    with pytest.raises(UpstreamTimeout, match="timed out") as failure:
         embedding_provider(connection, timeout=0.2).embed(["a"])
     assert failure.value.retryable is True
 

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from gateway.connections import http
+from ragmux.core.errors import UpstreamFailed, UpstreamTimeout
 
 PUBLIC_LOOKING = "api.models-example.com"
 
@@ -118,13 +119,13 @@ def test_a_redirect_to_another_host_is_refused(settings, fake_upstream, hostile_
     hostile_dns["other.internal"] = "127.0.0.1"
     port = fake_upstream.url.rsplit(":", 1)[1]
     fake_upstream.configure("openai.embeddings", redirect_to=f"http://other.internal:{port}/api/embed")
-    with pytest.raises(http.UpstreamError, match="another host"):
+    with pytest.raises(UpstreamFailed, match="another host"):
         http.request("POST", f"{fake_upstream.url}/v1/embeddings", json_body={"input": ["x"]})
 
 
 def test_responses_over_the_size_cap_are_cut_off(fake_upstream):
     fake_upstream.configure("openai.embeddings", width=4096)
-    with pytest.raises(http.UpstreamError, match="larger than") as failure:
+    with pytest.raises(UpstreamFailed, match="larger than") as failure:
         http.request(
             "POST", f"{fake_upstream.url}/v1/embeddings", json_body={"input": ["a"] * 50}, max_bytes=1024 * 1024
         )
@@ -133,7 +134,7 @@ def test_responses_over_the_size_cap_are_cut_off(fake_upstream):
 
 def test_a_slow_upstream_times_out_as_a_retryable_failure(fake_upstream):
     fake_upstream.configure("openai.embeddings", latency=1.0)
-    with pytest.raises(http.UpstreamError, match="timed out") as failure:
+    with pytest.raises(UpstreamTimeout, match="timed out") as failure:
         http.request("POST", f"{fake_upstream.url}/v1/embeddings", json_body={"input": ["x"]}, timeout=0.2)
     assert failure.value.retryable is True
 
@@ -141,7 +142,7 @@ def test_a_slow_upstream_times_out_as_a_retryable_failure(fake_upstream):
 def test_a_refused_connection_is_a_retryable_failure(settings):
     from ragmux.embedded import free_port
 
-    with pytest.raises(http.UpstreamError, match="connection failed") as failure:
+    with pytest.raises(UpstreamFailed, match="connection failed") as failure:
         http.request("GET", f"http://127.0.0.1:{free_port()}/", timeout=2)
     assert failure.value.retryable is True
 
@@ -213,9 +214,9 @@ def test_the_async_path_checks_every_redirect(settings, fake_upstream, hostile_d
 
 def test_the_async_path_caps_size_and_bounds_the_first_byte(fake_upstream):
     fake_upstream.configure("openai.embeddings", width=4096)
-    with pytest.raises(http.UpstreamError, match="larger than"):
+    with pytest.raises(UpstreamFailed, match="larger than"):
         stream_body(f"{fake_upstream.url}/v1/embeddings", max_bytes=10_000)
     fake_upstream.configure("openai.embeddings", width=8, latency=1.0)
-    with pytest.raises(http.UpstreamError, match="sent nothing within") as failure:
+    with pytest.raises(UpstreamTimeout, match="sent nothing within") as failure:
         stream_body(f"{fake_upstream.url}/v1/embeddings", first_byte_timeout=0.2)
-    assert failure.value.timed_out and not failure.value.retryable
+    assert not failure.value.retryable

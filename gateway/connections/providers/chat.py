@@ -6,10 +6,11 @@ A provider takes an OpenAI-format chat request body and answers in OpenAI format
 providers with another wire format (Anthropic, Gemini, Ollama) translate both ways, so the
 client API only ever sees one shape.
 
-Every failure is a :class:`ChatError` carrying the status and OpenAI error fields the client
-should get: upstream 4xx/5xx answers keep their status (or the closest one a client's SDK
-understands), timeouts are 504 and transport failures 502. Retryable failures are retried
-with backoff, but only before anything was relayed.
+Every failure is a :class:`~ragmux.core.errors.ServiceError` kind: a request the provider's
+format cannot say is ``InvalidInput``; the rest are ``UpstreamFailed``, whose upstream 4xx/5xx
+answers keep their status (or the closest one a client's SDK understands); timeouts are
+``UpstreamTimeout``. Retryable failures are retried with backoff, but only before anything was
+relayed.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from __future__ import annotations
 from gateway.connections.credentials import open_api_key
 from gateway.connections.models import ModelConnection, ProviderType
 from gateway.connections.providers.chat_anthropic import AnthropicChat
-from gateway.connections.providers.chat_base import ChatError, ChatProvider, ChatStream, NoChat
+from gateway.connections.providers.chat_base import ChatProvider, ChatStream, NoChat
 from gateway.connections.providers.chat_gemini import GeminiChat
 from gateway.connections.providers.chat_ollama import OllamaChat
 from gateway.connections.providers.chat_openai import CustomOpenAIChat, OpenAIChat
 from gateway.connections.providers.embeddings import effective_base_url
 
-__all__ = ["ChatError", "ChatProvider", "ChatStream", "NoChat", "chat_provider"]
+__all__ = ["ChatProvider", "ChatStream", "NoChat", "chat_provider"]
 
 # One adapter for every provider type that models.CHAT_PROVIDERS says can chat.
 _CHAT_PROVIDERS: dict[str, type[ChatProvider]] = {

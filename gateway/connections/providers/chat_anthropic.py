@@ -20,7 +20,6 @@ from gateway.connections.providers.chat_base import (
     functions,
     inline_image,
     invalid_request,
-    malformed,
     max_tokens,
     new_id,
     number,
@@ -28,9 +27,9 @@ from gateway.connections.providers.chat_base import (
     stop_sequences,
     text_of,
     tool_call,
-    type_for_status,
     usage_object,
 )
+from gateway.connections.providers.upstream_errors import malformed, type_for_status
 
 API_VERSION = "2023-06-01"
 # Anthropic requires a bound on the answer; the client's, or this one.

@@ -5,7 +5,9 @@ from an OpenAI-format request, how it reads a reply and a stream back into OpenA
 ``chat.completion`` and ``chat.completion.chunk`` objects, and how its error bodies map to
 the status, type and code a client gets. :class:`ChatProvider` makes the calls: retries
 before the first byte, the first chunk read before a stream is handed over, and every
-failure a :class:`ChatError`.
+failure a :class:`~ragmux.core.errors.ServiceError` kind (a request the provider's format
+cannot say is :class:`~ragmux.core.errors.InvalidInput`, the rest
+:class:`~ragmux.core.errors.UpstreamFailed`).
 """
 
 from __future__ import annotations
@@ -23,72 +25,33 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, TypeVar
 
 from gateway.connections import http
+from gateway.connections.providers.upstream_errors import (
+    MAX_ERROR_MESSAGE,
+    by_status,
+    malformed,
+    redact,
+    refusal,
+)
+from ragmux.core.errors import Conflict, InvalidInput, UpstreamFailed
 
 MAX_ATTEMPTS = 3
 BACKOFF_SECONDS = 0.25
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
-MAX_ERROR_MESSAGE = 512
 SYSTEM_ROLES = ("system", "developer")
-_SECRET_PATTERNS = re.compile(
-    r"(Bearer\s+\S+|Basic\s+\S+|sk-[A-Za-z0-9_-]{8,}|AIza[A-Za-z0-9_-]{20,}|eyJ[A-Za-z0-9_-]{10,}(\.[A-Za-z0-9_-]+)*)"
-)
 _DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+)(?P<params>(;[^,;]*)*),(?P<data>.*)$", re.DOTALL)
 
 T = TypeVar("T")
 
 
-class ChatError(Exception):
-    """A chat call failed; ``status``, ``type`` and ``code`` are what the client is told."""
-
-    def __init__(
-        self, message: str, *, status: int, type: str = "upstream_error", code: str | None = None, retryable=False
-    ):
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.type = type
-        self.code = code
-        self.retryable = retryable
-
-
-class NoChat(Exception):
+class NoChat(Conflict):
     """The connection's provider type cannot answer chat requests."""
 
-
-def redact(text: str, secret: str) -> str:
-    """Upstream messages can echo credentials back; none of them may reach a client or a log."""
-    if secret:
-        text = text.replace(secret, "[redacted]")
-    return _SECRET_PATTERNS.sub("[redacted]", text)
+    code = "chat_unavailable"
 
 
-def invalid_request(message: str) -> ChatError:
+def invalid_request(message: str) -> InvalidInput:
     """The client's request cannot be said in the provider's format: the client must change it."""
-    return ChatError(message, status=400, type="invalid_request_error", code="invalid_request")
-
-
-def malformed(label: str, what: str = "body") -> ChatError:
-    return ChatError(f"{label} returned a malformed {what}", status=502, code="upstream_malformed")
-
-
-def type_for_status(status: int) -> str:
-    """The OpenAI error type a client's SDK expects with an upstream's status."""
-    if status >= 500:
-        return "upstream_error"
-    return {
-        401: "authentication_error",
-        403: "permission_error",
-        404: "not_found_error",
-        429: "rate_limit_error",
-    }.get(status, "invalid_request_error")
-
-
-def _upstream_failure(exc: http.UpstreamError | http.UpstreamBlocked) -> ChatError:
-    if isinstance(exc, http.UpstreamBlocked):
-        return ChatError(exc.message, status=502, code="upstream_blocked")
-    if exc.timed_out:
-        return ChatError(str(exc), status=504, type="timeout", code="upstream_timeout")
-    return ChatError(str(exc), status=502, code="upstream_unreachable", retryable=exc.retryable)
+    return InvalidInput(message, code="invalid_request")
 
 
 # --------------------------------------------------------------------------------------------
@@ -169,8 +132,8 @@ class Chunks:
         return self._chunk([], usage=usage)
 
 
-def ended_early(label: str) -> ChatError:
-    return ChatError(f"{label} ended the stream before the answer was complete", status=502, code="upstream_truncated")
+def ended_early(label: str) -> UpstreamFailed:
+    return UpstreamFailed(f"{label} ended the stream before the answer was complete", code="upstream_truncated")
 
 
 # --------------------------------------------------------------------------------------------
@@ -344,7 +307,7 @@ def _mid_stream_error(event: object, label: str, secret: str) -> None:
     if isinstance(event, dict) and isinstance(event.get("error"), (dict, str)):
         error = event["error"]
         message = error.get("message", "") if isinstance(error, dict) else error
-        raise ChatError(redact(f"{label} failed mid-stream: {message}", secret)[:MAX_ERROR_MESSAGE], status=502)
+        raise UpstreamFailed(redact(f"{label} failed mid-stream: {message}", secret)[:MAX_ERROR_MESSAGE])
 
 
 async def sse_events(chunks: AsyncIterator[bytes], label: str, secret: str) -> AsyncIterator[dict]:
@@ -408,11 +371,8 @@ class ChatStream:
         if self._first is None:
             return
         yield self._first
-        try:
-            async for chunk in self._rest:
-                yield chunk
-        except (http.UpstreamError, http.UpstreamBlocked) as exc:
-            raise _upstream_failure(exc) from None
+        async for chunk in self._rest:
+            yield chunk
 
 
 class ChatProvider(ABC):
@@ -455,26 +415,20 @@ class ChatProvider(ABC):
 
     def _classify(self, status: int, error: dict | None) -> tuple[int, str, str | None]:
         """The status, OpenAI error type and code a client gets for an upstream error."""
-        return status, type_for_status(status), None
+        return by_status(status, error)
 
     # -- the calls ---------------------------------------------------------------------------
 
-    def _status_error(self, status: int, content: bytes) -> ChatError:
-        try:
-            body = json.loads(content)
-        except ValueError:
-            body = None
-        error = body.get("error") if isinstance(body, dict) else None
-        message = ""
-        if isinstance(error, dict):
-            message = str(error.get("message") or "")
-        elif isinstance(error, str):
-            message = error
-        if not message:
-            message = content.decode("utf-8", errors="replace").strip() or "no details"
-        message = redact(f"{self.label} answered HTTP {status}: {message}", self.api_key)[:MAX_ERROR_MESSAGE]
-        status, type_, code = self._classify(status, error if isinstance(error, dict) else None)
-        return ChatError(message, status=status, type=type_, code=code, retryable=status in RETRYABLE_STATUSES)
+    def _refusal(self, status: int, content: bytes, headers) -> UpstreamFailed:
+        return refusal(
+            label=self.label,
+            secret=self.api_key,
+            status=status,
+            content=content,
+            headers=headers,
+            classify=self._classify,
+            retryable_statuses=RETRYABLE_STATUSES,
+        )
 
     def _reply(self, content: bytes) -> dict[str, Any]:
         try:
@@ -486,15 +440,12 @@ class ChatProvider(ABC):
         return self._completion(reply)
 
     async def _complete_once(self, payload: dict[str, Any]) -> dict[str, Any]:
-        try:
-            async with http.open_stream(
-                "POST", self._url(stream=False), headers=self._headers(), json_body=payload
-            ) as upstream:
-                content = await upstream.read()
-        except (http.UpstreamError, http.UpstreamBlocked) as exc:
-            raise _upstream_failure(exc) from None
+        async with http.open_stream(
+            "POST", self._url(stream=False), headers=self._headers(), json_body=payload
+        ) as upstream:
+            content = await upstream.read()
         if upstream.status >= 400:
-            raise self._status_error(upstream.status, content)
+            raise self._refusal(upstream.status, content, upstream.headers)
         return self._reply(content)
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -514,12 +465,9 @@ class ChatProvider(ABC):
                 )
             )
             if upstream.status >= 400:
-                raise self._status_error(upstream.status, await upstream.read())
+                raise self._refusal(upstream.status, await upstream.read(), upstream.headers)
             chunks = self._chunks(upstream.chunks())
             first = await anext(chunks, None)
-        except (http.UpstreamError, http.UpstreamBlocked) as exc:
-            await stack.aclose()
-            raise _upstream_failure(exc) from None
         except BaseException:
             await stack.aclose()
             raise
@@ -536,25 +484,22 @@ class ChatProvider(ABC):
     def probe(self, *, timeout: float) -> dict[str, Any]:
         """A one-token answer, by the blocking client: the connection test's chat call."""
         body = {"messages": [{"role": "user", "content": "ping"}], self.token_limit_field: 1}
-        try:
-            upstream = http.request(
-                "POST",
-                self._url(stream=False),
-                headers=self._headers(),
-                json_body=self._payload(body, stream=False),
-                timeout=timeout,
-            )
-        except (http.UpstreamError, http.UpstreamBlocked) as exc:
-            raise _upstream_failure(exc) from None
+        upstream = http.request(
+            "POST",
+            self._url(stream=False),
+            headers=self._headers(),
+            json_body=self._payload(body, stream=False),
+            timeout=timeout,
+        )
         if upstream.status >= 400:
-            raise self._status_error(upstream.status, upstream.content)
+            raise self._refusal(upstream.status, upstream.content, upstream.headers)
         return self._reply(upstream.content)
 
     async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
         for number in range(1, MAX_ATTEMPTS + 1):
             try:
                 return await attempt()
-            except ChatError as exc:
+            except UpstreamFailed as exc:
                 if not exc.retryable or number == MAX_ATTEMPTS:
                     raise
             await asyncio.sleep(BACKOFF_SECONDS * 2 ** (number - 1))

@@ -23,7 +23,6 @@ from gateway.connections.providers.chat_base import (
     functions,
     inline_image,
     invalid_request,
-    malformed,
     max_tokens,
     new_id,
     number,
@@ -32,10 +31,10 @@ from gateway.connections.providers.chat_base import (
     text_of,
     tool_call,
     tool_names,
-    type_for_status,
     usage_object,
     wants_json,
 )
+from gateway.connections.providers.upstream_errors import malformed, type_for_status
 
 logger = logging.getLogger("ragmux.gateway.gemini")
 

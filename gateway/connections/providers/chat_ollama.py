@@ -19,7 +19,6 @@ from gateway.connections.providers.chat_base import (
     ended_early,
     inline_image,
     invalid_request,
-    malformed,
     max_tokens,
     ndjson_events,
     new_id,
@@ -31,6 +30,7 @@ from gateway.connections.providers.chat_base import (
     usage_object,
     wants_json,
 )
+from gateway.connections.providers.upstream_errors import malformed
 
 # Request fields Ollama takes at the top level as they are.
 PASSTHROUGH = ("keep_alive", "think")

@@ -2,7 +2,8 @@
 
 ``provider.embed(texts)`` makes one upstream call for at most ``provider.max_batch`` texts and
 returns the vectors in input order with the tokens spent: the upstream's own count when it
-reports one, otherwise an estimate of characters / 4.
+reports one, otherwise an estimate of characters / 4. Every failure is an
+:class:`~ragmux.core.errors.UpstreamFailed` whose ``retryable`` says whether trying again may help.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from urllib.parse import quote
 from gateway.connections import http
 from gateway.connections.credentials import open_api_key
 from gateway.connections.models import ModelConnection, ProviderType
+from gateway.connections.providers.upstream_errors import by_status, malformed, refusal
+from ragmux.core.errors import Conflict, UpstreamFailed
+
+# Rate limits, conflicts and every server error may pass; ingestion retries them with backoff.
+RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, *range(500, 600)})
 
 
 @dataclass(frozen=True)
@@ -27,15 +33,6 @@ class Embeddings:
     @property
     def dimensions(self) -> int:
         return len(self.vectors[0]) if self.vectors else 0
-
-
-class ProviderError(Exception):
-    """An upstream failed to embed; ``retryable`` says whether trying again may help."""
-
-    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None):
-        super().__init__(message)
-        self.retryable = retryable
-        self.status = status
 
 
 def estimate_tokens(texts: Sequence[str]) -> int:
@@ -57,20 +54,21 @@ class EmbeddingProvider(ABC):
     def _check_vectors(self, vectors: object, count: int) -> list[list[float]]:
         if not isinstance(vectors, list) or len(vectors) != count:
             got = len(vectors) if isinstance(vectors, list) else "no"
-            raise ProviderError(f"{self.label} returned {got} embeddings for {count} inputs")
+            raise malformed(self.label, f"reply: {got} embeddings for {count} inputs")
         width = None
         for vector in vectors:
             if not isinstance(vector, list) or not vector:
-                raise ProviderError(f"{self.label} returned an embedding that is not a list of numbers")
+                raise malformed(self.label, "embedding: not a list of numbers")
             if width is None:
                 width = len(vector)
             elif len(vector) != width:
-                raise ProviderError(f"{self.label} returned embeddings of different widths ({width} and {len(vector)})")
+                raise malformed(self.label, f"reply: embeddings of different widths ({width} and {len(vector)})")
             if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in vector):
-                raise ProviderError(f"{self.label} returned an embedding with non-numeric or non-finite values")
+                raise malformed(self.label, "embedding: non-numeric or non-finite values")
         if self.dimensions and width != self.dimensions:
-            raise ProviderError(
-                f"{self.label} returned {width}-dimensional embeddings but the connection expects {self.dimensions}"
+            raise UpstreamFailed(
+                f"{self.label} returned {width}-dimensional embeddings but the connection expects {self.dimensions}",
+                code="dimensions_mismatch",
             )
         return vectors
 
@@ -99,41 +97,26 @@ class _HttpEmbeddingProvider(EmbeddingProvider):
         return Embeddings(vectors, estimate_tokens(texts), False)
 
     def _post(self, url: str, body: dict, headers: dict[str, str]) -> object:
-        try:
-            response = http.request("POST", url, headers=headers, json_body=body, timeout=self.timeout)
-        except http.UpstreamError as exc:
-            raise ProviderError(f"{self.label}: {exc}", retryable=exc.retryable) from None
-        except http.UpstreamBlocked as exc:
-            raise ProviderError(f"{self.label}: {exc.message}") from None
+        response = http.request("POST", url, headers=headers, json_body=body, timeout=self.timeout)
         if response.status >= 400:
-            raise ProviderError(
-                f"{self.label} answered HTTP {response.status}: {_error_detail(response)}",
-                retryable=response.status in (408, 409, 425, 429) or response.status >= 500,
+            raise refusal(
+                label=self.label,
+                secret=self.api_key,
                 status=response.status,
+                content=response.content,
+                headers=response.headers,
+                classify=by_status,
+                retryable_statuses=RETRYABLE_STATUSES,
             )
         try:
             return response.json()
         except ValueError:
-            raise ProviderError(f"{self.label} returned a malformed body (not JSON)") from None
-
-
-def _error_detail(response: http.UpstreamResponse) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.text[:200].strip() or "no details"
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])[:300]
-        if isinstance(error, str):
-            return error[:300]
-    return "no details"
+            raise malformed(self.label, "body (not JSON)") from None
 
 
 def _require(condition: bool, label: str, what: str) -> None:
     if not condition:
-        raise ProviderError(f"{label} returned a malformed body ({what})")
+        raise malformed(label, f"body ({what})")
 
 
 class OpenAIEmbeddings(_HttpEmbeddingProvider):
@@ -228,8 +211,10 @@ def effective_base_url(provider_type: str, base_url: str) -> str:
     return url
 
 
-class NoEmbeddings(Exception):
+class NoEmbeddings(Conflict):
     """The connection's provider type cannot embed."""
+
+    code = "embedding_unavailable"
 
 
 def embedding_provider(connection: ModelConnection, *, timeout: float | None = None) -> EmbeddingProvider:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ragmux.core.errors import ServerFault
+
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_PATH = Path(__file__).parent / "data" / "tokenizer.json"
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -22,8 +24,10 @@ MAX_TOKENS = 256
 DIMENSIONS = 384
 
 
-class LocalModelError(RuntimeError):
-    pass
+class LocalModelError(ServerFault):
+    """The installed model file is not the one ragmux was built with."""
+
+    code = "local_model_unusable"
 
 
 def default_threads() -> int:

@@ -90,6 +90,20 @@ def test_upstream_429_is_retried_then_succeeds(v1, project_key, project, fake_up
     assert fake_upstream.calls("openai.chat") == 2
 
 
+@pytest.mark.parametrize(
+    ("route", "path", "body"),
+    [
+        ("openai.chat", "/chat/completions", {"messages": MESSAGES}),
+        ("openai.embeddings", "/embeddings", {"input": "x"}),
+    ],
+)
+def test_an_upstream_rate_limit_is_relayed_with_its_retry_after(v1, project_key, fake_upstream, route, path, body):
+    fake_upstream.configure(route, status=429, retry_after=17)
+    response = v1(project_key).post(path, json=body)
+    assert (response.status_code, response.headers.get("Retry-After")) == (429, "17")
+    assert error_of(response)["type"] == "rate_limit_error"
+
+
 def test_unreachable_upstream_is_502(v1, project_key, project, chat_connection):
     from gateway.connections.models import ModelConnection
 

@@ -1,0 +1,89 @@
+"""How a provider's failure becomes an :class:`~ragmux.core.errors.UpstreamFailed`: its error
+answer relayed with its status, OpenAI error type, code and ``Retry-After``; a reply we cannot
+read; and no credential in any message."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Collection, Mapping
+
+from ragmux.core.errors import UpstreamFailed
+
+MAX_ERROR_MESSAGE = 512
+_SECRET_PATTERNS = re.compile(
+    r"(Bearer\s+\S+|Basic\s+\S+|sk-[A-Za-z0-9_-]{8,}|AIza[A-Za-z0-9_-]{20,}|eyJ[A-Za-z0-9_-]{10,}(\.[A-Za-z0-9_-]+)*)"
+)
+
+# How an adapter reads a provider's error answer: (status, error object) -> the status, OpenAI
+# error type and code the client gets.
+Classify = Callable[[int, dict | None], tuple[int, str, str | None]]
+
+
+def redact(text: str, secret: str) -> str:
+    """Upstream messages can echo credentials back; none of them may reach a client or a log."""
+    if secret:
+        text = text.replace(secret, "[redacted]")
+    return _SECRET_PATTERNS.sub("[redacted]", text)
+
+
+def type_for_status(status: int) -> str:
+    """The OpenAI error type a client's SDK expects with an upstream's status."""
+    if status >= 500:
+        return "upstream_error"
+    return {
+        401: "authentication_error",
+        403: "permission_error",
+        404: "not_found_error",
+        429: "rate_limit_error",
+    }.get(status, "invalid_request_error")
+
+
+def by_status(status: int, error: dict | None) -> tuple[int, str, str | None]:
+    """The classification of a provider whose error bodies say nothing a client needs."""
+    return status, type_for_status(status), None
+
+
+def malformed(label: str, what: str = "body") -> UpstreamFailed:
+    return UpstreamFailed(f"{label} returned a malformed {what}", code="upstream_malformed")
+
+
+def _retry_after(headers: Mapping[str, str]) -> int | None:
+    # Only the delta-seconds form: providers send it, and a date would need a clock we trust.
+    value = (headers.get("retry-after") or "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def refusal(
+    *,
+    label: str,
+    secret: str,
+    status: int,
+    content: bytes,
+    headers: Mapping[str, str],
+    classify: Classify,
+    retryable_statuses: Collection[int],
+) -> UpstreamFailed:
+    """A provider's error answer (status >= 400), relayed as the provider said it."""
+    try:
+        body = json.loads(content)
+    except ValueError:
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    message = ""
+    if isinstance(error, dict):
+        message = str(error.get("message") or "")
+    elif isinstance(error, str):
+        message = error
+    if not message:
+        message = content.decode("utf-8", errors="replace").strip() or "no details"
+    message = redact(f"{label} answered HTTP {status}: {message}", secret)[:MAX_ERROR_MESSAGE]
+    relayed_status, openai_type, code = classify(status, error if isinstance(error, dict) else None)
+    return UpstreamFailed.relayed(
+        message,
+        status=relayed_status,
+        openai_type=openai_type,
+        code=code,
+        retryable=relayed_status in retryable_statuses,
+        retry_after=_retry_after(headers),
+    )
