@@ -2,9 +2,11 @@
 
 A provider takes an OpenAI-format chat request body and answers in OpenAI format: a
 ``chat.completion`` object from ``complete``, or ``chat.completion.chunk`` objects from
-``stream`` (the interface and what the adapters share are in ``chat_base``). Adapters for
-providers with another wire format (Anthropic, Gemini, Ollama) translate both ways, so the
-client API only ever sees one shape.
+``stream``. Adapters for providers with another wire format (Anthropic, Gemini, Ollama)
+translate both ways, so the client API only ever sees one shape. The interface and its calls are
+``chat_interface``; what the adapters share is ``chat_request`` (reading the OpenAI request),
+``chat_reply`` (building OpenAI's replies), ``stream_framing`` (SSE and NDJSON) and
+``upstream_errors`` (a provider's failure as an ``UpstreamFailed``).
 
 Every failure is a :class:`~ragmux.core.errors.ServiceError` kind: a request the provider's
 format cannot say is ``InvalidInput``; the rest are ``UpstreamFailed``, whose upstream 4xx/5xx
@@ -18,13 +20,21 @@ from __future__ import annotations
 from gateway.connections.credentials import open_api_key
 from gateway.connections.models import ModelConnection, ProviderType
 from gateway.connections.providers.chat_anthropic import AnthropicChat
-from gateway.connections.providers.chat_base import ChatProvider, ChatStream, NoChat
 from gateway.connections.providers.chat_gemini import GeminiChat
+from gateway.connections.providers.chat_interface import ChatProvider, ChatStream
 from gateway.connections.providers.chat_ollama import OllamaChat
 from gateway.connections.providers.chat_openai import CustomOpenAIChat, OpenAIChat
 from gateway.connections.providers.embeddings import effective_base_url
+from ragmux.core.errors import Conflict
 
 __all__ = ["ChatProvider", "ChatStream", "NoChat", "chat_provider"]
+
+
+class NoChat(Conflict):
+    """The connection's provider type cannot answer chat requests."""
+
+    code = "chat_unavailable"
+
 
 # One adapter for every provider type that models.CHAT_PROVIDERS says can chat.
 _CHAT_PROVIDERS: dict[str, type[ChatProvider]] = {

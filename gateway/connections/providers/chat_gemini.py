@@ -8,33 +8,34 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
 
-from gateway.connections.providers.chat_base import (
-    SYSTEM_ROLES,
-    ChatProvider,
+from gateway.connections.providers.chat_interface import ChatProvider
+from gateway.connections.providers.chat_reply import (
     Chunks,
-    arguments_object,
-    assistant_calls,
     assistant_message,
     completion_object,
-    content_parts,
     count,
-    ended_early,
+    new_id,
+    tool_call,
+    usage_object,
+)
+from gateway.connections.providers.chat_request import (
+    SYSTEM_ROLES,
+    arguments_object,
+    assistant_calls,
+    content_parts,
     forced_function,
     functions,
     inline_image,
     invalid_request,
     max_tokens,
-    new_id,
     number,
-    sse_events,
     stop_sequences,
     text_of,
-    tool_call,
     tool_names,
-    usage_object,
     wants_json,
 )
-from gateway.connections.providers.upstream_errors import malformed, type_for_status
+from gateway.connections.providers.stream_framing import sse_events
+from gateway.connections.providers.upstream_errors import ended_early, malformed, type_for_status
 
 logger = logging.getLogger("ragmux.gateway.gemini")
 

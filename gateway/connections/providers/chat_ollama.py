@@ -6,31 +6,32 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gateway.connections.providers.chat_base import (
-    SYSTEM_ROLES,
-    ChatProvider,
+from gateway.connections.providers.chat_interface import ChatProvider
+from gateway.connections.providers.chat_reply import (
     Chunks,
-    arguments_object,
-    assistant_calls,
     assistant_message,
     completion_object,
-    content_parts,
     count,
-    ended_early,
+    new_id,
+    tool_call,
+    usage_object,
+)
+from gateway.connections.providers.chat_request import (
+    SYSTEM_ROLES,
+    arguments_object,
+    assistant_calls,
+    content_parts,
     inline_image,
     invalid_request,
     max_tokens,
-    ndjson_events,
-    new_id,
     number,
     stop_sequences,
     text_of,
-    tool_call,
     tool_names,
-    usage_object,
     wants_json,
 )
-from gateway.connections.providers.upstream_errors import malformed
+from gateway.connections.providers.stream_framing import ndjson_events
+from gateway.connections.providers.upstream_errors import ended_early, malformed
 
 # Request fields Ollama takes at the top level as they are.
 PASSTHROUGH = ("keep_alive", "think")

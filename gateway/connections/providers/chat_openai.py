@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gateway.connections.providers.chat_base import ChatProvider, sse_events
+from gateway.connections.providers.chat_interface import ChatProvider
+from gateway.connections.providers.stream_framing import sse_events
 from gateway.connections.providers.upstream_errors import malformed, type_for_status
 
 

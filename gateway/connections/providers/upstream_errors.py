@@ -48,6 +48,10 @@ def malformed(label: str, what: str = "body") -> UpstreamFailed:
     return UpstreamFailed(f"{label} returned a malformed {what}", code="upstream_malformed")
 
 
+def ended_early(label: str) -> UpstreamFailed:
+    return UpstreamFailed(f"{label} ended the stream before the answer was complete", code="upstream_truncated")
+
+
 def _retry_after(headers: Mapping[str, str]) -> int | None:
     # Only the delta-seconds form: providers send it, and a date would need a clock we trust.
     value = (headers.get("retry-after") or "").strip()
