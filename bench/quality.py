@@ -459,7 +459,7 @@ def main() -> None:
         for source, reason in never_retrieved.items():
             print(f"never retrieved: {source}: {reason}")
 
-        vectors = {query_id: embed_query(store, text) for query_id, text in query_text.items()}
+        vectors = {query_id: embed_query(store, text).vectors[0] for query_id, text in query_text.items()}
         rankings = {name: ragmux_rankings(store, query_text, vectors, overrides) for name, overrides in CONFIGURATIONS}
         plain_words = {query_id: without_search_operators(text) for query_id, text in query_text.items()}
         name, overrides = PLAIN_WORDS

@@ -9,6 +9,7 @@ from django.db import DatabaseError
 
 from ragmux.core.keycheck import check_encryption_key
 from stores.backends import text_search_config_exists
+from stores.choices import SearchBackend
 from stores.models import RagStore
 from stores.services import warn_about_fts_config
 from stores.vector_tables import stores_missing_index_names
@@ -20,7 +21,7 @@ def log_store_warnings() -> None:
     """Stores that search slower or differently than their owners may expect, said once per start."""
     try:
         missing = stores_missing_index_names()
-        for store in RagStore.objects.filter(search_backend="pgvector").exclude(fts_config="simple"):
+        for store in RagStore.objects.filter(search_backend=SearchBackend.PGVECTOR).exclude(fts_config="simple"):
             warn_about_fts_config(store)
     except DatabaseError as exc:
         logger.warning("store checks skipped: %s", exc.__class__.__name__)

@@ -14,8 +14,9 @@ from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from psycopg.errors import QueryCanceled
 
-from gateway.connections.providers.embeddings import NoEmbeddings, embedding_provider
+from gateway.connections.providers.embeddings import Embeddings, NoEmbeddings, embedding_provider
 from ragmux.core import metrics
+from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import Conflict, Unavailable, UpstreamFailed
 from retrieval import pg_search, sql
 from retrieval.ranking import (
@@ -30,6 +31,7 @@ from retrieval.ranking import (
     typo_limit,
     within_distance,
 )
+from stores.choices import SearchBackend, SearchMode
 from stores.index import format_vector
 from stores.lexical import lexical_query, lexical_text
 from stores.models import RagStore
@@ -37,6 +39,13 @@ from stores.models import RagStore
 
 class SearchTimeout(Unavailable):
     code = "search_timeout"
+
+
+class StoreCannotEmbed(Conflict):
+    """The store's embedding connection can no longer embed a query: it was switched to a provider
+    that cannot embed, or its API key no longer opens under this server's encryption key."""
+
+    code = "embedding_unavailable"
 
 
 @contextmanager
@@ -68,9 +77,9 @@ def statement_timeout() -> Iterator[None]:
 
 def query_config(store: RagStore, backend: str) -> str:
     """The text search configuration a query is parsed with under ``backend``."""
-    if backend == "bm25":
+    if backend == SearchBackend.BM25:
         return store.query_config
-    if backend == "pgvector":
+    if backend == SearchBackend.PGVECTOR:
         # fts_config over a `simple` index (the seed's rule), else the index's own configuration,
         # so the query is always stemmed like the chunks.
         return store.fts_config if store.query_config == "simple" else store.query_config
@@ -140,15 +149,25 @@ class SearchResult:
     corrections: list[Correction] = field(default_factory=list)
     embedding_ms: float = 0.0
     database_ms: float = 0.0
+    # What embedding the query cost, for the caller to bill: the upstream's count when it
+    # reported one (none when the query was not embedded, or the caller passed its vector).
+    embedding_tokens: int = 0
+    embedding_tokens_reported: bool = True
 
 
-def embed_query(store: RagStore, query: str) -> list[float]:
+def embed_query(store: RagStore, query: str) -> Embeddings:
+    connection = store.embedding_connection
     try:
-        provider = embedding_provider(store.embedding_connection)
+        provider = embedding_provider(connection)
     except NoEmbeddings as exc:
-        raise Conflict(f"the store's embedding connection cannot embed: {exc}", code="embedding_unavailable") from None
+        raise StoreCannotEmbed(f"the store cannot embed the query: {exc}") from None
+    except DecryptionFailed:
+        raise StoreCannotEmbed(
+            f'the store cannot embed the query: the API key of connection "{connection.name}" '
+            "does not decrypt with this server's encryption key"
+        ) from None
     try:
-        return provider.embed([query]).vectors[0]
+        return provider.embed([query])
     except UpstreamFailed as exc:
         raise UpstreamFailed(f"embedding the query failed: {exc}", code="embedding_failed") from None
 
@@ -206,14 +225,16 @@ def _lexical_side(
     store: RagStore, query: str, options: SearchOptions, limit: int
 ) -> tuple[str, list[tuple[int, float]]]:
     """The lexical candidates and the backend that actually produced them."""
-    if options.backend == "pg_search":
+    if options.backend == SearchBackend.PG_SEARCH:
         answered = pg_search.candidates(store=store, query=query, limit=limit)
         if answered is not None:
-            return "pg_search", answered
-        options = replace(options, backend="pgvector", fts_config=query_config(store, "pgvector"))
-    if options.backend == "bm25":
-        return "bm25", bm25_candidates(store, query, limit)
-    return "pgvector", sql.fulltext_candidates(
+            return SearchBackend.PG_SEARCH, answered
+        options = replace(
+            options, backend=SearchBackend.PGVECTOR, fts_config=query_config(store, SearchBackend.PGVECTOR)
+        )
+    if options.backend == SearchBackend.BM25:
+        return SearchBackend.BM25, bm25_candidates(store, query, limit)
+    return SearchBackend.PGVECTOR, sql.fulltext_candidates(
         store_id=store.pk, config=options.fts_config, query=lexical_query(or_query(query)), limit=limit
     )
 
@@ -226,21 +247,29 @@ def store_search(
     candidates: int | None = None,
     query_vector: list[float] | None = None,
 ) -> SearchResult:
-    """Searches one store. ``candidates`` overrides the per-side candidate count (any size);
-    ``query_vector`` skips embedding the query (the caller already did)."""
+    """Searches one store; the result says what embedding the query cost. ``candidates`` overrides
+    the per-side candidate count (any size); ``query_vector`` skips embedding the query (a bench
+    that embedded its queries beforehand).
+
+    Raises :class:`StoreCannotEmbed` when the query needs a vector the store's connection can no
+    longer make, ``UpstreamFailed`` when the provider fails, :class:`SearchTimeout`."""
     options = SearchOptions.for_store(store, overrides)
     limit = candidates or options.candidates()
     if store.dimensions is None:
         # Recorded by the first ingest, possibly after the caller loaded the store.
         store.dimensions = RagStore.objects.values_list("dimensions", flat=True).get(pk=store.pk)
-    wants_vector = options.mode in ("vector", "hybrid")
+    wants_vector = options.mode in (SearchMode.VECTOR, SearchMode.HYBRID)
     needs_distance = wants_vector or options.max_distance > 0
     result = SearchResult(hits=[], mode=options.mode, backend=options.backend, fts_config=options.fts_config)
 
     vector_text = None
     if needs_distance and store.dimensions is not None:
         started = time.monotonic()
-        vector_text = format_vector(query_vector if query_vector is not None else embed_query(store, query))
+        if query_vector is None:
+            embedded = embed_query(store, query)
+            query_vector = embedded.vectors[0]
+            result.embedding_tokens, result.embedding_tokens_reported = embedded.tokens, embedded.tokens_reported
+        vector_text = format_vector(query_vector)
         result.embedding_ms = (time.monotonic() - started) * 1000
 
     started = time.monotonic()
@@ -249,14 +278,15 @@ def store_search(
         lexical_rows: list[tuple[int, float]] = []
         if wants_vector and vector_text is not None:
             vector_rows = _vector_side(store, vector_text, limit)
-        if options.mode in ("hybrid", "lexical"):
+        if options.mode in (SearchMode.HYBRID, SearchMode.LEXICAL):
             corrected = query
             if options.typo_tolerance:
                 result.corrections = _corrections(store, query)
                 corrected = apply_corrections(query, result.corrections)
             result.backend, lexical_rows = _lexical_side(store, corrected, options, limit)
         else:
-            result.backend = options.backend if options.backend != "pg_search" or pg_search.available() else "pgvector"
+            unavailable = options.backend == SearchBackend.PG_SEARCH and not pg_search.available()
+            result.backend = SearchBackend.PGVECTOR if unavailable else options.backend
         result.fts_config = query_config(store, result.backend)
 
         fused = fuse(
@@ -271,7 +301,7 @@ def store_search(
             distance_of.update(sql.distances(width=store.dimensions, query_vector=vector_text, chunk_ids=missing))
         kept = within_distance(fused, distance_of, options.max_distance)[: options.top_k]
         details = sql.hit_details([f.chunk_id for f in kept])
-    lexical_score = dict(lexical_rows) if result.backend in ("bm25", "pg_search") else {}
+    lexical_score = dict(lexical_rows) if result.backend in (SearchBackend.BM25, SearchBackend.PG_SEARCH) else {}
     for item in kept:
         if item.chunk_id not in details:  # deleted between the two statements
             continue

@@ -12,6 +12,8 @@ from functools import lru_cache
 
 from django.db import connection
 
+from stores.choices import SearchBackend
+
 PG_SEARCH_DOCS = "docs/search-backends.md"
 
 
@@ -29,17 +31,17 @@ def pg_search_status() -> BackendStatus:
         row = cursor.fetchone()
     if row is None:
         return BackendStatus(
-            "pg_search",
+            SearchBackend.PG_SEARCH,
             False,
             f"the pg_search extension (ParadeDB) is not installed in this database; see {PG_SEARCH_DOCS}",
         )
-    return BackendStatus("pg_search", True, "")
+    return BackendStatus(SearchBackend.PG_SEARCH, True, "")
 
 
 def backend_statuses() -> list[BackendStatus]:
     return [
-        BackendStatus("pgvector", True, ""),
-        BackendStatus("bm25", True, ""),
+        BackendStatus(SearchBackend.PGVECTOR, True, ""),
+        BackendStatus(SearchBackend.BM25, True, ""),
         pg_search_status(),
     ]
 

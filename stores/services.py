@@ -12,14 +12,14 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from gateway.connections.models import CHAT_PROVIDERS, RERANK_API_PROVIDERS, ModelConnection
+from gateway.connections.models import Capability, ModelConnection, why_cannot
 from gateway.connections.selectors import connection_named_by
 from gateway.connections.services import embedding_width
 from ragmux.core.audit import audit_change, snapshot
 from ragmux.core.errors import Conflict, InvalidInput, UpstreamFailed
 from stores import index, tasks
 from stores.backends import backend_available, text_search_config_exists
-from stores.choices import ChunkingStrategy, UnknownStrategy
+from stores.choices import ChunkingStrategy, SearchBackend, UnknownStrategy
 from stores.models import STORE_SETTINGS, Document, RagStore, store_defaults
 from stores.vector_tables import MAX_INDEXED_DIMS
 
@@ -41,10 +41,9 @@ def _validate_store_values(values: dict[str, Any]) -> dict[str, Any]:
     embedding = connection_named_by(values["embedding_connection_id"], field="embedding_connection_id")
     if embedding is None:
         raise InvalidInput("embedding_connection_id is required", field="embedding_connection_id")
-    if not embedding.supports_embeddings:
-        raise InvalidInput(
-            f'provider "{embedding.provider_type}" cannot be used for embeddings', field="embedding_connection_id"
-        )
+    refusal = why_cannot(embedding, Capability.EMBED)
+    if refusal is not None:
+        raise InvalidInput(refusal, field="embedding_connection_id")
     if values["chunk_overlap"] >= values["chunk_size"]:
         raise InvalidInput("chunk_overlap must be smaller than chunk_size", field="chunk_overlap")
     try:
@@ -59,19 +58,19 @@ def _validate_store_values(values: dict[str, Any]) -> dict[str, Any]:
         if not text_search_config_exists(values[name]):
             raise InvalidInput(f'{name} "{values[name]}" is not a text search configuration on this server', field=name)
     rerank_connection = connection_named_by(values["rerank_connection_id"], field="rerank_connection_id")
-    api_provider = RERANK_API_PROVIDERS.get(values["rerank_backend"])
-    allowed = {api_provider} if api_provider else CHAT_PROVIDERS
-    if rerank_connection is not None and rerank_connection.provider_type not in allowed:
-        raise InvalidInput(
-            f'cannot use connection "{rerank_connection.name}" for reranking: '
-            f"it is a {rerank_connection.provider_type} connection",
-            field="rerank_connection_id",
-        )
+    if rerank_connection is not None:
+        refusal = why_cannot(rerank_connection, Capability.RERANK, rerank_backend=values["rerank_backend"])
+        if refusal is not None:
+            raise InvalidInput(refusal, field="rerank_connection_id")
     return values
 
 
 def warn_about_fts_config(store: RagStore) -> None:
-    if store.search_backend == "pgvector" and store.fts_config != "simple" and store.index_config == "simple":
+    if (
+        store.search_backend == SearchBackend.PGVECTOR
+        and store.fts_config != "simple"
+        and store.index_config == "simple"
+    ):
         logger.warning(
             "store %s (%s): fts_config %r parses queries differently from the `simple` index; "
             "stemmed or stop-worded queries can miss chunks (set index_config instead)",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from django.db import close_old_connections, connections
 
-from gateway.clients.models import GatewayKey, Project, RequestLog
+from gateway.clients.models import REASON_MAX_LENGTH, GatewayKey, Project, RequestLog
 from gateway.connections.models import ModelPrice
 from gateway.connections.pricing import PRICE_TABLE, UNPRICED, matching_price, token_cost
 from ragmux.core import metrics
@@ -55,6 +55,8 @@ class Call:
     tokens_estimated: bool = False
     rag_hits: int = 0
     sources: list[dict] = field(default_factory=list)
+    # Why a chat was answered without the store's context ("" when it was searched).
+    rag_skipped_reason: str = ""
     streamed: bool = False
     ttfb_ms: int | None = None
     error: str = ""
@@ -76,7 +78,8 @@ class Call:
             return
         self.finished = True
         self.status = status
-        self.error = error[:512]
+        self.error = error[:REASON_MAX_LENGTH]
+        self.rag_skipped_reason = self.rag_skipped_reason[:REASON_MAX_LENGTH]
         _writer.put(_Finished(self, self.elapsed_ms()))
 
 
@@ -143,6 +146,7 @@ def _row(finished: _Finished, prices: list[ModelPrice]) -> RequestLog:
         ttfb_ms=call.ttfb_ms,
         rag_hits=call.rag_hits,
         sources=call.sources,
+        rag_skipped_reason=call.rag_skipped_reason,
         streamed=call.streamed,
         error=call.error,
     )

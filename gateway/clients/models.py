@@ -68,6 +68,10 @@ class Endpoint(models.TextChoices):
     MODELS = "models"
 
 
+# The longest reason a request log row keeps (an error, why retrieval was skipped).
+REASON_MAX_LENGTH = 512
+
+
 class RequestLog(models.Model):
     """One row per `/v1` call from key resolution on. Prompts and answers are never stored."""
 
@@ -88,8 +92,11 @@ class RequestLog(models.Model):
     rag_hits = models.PositiveSmallIntegerField(default=0)
     # The passages a call was grounded on (document, file, section, page, score; never their text).
     sources = models.JSONField(default=list, blank=True)
+    # Why a chat was answered without context although its project has a store (the store cannot
+    # embed the query, the provider failed, the search timed out); empty otherwise.
+    rag_skipped_reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
     streamed = models.BooleanField(default=False)
-    error = models.CharField(max_length=512, blank=True, default="")
+    error = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -73,6 +73,7 @@ REQUEST_LOG_COLUMNS = (
     "ttfb_ms",
     "rag_hits",
     "sources",
+    "rag_skipped_reason",
     "streamed",
     "error",
     "created_at",

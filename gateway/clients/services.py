@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -12,7 +11,7 @@ from django.utils import timezone
 
 from gateway.clients.keys import DISPLAY_PREFIX_LENGTH, hash_key, new_key
 from gateway.clients.models import GatewayKey, Project, RequestLog, Scope
-from gateway.connections.models import CHAT_PROVIDERS, ModelConnection
+from gateway.connections.models import Capability, ModelConnection, why_cannot
 from gateway.connections.selectors import connection_named_by
 from ragmux.core.audit import audit_change, snapshot
 from ragmux.core.errors import Conflict, InvalidInput
@@ -39,14 +38,11 @@ class IssuedKey:
     api_key: GatewayKey
 
 
-def _connection_that_can(
-    connection_id: int | None, *, field: str, able: Callable[[ModelConnection], bool], what: str
-) -> ModelConnection | None:
+def _connection_that_can(connection_id: int | None, *, field: str, capability: Capability) -> ModelConnection | None:
     connection = connection_named_by(connection_id, field=field)
-    if connection is not None and not able(connection):
-        raise InvalidInput(
-            f'connection "{connection.name}" cannot {what}: it is a {connection.provider_type} connection', field=field
-        )
+    refusal = why_cannot(connection, capability) if connection is not None else None
+    if refusal is not None:
+        raise InvalidInput(refusal, field=field)
     return connection
 
 
@@ -77,16 +73,10 @@ def _apply(
     if chat_connection_id is None:
         raise InvalidInput("chat_connection_id is required", field="chat_connection_id")
     project.chat_connection = _connection_that_can(
-        chat_connection_id,
-        field="chat_connection_id",
-        able=lambda c: c.provider_type in CHAT_PROVIDERS,
-        what="serve chat",
+        chat_connection_id, field="chat_connection_id", capability=Capability.CHAT
     )
     project.embedding_connection = _connection_that_can(
-        embedding_connection_id,
-        field="embedding_connection_id",
-        able=lambda connection: connection.supports_embeddings,
-        what="embed",
+        embedding_connection_id, field="embedding_connection_id", capability=Capability.EMBED
     )
     project.store = _store(store_id)
     project.system_prompt = system_prompt

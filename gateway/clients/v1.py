@@ -23,7 +23,6 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 
 from gateway.clients import access
-from gateway.clients.grounding import Grounding, search_store
 from gateway.clients.injection import inject, message_texts, query_text
 from gateway.clients.ledger import Call, Spend
 from gateway.clients.models import Endpoint, Scope
@@ -46,7 +45,9 @@ from ragmux.core.errors import (
     validation_failed,
 )
 from retrieval import context as rag_context
+from retrieval.search import SearchResult, store_search
 from retrieval.serializers import HitOutput
+from stores.models import RagStore
 
 logger = logging.getLogger("ragmux.gateway.v1")
 View = Callable[..., Awaitable[HttpResponse]]
@@ -155,31 +156,44 @@ async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str,
 # --------------------------------------------------------------------------------------------
 
 
+def _record_search(call: Call, result: SearchResult) -> None:
+    """What a call's search found and what embedding its query cost."""
+    call.rag_hits = len(result.hits)
+    call.sources = rag_context.sources(result.hits)
+    call.embedding_tokens = result.embedding_tokens
+    call.tokens_estimated = not result.embedding_tokens_reported
+
+
+def _embedding_spend(store: RagStore, result: SearchResult) -> Spend:
+    embedder = store.embedding_connection
+    return Spend(embedder.provider_type, embedder.model_name, result.embedding_tokens)
+
+
 async def _ground(call: Call, messages: list[dict]) -> tuple[str, list[dict]]:
-    """The context block and its sources; retrieval trouble leaves the chat ungrounded."""
+    """The context block and its sources; retrieval trouble leaves the chat ungrounded, with the
+    reason in the call's log row."""
     store = call.project.store
     query = query_text(messages)
     if store is None or not query:
         return "", []
     try:
-        grounding: Grounding = await asyncio.wait_for(
-            off_loop(search_store, store=store, query=query), timeout=settings.SEARCH_TIMEOUT
+        result = await asyncio.wait_for(
+            off_loop(store_search, store=store, query=query), timeout=settings.SEARCH_TIMEOUT
         )
     except TimeoutError:
-        logger.warning("retrieval for project %s timed out; answering without context", call.project.pk)
-        return "", []
-    except Exception as exc:
-        logger.warning("retrieval for project %s failed; answering without context: %s", call.project.pk, exc)
-        return "", []
-    hits = grounding.result.hits
-    call.rag_hits = len(hits)
-    call.sources = rag_context.sources(hits)
-    call.embedding_tokens = grounding.embedding_tokens
-    call.tokens_estimated = not grounding.tokens_reported
-    if grounding.embedding_tokens:
-        embedder = store.embedding_connection
-        call.spends.append(Spend(embedder.provider_type, embedder.model_name, grounding.embedding_tokens))
-    return rag_context.render_context(hits), call.sources
+        call.rag_skipped_reason = f"retrieval took longer than SEARCH_TIMEOUT ({settings.SEARCH_TIMEOUT:g}s)"
+    except ServiceError as exc:
+        call.rag_skipped_reason = exc.message
+    except Exception:
+        logger.exception("retrieval for project %s failed", call.project.pk)
+        call.rag_skipped_reason = "internal error in retrieval (see the server log)"
+    else:
+        _record_search(call, result)
+        if result.embedding_tokens:
+            call.spends.append(_embedding_spend(store, result))
+        return rag_context.render_context(result.hits), call.sources
+    logger.warning("project %s answers without context: %s", call.project.pk, call.rag_skipped_reason)
+    return "", []
 
 
 def _rag_headers(response: HttpResponse, call: Call, sources: list[dict]) -> HttpResponse:
@@ -312,22 +326,18 @@ async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
     store = call.project.store
     if store is None:
         raise InvalidInput("this project has no RAG store to retrieve from", code="no_store")
-    embedder = store.embedding_connection
-    call.model = embedder.model_name
-    grounding = await off_loop(search_store, store=store, query=data["query"], top_k=data["top_k"])
-    call.rag_hits = len(grounding.result.hits)
-    call.sources = rag_context.sources(grounding.result.hits)
-    call.embedding_tokens = grounding.embedding_tokens
-    call.tokens_estimated = not grounding.tokens_reported
-    call.spends.append(Spend(embedder.provider_type, embedder.model_name, grounding.embedding_tokens))
+    call.model = store.embedding_connection.model_name
+    result = await off_loop(store_search, store=store, query=data["query"], overrides={"top_k": data["top_k"]})
+    _record_search(call, result)
+    call.spends.append(_embedding_spend(store, result))
     return JsonResponse(
         {
             "object": "list",
-            "data": HitOutput(grounding.result.hits, many=True).data,
-            "mode": grounding.result.mode,
-            "backend": grounding.result.backend,
-            "fts_config": grounding.result.fts_config,
-            "usage": {"prompt_tokens": grounding.embedding_tokens, "total_tokens": grounding.embedding_tokens},
+            "data": HitOutput(result.hits, many=True).data,
+            "mode": result.mode,
+            "backend": result.backend,
+            "fts_config": result.fts_config,
+            "usage": {"prompt_tokens": result.embedding_tokens, "total_tokens": result.embedding_tokens},
         }
     )
 

@@ -21,7 +21,15 @@ class ProbeMode(models.TextChoices):
     EMBEDDING = "embedding"
 
 
-# What each provider type can be used for.
+class Capability(models.TextChoices):
+    """What a connection is used for."""
+
+    CHAT = "chat"
+    EMBED = "embed"
+    RERANK = "rerank"
+
+
+# What each provider type can be used for (reranking aside: see why_cannot).
 EMBEDDING_PROVIDERS = frozenset(
     {ProviderType.OPENAI, ProviderType.CUSTOM_OPENAI, ProviderType.OLLAMA, ProviderType.GEMINI, ProviderType.LOCAL}
 )
@@ -31,6 +39,22 @@ CHAT_PROVIDERS = frozenset(
 # The dedicated rerank APIs, by the store's `rerank_backend` that uses them; the `llm` backend
 # reranks with a chat model.
 RERANK_API_PROVIDERS = {"cohere": ProviderType.COHERE_RERANK, "voyage": ProviderType.VOYAGE_RERANK}
+
+
+def why_cannot(connection: ModelConnection, capability: str, *, rerank_backend: str | None = None) -> str | None:
+    """Why ``connection`` cannot be used for ``capability``, in the one wording every refusal
+    uses; None when it can. Reranking depends on the store's ``rerank_backend``: a dedicated rerank
+    API needs its own provider type, any other backend a connection that can chat."""
+    if capability == Capability.RERANK and rerank_backend in RERANK_API_PROVIDERS:
+        able = {RERANK_API_PROVIDERS[rerank_backend]}
+    elif capability == Capability.EMBED:
+        able = EMBEDDING_PROVIDERS
+    else:
+        able = CHAT_PROVIDERS
+    if connection.provider_type in able:
+        return None
+    with_backend = f" with the {rerank_backend} backend" if capability == Capability.RERANK and rerank_backend else ""
+    return f'the {connection.provider_type} connection "{connection.name}" cannot {capability}{with_backend}'
 
 
 class ModelConnection(models.Model):
@@ -60,7 +84,7 @@ class ModelConnection(models.Model):
 
     @property
     def supports_embeddings(self) -> bool:
-        return self.provider_type in EMBEDDING_PROVIDERS
+        return why_cannot(self, Capability.EMBED) is None
 
 
 class PriceSource(models.TextChoices):

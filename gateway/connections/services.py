@@ -15,12 +15,13 @@ from django.utils import timezone
 from gateway.connections import http
 from gateway.connections.credentials import mask_api_key, seal_api_key
 from gateway.connections.models import (
-    CHAT_PROVIDERS,
+    Capability,
     ModelConnection,
     ModelPrice,
     PriceSource,
     ProbeMode,
     ProviderType,
+    why_cannot,
 )
 from gateway.connections.prices import builtin_values
 from gateway.connections.providers import local_model
@@ -244,10 +245,9 @@ def connection_test(*, connection: ModelConnection, mode: str | None = None, act
     Without a mode a connection that can embed is probed with an embedding, the others with chat.
     """
     mode = mode or (ProbeMode.EMBEDDING if connection.supports_embeddings else ProbeMode.CHAT)
-    if mode == ProbeMode.EMBEDDING and not connection.supports_embeddings:
-        raise InvalidInput(f'provider "{connection.provider_type}" cannot be used for embeddings', field="mode")
-    if mode == ProbeMode.CHAT and connection.provider_type not in CHAT_PROVIDERS:
-        raise InvalidInput(f'provider "{connection.provider_type}" cannot be used for chat', field="mode")
+    refusal = why_cannot(connection, Capability.EMBED if mode == ProbeMode.EMBEDDING else Capability.CHAT)
+    if refusal is not None:
+        raise InvalidInput(refusal, field="mode")
     outcome = {"ok": True, "mode": mode, "dimensions": None, "reply": None, "error": ""}
     started = time.monotonic()
     try:

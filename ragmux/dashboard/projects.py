@@ -13,7 +13,7 @@ from django.shortcuts import redirect, render
 from gateway.clients import selectors, services
 from gateway.clients.models import Scope
 from gateway.clients.serializers import KeyInput, ProjectInput
-from gateway.connections.models import CHAT_PROVIDERS
+from gateway.connections.models import Capability, why_cannot
 from gateway.connections.selectors import connection_list
 from ragmux.core.errors import ServiceError
 from ragmux.dashboard.access import page
@@ -40,8 +40,8 @@ def _project_form_page(request, form: Form, *, project=None):
         {
             "form": form,
             "project": project,
-            "chat_connections": [c for c in connections if c.provider_type in CHAT_PROVIDERS],
-            "embedding_connections": [c for c in connections if c.supports_embeddings],
+            "chat_connections": [c for c in connections if why_cannot(c, Capability.CHAT) is None],
+            "embedding_connections": [c for c in connections if why_cannot(c, Capability.EMBED) is None],
             "stores": list(store_list()),
         },
         status=400 if form.errors else 200,

@@ -137,7 +137,7 @@ def test_a_project_form_error_is_shown_beside_its_field(as_role, project, local_
     response = post(admin, "/admin/projects/new", {"name": "other", "chat_connection_id": local_connection.pk})
     html = response.content.decode()
     assert response.status_code == 400
-    assert 'id="errors_chat_connection_id"' in html and "cannot serve chat" in html
+    assert 'id="errors_chat_connection_id"' in html and 'the local connection "local" cannot chat' in text(response)
     response = post(admin, "/admin/projects/new", {"name": "support", "chat_connection_id": project.chat_connection_id})
     assert response.status_code == 400 and "already exists" in text(response)
     assert Project.objects.count() == 1
@@ -266,7 +266,15 @@ def test_a_call_shows_its_tokens_cost_latency_first_byte_and_sources(as_role, pr
         "chat, streamed",
     ):
         assert fact in page, fact
+    assert "Answered without context" not in page
     assert as_role("viewer").get("/admin/request-logs/999999").status_code == 404
+
+
+def test_a_call_answered_without_context_says_why(as_role, project, issued):
+    reason = 'the store cannot embed the query: the anthropic connection "claude" cannot embed'
+    row = log(project, issued.api_key, rag_skipped_reason=reason)
+    page = text(as_role("viewer").get(f"/admin/request-logs/{row.pk}"))
+    assert f"Answered without context {reason}" in page
 
 
 # --- the overview's usage ---------------------------------------------------------------------

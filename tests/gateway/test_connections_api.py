@@ -124,7 +124,7 @@ def test_a_chat_only_connection_gets_a_one_token_chat_probe(api, fake_upstream):
     assert admin.get(f"/admin/api/models/{created['id']}").json()["last_test_ok"] is True
     refused = admin.post(f"/admin/api/models/{created['id']}/test", json={"mode": "embedding"})
     assert refused.status_code == 400
-    assert "cannot be used for embeddings" in refused.json()["error"]["message"]
+    assert 'connection "claude" cannot embed' in refused.json()["error"]["message"]
 
 
 @pytest.mark.parametrize(

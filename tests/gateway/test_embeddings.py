@@ -134,7 +134,7 @@ def test_a_slow_upstream_is_a_retryable_timeout(fake_upstream):
 @pytest.mark.parametrize("provider_type", ["anthropic", "cohere_rerank", "voyage_rerank"])
 def test_types_without_embeddings_are_refused(provider_type):
     connection = ModelConnection(name="x", provider_type=provider_type, model_name="m")
-    with pytest.raises(NoEmbeddings, match=f'provider "{provider_type}" cannot be used for embeddings'):
+    with pytest.raises(NoEmbeddings, match=f'the {provider_type} connection "x" cannot embed'):
         embedding_provider(connection)
 
 

@@ -93,7 +93,7 @@ def test_a_chat_only_connection_cannot_embed(api):
     )
     response = api("admin").post("/admin/api/rag-stores", json={"name": "kb", "embedding_connection_id": claude.id})
     assert response.status_code == 400
-    assert response.json()["error"]["message"] == 'provider "anthropic" cannot be used for embeddings'
+    assert response.json()["error"]["message"] == 'the anthropic connection "claude" cannot embed'
 
 
 def test_a_rerank_connection_must_fit_the_backend(api, fake_connection):
@@ -108,7 +108,7 @@ def test_a_rerank_connection_must_fit_the_backend(api, fake_connection):
     )
     assert response.status_code == 400
     assert response.json()["error"]["message"] == (
-        'cannot use connection "fake-openai" for reranking: it is a openai connection'
+        'the openai connection "fake-openai" cannot rerank with the voyage backend'
     )
 
 

@@ -18,7 +18,7 @@ relayed.
 from __future__ import annotations
 
 from gateway.connections.credentials import open_api_key
-from gateway.connections.models import ModelConnection, ProviderType
+from gateway.connections.models import Capability, ModelConnection, ProviderType, why_cannot
 from gateway.connections.providers.chat_anthropic import AnthropicChat
 from gateway.connections.providers.chat_gemini import GeminiChat
 from gateway.connections.providers.chat_interface import ChatProvider, ChatStream
@@ -47,10 +47,10 @@ _CHAT_PROVIDERS: dict[str, type[ChatProvider]] = {
 
 
 def chat_provider(connection: ModelConnection) -> ChatProvider:
-    provider_class = _CHAT_PROVIDERS.get(connection.provider_type)
-    if provider_class is None:
-        raise NoChat(f'provider "{connection.provider_type}" cannot be used for chat')
-    return provider_class(
+    refusal = why_cannot(connection, Capability.CHAT)
+    if refusal is not None:
+        raise NoChat(refusal)
+    return _CHAT_PROVIDERS[connection.provider_type](
         base_url=effective_base_url(connection.provider_type, connection.base_url),
         api_key=open_api_key(connection),
         model=connection.model_name,

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from gateway.connections import http
 from gateway.connections.credentials import open_api_key
-from gateway.connections.models import ModelConnection, ProviderType
+from gateway.connections.models import Capability, ModelConnection, ProviderType, why_cannot
 from gateway.connections.providers.upstream_errors import by_status, malformed, refusal
 from ragmux.core.errors import Conflict, UpstreamFailed
 
@@ -218,12 +218,12 @@ class NoEmbeddings(Conflict):
 
 
 def embedding_provider(connection: ModelConnection, *, timeout: float | None = None) -> EmbeddingProvider:
+    refusal = why_cannot(connection, Capability.EMBED)
+    if refusal is not None:
+        raise NoEmbeddings(refusal)
     if connection.provider_type == ProviderType.LOCAL:
         return LocalEmbeddings(model=connection.model_name, dimensions=connection.dimensions)
-    provider_class = _HTTP_PROVIDERS.get(connection.provider_type)
-    if provider_class is None:
-        raise NoEmbeddings(f'provider "{connection.provider_type}" cannot be used for embeddings')
-    return provider_class(
+    return _HTTP_PROVIDERS[connection.provider_type](
         base_url=effective_base_url(connection.provider_type, connection.base_url),
         api_key=open_api_key(connection),
         model=connection.model_name,

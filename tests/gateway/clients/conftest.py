@@ -61,6 +61,26 @@ def falcon_store(fake_connection, ingest_now):
     return store
 
 
+@pytest.fixture(params=["provider cannot embed", "key does not decrypt"])
+def store_cannot_embed(request, falcon_store) -> str:
+    """The falcon store's embedding connection made unable to embed a query, each way it can
+    happen after the store was set up: the connection now names a provider that cannot embed, or
+    its API key was sealed under another encryption key than this server's."""
+    import os
+
+    from gateway.connections.credentials import connection_key_aad
+    from gateway.connections.models import ModelConnection
+    from ragmux.core.crypto import seal
+
+    connection = falcon_store.embedding_connection
+    if request.param == "provider cannot embed":
+        change = {"provider_type": "anthropic"}
+    else:
+        change = {"api_key_sealed": seal(b"sk-other", aad=connection_key_aad(connection.pk), key=os.urandom(32))}
+    ModelConnection.objects.filter(pk=connection.pk).update(**change)
+    return request.param
+
+
 @pytest.fixture
 def project(chat_connection, fake_connection, falcon_store):
     from gateway.clients.services import project_create

@@ -113,6 +113,27 @@ def test_retrieval_failure_answers_without_context(v1, project_key, fake_upstrea
     assert CONTEXT_HEADER not in fake_upstream.requests_to("openai.chat")[-1].json()["messages"][0]["content"]
     [row] = wait_for_logs(1, project=project)
     assert (row.status_code, row.rag_hits) == (200, 0)
+    assert row.rag_skipped_reason.startswith("embedding the query failed: ")
+
+
+def test_a_store_that_cannot_embed_answers_without_context_and_says_why(
+    v1, api, project_key, fake_upstream, project, store_cannot_embed
+):
+    response = chat(v1(project_key))
+    assert response.status_code == 200, response.text
+    assert response.headers["x-ragmux-rag-hits"] == "0"
+    assert CONTEXT_HEADER not in fake_upstream.requests_to("openai.chat")[-1].json()["messages"][0]["content"]
+    [row] = wait_for_logs(1, project=project)
+    assert (row.status_code, row.rag_hits, row.error) == (200, 0, "")
+    assert row.rag_skipped_reason.startswith("the store cannot embed the query: ")
+    [listed] = api("viewer").get("/admin/api/request-logs").json()["data"]
+    assert listed["rag_skipped_reason"] == row.rag_skipped_reason
+
+
+def test_a_grounded_chat_has_no_skipped_reason(v1, project_key, project):
+    assert chat(v1(project_key)).headers["x-ragmux-rag-hits"] == "1"
+    [row] = wait_for_logs(1, project=project)
+    assert (row.rag_hits, row.rag_skipped_reason) == (1, "")
 
 
 def test_a_project_without_a_store_has_no_rag_headers(v1, fake_upstream, chat_connection):

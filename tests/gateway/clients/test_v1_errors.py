@@ -72,6 +72,16 @@ def test_bad_bodies(v1, project_key, project, settings):
     assert [r.status_code for r in rows] == [400, 400, 413]  # the 405 is refused before the key is read
 
 
+def test_retrieving_from_a_store_that_cannot_embed_is_409(v1, project_key, project, store_cannot_embed):
+    response = v1(project_key).post("/retrieve", json={"query": "launch code"})
+    assert response.status_code == 409, response.text
+    error = error_of(response)
+    assert (error["type"], error["code"]) == ("invalid_request_error", "embedding_unavailable")
+    assert error["message"].startswith("the store cannot embed the query: ")
+    [row] = wait_for_logs(1, project=project)
+    assert (row.endpoint, row.status_code, row.error) == ("retrieve", 409, error["message"])
+
+
 def test_upstream_500_is_relayed_with_its_status(v1, project_key, project, fake_upstream):
     fake_upstream.configure("openai.chat", status=500)
     response = v1(project_key).post("/chat/completions", json={"messages": MESSAGES})
