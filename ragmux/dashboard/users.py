@@ -4,9 +4,7 @@ validate with its inputs."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
@@ -17,6 +15,7 @@ from ragmux.core.audit import OBJECT_TYPES
 from ragmux.core.authentication import change_own_password
 from ragmux.core.errors import ServiceError
 from ragmux.core.models import AuditEntry
+from ragmux.core.paging import FIRST_PAGE
 from ragmux.core.roles import ROLES
 from ragmux.core.serializers import (
     AuditQuery,
@@ -27,6 +26,7 @@ from ragmux.core.serializers import (
 )
 from ragmux.dashboard.access import page
 from ragmux.dashboard.forms import Form
+from ragmux.dashboard.pager import pager
 
 USER_CREATE_FIELDS = ("username", "role", "password")
 
@@ -180,29 +180,16 @@ def audit(request):
     form = Form(initial=filters, names=AUDIT_FILTERS)
     query = {name: value for name, value in filters.items() if value}
     data = form.validated(AuditQuery, {**query, "page": request.GET.get("page") or 1})
-    entries, total, number, pages = [], 0, 1, 1
-    if data is not None:
-        rows = audit_entries(data)
-        total = rows.count()
-        size = data["page_size"]
-        pages = max(1, math.ceil(total / size))
-        number = min(data["page"], pages)
-        entries = [(entry, changes(entry)) for entry in rows[(number - 1) * size : number * size]]
-
-    def link(to: int) -> str:
-        return reverse("dashboard:audit") + "?" + urlencode({**query, "page": to})
-
+    # Refused filters list nothing: one empty page.
+    rows = audit_entries(data) if data is not None else AuditEntry.objects.none()
+    entries = pager(rows, data or FIRST_PAGE, address=reverse("dashboard:audit"), filters=query)
     return render(
         request,
         "dashboard/audit.html",
         {
             "form": form,
-            "entries": entries,
-            "total": total,
-            "page": number,
-            "pages": pages,
-            "previous": link(number - 1) if number > 1 else "",
-            "next": link(number + 1) if number < pages else "",
+            "entries": [(entry, changes(entry)) for entry in entries.rows],
+            "pager": entries,
             "object_types": OBJECT_TYPES,
         },
         status=400 if form.errors else 200,

@@ -4,10 +4,8 @@ services the JSON API uses, validates with the API's own inputs, and checks the 
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
-from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.http import Http404, HttpResponseRedirect
@@ -21,6 +19,7 @@ from ingestion.serializers import ReprocessInput, TextDocumentInput
 from ingestion.uploads import oversize_upload
 from ragmux.core.errors import ServiceError, error_response
 from ragmux.core.middleware import is_api_path
+from ragmux.core.paging import FIRST_PAGE
 from ragmux.dashboard.access import forbidden_page, page, wants_fragment
 from ragmux.dashboard.compare import (
     CHECKBOX,
@@ -35,6 +34,7 @@ from ragmux.dashboard.compare import (
     store_settings_input,
 )
 from ragmux.dashboard.lexical_index import lexical_index
+from ragmux.dashboard.pager import Pager, pager
 from ragmux.dashboard.quota import store_quota
 from ragmux.dashboard.request_logs import overview_usage
 from ragmux.dashboard.store_form import RERANK_NOTE, StoreForm
@@ -171,39 +171,18 @@ def store_delete(request, store_id: int):
 @dataclass
 class DocumentTable:
     store: RagStore
-    documents: list
+    pager: Pager
     counts: dict[str, int]
     status: str
-    page: int
-    pages: int
-    page_size: int
-    total: int
 
     @property
     def moving(self) -> bool:
         return any(self.counts.get(status) for status in MOVING)
 
-    def _query(self, page: int) -> str:
-        params = {"status": self.status, "page": page if page > 1 else ""}
-        query = urlencode({k: v for k, v in params.items() if v})
-        return f"?{query}" if query else ""
-
     @property
     def url(self) -> str:
         """The table alone, as it is now: what htmx polls."""
-        return reverse("dashboard:store-documents", args=[self.store.pk]) + self._query(self.page)
-
-    @property
-    def page_link_base(self) -> str:
-        return _store_url(self.store.pk)
-
-    @property
-    def page_link_previous(self) -> str:
-        return self.page_link_base + self._query(self.page - 1)
-
-    @property
-    def page_link_next(self) -> str:
-        return self.page_link_base + self._query(self.page + 1)
+        return reverse("dashboard:store-documents", args=[self.store.pk]) + self.pager.query(self.pager.number)
 
     @property
     def filters(self) -> list[tuple[str, str, int]]:
@@ -214,16 +193,14 @@ class DocumentTable:
 
 def _document_table(request, store: RagStore) -> DocumentTable:
     query = DocumentListQuery(data=request.GET)
-    if not query.is_valid():  # a hand-edited address shows the first page of everything
-        query = DocumentListQuery(data={})
-        query.is_valid()
-    status, size = query.validated_data.get("status", ""), query.validated_data["page_size"]
+    # A hand-edited address that is refused shows the first page of everything.
+    data = query.validated_data if query.is_valid() else FIRST_PAGE
+    status = data.get("status", "")
     counts = selectors.documents_by_status(store=store)
+    documents = selectors.document_list(store=store, status=status or None)
     total = counts.get(status, 0) if status else sum(counts.values())
-    pages = max(1, math.ceil(total / size))
-    number = min(query.validated_data["page"], pages)
-    documents = list(selectors.document_list(store=store, status=status or None)[(number - 1) * size : number * size])
-    return DocumentTable(store, documents, counts, status, number, pages, size, total)
+    table = pager(documents, data, address=_store_url(store.pk), filters={"status": status}, total=total)
+    return DocumentTable(store, table, counts, status)
 
 
 def _store_page(request, store: RagStore, *, text_form: dict | None = None, status: int = 200):
