@@ -80,6 +80,16 @@ class Form:
         self.result: Any = None
         self.refusal: ServiceError | None = None
 
+    @classmethod
+    def filters(cls, request, *, names: Iterable[str]) -> Form:
+        """A filter form: its values from the query string, trimmed."""
+        return cls(names=names, initial={name: request.GET.get(name, "").strip() for name in names})
+
+    @property
+    def filled(self) -> dict[str, Any]:
+        """The values given, the empty ones left out: what a filter form asks for."""
+        return {name: value for name, value in self.values.items() if value}
+
     def validated(
         self, serializer: type[serializers.Serializer], data: Mapping[str, Any], *, partial: bool = False
     ) -> dict[str, Any] | None:

@@ -161,12 +161,11 @@ AUDIT_FILTERS = ("actor", "object_type", "object_id", "since", "until")
 
 @page("admin")
 def audit(request):
-    filters = {name: request.GET.get(name, "").strip() for name in AUDIT_FILTERS}
-    form = Form(initial=filters, names=AUDIT_FILTERS)
-    query = {name: value for name, value in filters.items() if value}
+    form = Form.filters(request, names=AUDIT_FILTERS)
+    query = form.filled
     data = form.validated(AuditQuery, {**query, "page": request.GET.get("page") or 1})
     # Refused filters list nothing: one empty page.
-    rows = audit_entries(data) if data is not None else AuditEntry.objects.none()
+    rows = audit_entries(data) if data is not None else []
     entries = pager(rows, data or FIRST_PAGE, address=reverse("dashboard:audit"), filters=query)
     return render(
         request,
