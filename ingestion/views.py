@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from ingestion import services
 from ingestion.serializers import ReprocessInput, TextDocumentInput
 from ingestion.uploads import oversize_upload
+from ragmux.core.paging import offset_page
 from ragmux.core.roles import EditorWrites
 from stores import selectors
 from stores.serializers import DocumentListQuery, DocumentOutput
@@ -34,14 +35,14 @@ class StoreDocumentsApi(StoreEndpoint):
     def get(self, request, store_id: int):
         query = DocumentListQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
-        page, size = query.validated_data["page"], query.validated_data["page_size"]
         documents = selectors.document_list(store=self.store, status=query.validated_data.get("status"))
+        page = offset_page(documents, query.validated_data)
         return Response(
             {
-                "documents": DocumentOutput(documents[(page - 1) * size : page * size], many=True).data,
-                "total": documents.count(),
-                "page": page,
-                "page_size": size,
+                "documents": DocumentOutput(page.object_list, many=True).data,
+                "total": page.paginator.count,
+                "page": page.number,
+                "page_size": page.paginator.per_page,
             }
         )
 

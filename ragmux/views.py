@@ -20,6 +20,7 @@ from ragmux.core.authentication import bearer_login, bearer_token, change_own_pa
 from ragmux.core.errors import MethodNotAllowed, NotFound, ServerFault, error_response
 from ragmux.core.middleware import is_api_path
 from ragmux.core.models import AuditEntry
+from ragmux.core.paging import offset_page
 from ragmux.core.roles import AdminOnly
 from ragmux.core.serializers import (
     AuditQuery,
@@ -217,16 +218,13 @@ class AuditApi(APIView):
     def get(self, request):
         query = AuditQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
-        entries = audit_entries(query.validated_data)
-        total = entries.count()
-        page, size = query.validated_data["page"], query.validated_data["page_size"]
-        rows = entries[(page - 1) * size : page * size]
+        page = offset_page(audit_entries(query.validated_data), query.validated_data)
         return Response(
             {
-                "entries": AuditEntryOutput(rows, many=True).data,
-                "total": total,
-                "page": page,
-                "pages": max(1, -(-total // size)),
+                "entries": AuditEntryOutput(page.object_list, many=True).data,
+                "total": page.paginator.count,
+                "page": page.number,
+                "pages": page.paginator.num_pages,
             }
         )
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from ragmux.core.serializers import MAX_INTEGER, StrictInput
+from ragmux.core.serializers import PageQuery, StrictInput
 from stores.models import (
     STORE_SETTINGS,
     Document,
@@ -132,10 +132,8 @@ class DocumentOutput(serializers.ModelSerializer):
         fields = ["rag_store_id" if name == "store_id" else name for name in DOCUMENT_LIST_FIELDS]
 
 
-class DocumentListQuery(serializers.Serializer):
+class DocumentListQuery(PageQuery):
     status = serializers.ChoiceField(choices=DocumentStatus.choices, required=False)
-    page = serializers.IntegerField(min_value=1, max_value=MAX_INTEGER, default=1)
-    page_size = serializers.IntegerField(min_value=1, max_value=200, default=50)
 
 
 class BackendStatusOutput(serializers.Serializer):

@@ -15,6 +15,7 @@ from rest_framework import serializers
 
 from ragmux.core.audit import OBJECT_TYPES, audit_list
 from ragmux.core.models import AuditEntry
+from ragmux.core.paging import PAGE_SIZE, without_page
 from ragmux.core.roles import ROLES
 
 # The largest value of PostgreSQL's `integer`, the narrowest column an API integer lands in.
@@ -72,16 +73,23 @@ class PasswordResetInput(StrictInput):
     password = _password(required=False, allow_blank=True, default="")
 
 
-class AuditQuery(serializers.Serializer):
+class PageQuery(serializers.Serializer):
+    """The page of an offset-paged list a query asks for (`ragmux.core.paging`). A list allowing
+    larger pages declares its own ``page_size``."""
+
+    page = serializers.IntegerField(min_value=1, max_value=MAX_INTEGER, default=1)
+    page_size = serializers.IntegerField(min_value=1, max_value=200, default=PAGE_SIZE)
+
+
+class AuditQuery(PageQuery):
     actor = serializers.CharField(max_length=150, required=False)
     object_type = serializers.ChoiceField(choices=OBJECT_TYPES, required=False)
     object_id = serializers.IntegerField(min_value=1, max_value=2**63 - 1, required=False)
     since = serializers.DateTimeField(required=False)
     until = serializers.DateTimeField(required=False)
-    page = serializers.IntegerField(min_value=1, max_value=1_000_000, default=1)
-    page_size = serializers.IntegerField(min_value=1, max_value=500, default=50)
+    page_size = serializers.IntegerField(min_value=1, max_value=500, default=PAGE_SIZE)
 
 
 def audit_entries(query: dict) -> QuerySet[AuditEntry]:
     """The entries an `AuditQuery`'s validated data filters for, every page of them."""
-    return audit_list(**{name: value for name, value in query.items() if name not in ("page", "page_size")})
+    return audit_list(**without_page(query))

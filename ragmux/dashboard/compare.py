@@ -9,7 +9,7 @@ from typing import Any
 
 from django.http import QueryDict
 
-from ragmux.dashboard.store_form import field_errors
+from ragmux.dashboard.forms import Form
 from retrieval.search import Hit, SearchOptions
 from retrieval.serializers import SearchInput
 from stores.choices import SearchBackend
@@ -78,13 +78,10 @@ def search_input(values: dict[str, Any], query: str) -> dict[str, Any]:
 def configuration_from(params: QueryDict, side: str, query: str) -> Configuration:
     values = {name: params.get(f"{side}-{name}", "") for name in (*SETTING_OF_INPUT, *WEIGHT_INPUTS)}
     values[CHECKBOX] = f"{side}-{CHECKBOX}" in params
-    configuration = Configuration(side, values)
-    data = SearchInput(data=search_input(values, query))
-    if data.is_valid():
-        configuration.overrides = {k: v for k, v in data.validated_data.items() if k != "query"}
-    else:
-        configuration.errors = field_errors(data.errors, WEIGHT_INPUT_OF_SIDE)
-    return configuration
+    form = Form(initial=values, nested={"fusion_weights": WEIGHT_INPUT_OF_SIDE})
+    data = form.validated(SearchInput, search_input(values, query))
+    overrides = None if data is None else {k: v for k, v in data.items() if k != "query"}
+    return Configuration(side, values, form.errors, overrides)
 
 
 def store_settings_input(values: dict[str, Any]) -> dict[str, Any]:

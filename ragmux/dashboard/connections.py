@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 from urllib.parse import urlsplit
 
 from django.contrib import messages
@@ -17,9 +18,9 @@ from gateway.connections.models import ModelPrice, PriceSource, ProviderType
 from gateway.connections.prices import builtin_values
 from gateway.connections.pricing import token_cost
 from gateway.connections.serializers import ConnectionInput, PriceCreateInput, PriceValuesInput
-from ragmux.core.errors import Conflict, ServiceError
+from ragmux.core.errors import status_for
 from ragmux.dashboard.access import page
-from ragmux.dashboard.forms import Form
+from ragmux.dashboard.forms import Form, attempt
 
 CONNECTION_FIELDS = ("name", "provider_type", "base_url", "model_name", "dimensions", "api_key")
 PRICE_VALUES = ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok", "per_search_unit")
@@ -34,8 +35,8 @@ def _connection_input(form: Form) -> dict:
     return data
 
 
-def _connection_form_page(request, form: Form, *, connection=None, refusal: ServiceError | None = None):
-    blocked = refusal is not None and refusal.code == UpstreamBlocked.code
+def _connection_form_page(request, form: Form, *, connection=None):
+    blocked = form.refusal is not None and form.refusal.code == UpstreamBlocked.code
     return render(
         request,
         "dashboard/connection_form.html",
@@ -50,11 +51,6 @@ def _connection_form_page(request, form: Form, *, connection=None, refusal: Serv
     )
 
 
-def _refused(form: Form, refusal: ServiceError) -> ServiceError:
-    form.refuse(refusal, field="name" if refusal.code == "duplicate_name" else None)
-    return refusal
-
-
 @page("viewer")
 def connections(request):
     return render(request, "dashboard/connections.html", {"connections": list(selectors.connection_list())})
@@ -63,57 +59,48 @@ def connections(request):
 @page("admin", methods=("GET", "POST"))
 def connection_create(request):
     form = Form(
-        request.POST if request.method == "POST" else None,
+        request,
         names=CONNECTION_FIELDS,
         initial={"provider_type": ProviderType.OPENAI},
     )
-    refusal = None
     if request.method == "POST":
-        data = form.validated(ConnectionInput, _connection_input(form))
-        if data is not None:
-            try:
-                connection = services.connection_create(**data, actor=request.user)
-            except ServiceError as error:
-                refusal = _refused(form, error)
-            else:
-                messages.success(request, f"Created the connection “{connection.name}”. Test it to check it answers.")
-                return redirect("dashboard:connections")
+        if form.submit(
+            ConnectionInput, _connection_input(form), partial(services.connection_create, actor=request.user)
+        ):
+            messages.success(request, f"Created the connection “{form.result.name}”. Test it to check it answers.")
+            return redirect("dashboard:connections")
         form.values["api_key"] = ""  # what was typed as the key is not echoed back into the page
         messages.error(request, "The connection was not created: see the messages beside the fields.")
-    return _connection_form_page(request, form, refusal=refusal)
+    return _connection_form_page(request, form)
 
 
 @page("admin", methods=("GET", "POST"))
 def connection_edit(request, connection_id: int):
     connection = selectors.connection_get(connection_id)
     saved = {name: getattr(connection, name) for name in CONNECTION_FIELDS if name != "api_key"}
-    form = Form(request.POST if request.method == "POST" else None, names=CONNECTION_FIELDS, initial=saved)
-    refusal = None
+    form = Form(request, names=CONNECTION_FIELDS, initial=saved)
     if request.method == "POST":
-        data = form.validated(ConnectionInput, _connection_input(form))
-        if data is not None:
-            try:
-                connection = services.connection_update(connection=connection, **data, actor=request.user)
-            except ServiceError as error:
-                refusal = _refused(form, error)
-            else:
-                messages.success(request, f"Saved the connection “{connection.name}”.")
-                return redirect("dashboard:connections")
+        save = partial(services.connection_update, connection=connection, actor=request.user)
+        if form.submit(ConnectionInput, _connection_input(form), save):
+            messages.success(request, f"Saved the connection “{form.result.name}”.")
+            return redirect("dashboard:connections")
         form.values["api_key"] = ""  # what was typed as the key is not echoed back into the page
         messages.error(request, "The connection was not saved: see the messages beside the fields.")
-    return _connection_form_page(request, form, connection=connection, refusal=refusal)
+    return _connection_form_page(request, form, connection=connection)
 
 
 @page("admin", methods=("GET", "POST"))
 def connection_delete(request, connection_id: int):
     connection = selectors.connection_get(connection_id)
     if request.method == "POST":
-        try:
-            services.connection_delete(connection=connection, actor=request.user)
-        except Conflict as refusal:
+        refusal = attempt(lambda: services.connection_delete(connection=connection, actor=request.user)).refusal
+        if refusal is not None:
             messages.error(request, f"The connection “{connection.name}” was not deleted: {refusal.message}.")
             return render(
-                request, "dashboard/connection_delete.html", {"connection": connection, "refusal": refusal}, status=409
+                request,
+                "dashboard/connection_delete.html",
+                {"connection": connection, "refusal": refusal},
+                status=status_for(refusal),
             )
         messages.success(request, f"Deleted the connection “{connection.name}”.")
         return redirect("dashboard:connections")
@@ -123,11 +110,11 @@ def connection_delete(request, connection_id: int):
 @page("admin", methods=("POST",))
 def connection_test(request, connection_id: int):
     connection = selectors.connection_get(connection_id)
-    try:
-        outcome = services.connection_test(connection=connection, actor=request.user)
-    except ServiceError as refusal:
-        messages.error(request, f"“{connection.name}” was not tested: {refusal.message}")
+    tested = attempt(lambda: services.connection_test(connection=connection, actor=request.user))
+    if tested.refusal is not None:
+        messages.error(request, f"“{connection.name}” was not tested: {tested.refusal.message}")
     else:
+        outcome = tested.result
         if outcome["ok"]:
             messages.success(
                 request,
@@ -212,19 +199,12 @@ def prices(request):
 
 @page("admin", methods=("POST",))
 def price_create(request):
-    form = Form(request.POST, names=PRICE_CREATE_FIELDS)
-    data = form.validated(
-        PriceCreateInput,
-        {**_price_values_input(form), "provider_type": form.values["provider_type"], "model": form.values["model"]},
-    )
-    if data is not None:
-        try:
-            price = services.price_create(**data, actor=request.user)
-        except ServiceError as refusal:
-            form.refuse(refusal, field="model")
-        else:
-            messages.success(request, f"Added the price of {price.provider_type} {price.model}.")
-            return redirect("dashboard:prices")
+    form = Form(request, names=PRICE_CREATE_FIELDS)
+    data = {**_price_values_input(form), "provider_type": form.values["provider_type"], "model": form.values["model"]}
+    if form.submit(PriceCreateInput, data, partial(services.price_create, actor=request.user), field="model"):
+        price = form.result
+        messages.success(request, f"Added the price of {price.provider_type} {price.model}.")
+        return redirect("dashboard:prices")
     messages.error(request, "The price was not added: see the messages beside the fields.")
     return _prices_page(request, form, status=400)
 
@@ -233,7 +213,12 @@ def price_create(request):
 def price_edit(request, price_id: int):
     """Edits one price. "Preview" shows what the typed values would charge without saving them."""
     price = selectors.price_get(price_id)
-    form = Form(request.POST if request.method == "POST" else None, names=PRICE_VALUES, initial=PriceRow(price).figures)
+    form = Form(
+        request,
+        names=PRICE_VALUES,
+        checkboxes=("preview",),
+        initial=PriceRow(price).figures,
+    )
     preview = PriceRow(price)
     status = 200
     if request.method == "POST":
@@ -241,7 +226,7 @@ def price_edit(request, price_id: int):
         if data is None:
             messages.error(request, "The price was not saved: see the messages beside the fields.")
             status = 400
-        elif "preview" in request.POST:
+        elif form.values["preview"]:
             preview = PriceRow(ModelPrice(provider_type=price.provider_type, model=price.model, **data))
         else:
             price = services.price_update(price=price, **data, actor=request.user)
@@ -269,11 +254,10 @@ def price_edit(request, price_id: int):
 @page("admin", methods=("POST",))
 def price_delete(request, price_id: int):
     price = selectors.price_get(price_id)
-    try:
-        restored = services.price_delete(price=price, actor=request.user)
-    except ServiceError as refusal:
-        messages.error(request, f"{price.provider_type} {price.model}: {refusal.message}")
+    deleted = attempt(lambda: services.price_delete(price=price, actor=request.user))
+    if deleted.refusal is not None:
+        messages.error(request, f"{price.provider_type} {price.model}: {deleted.refusal.message}")
     else:
-        done = "Restored the built-in price of" if restored else "Deleted the price of"
+        done = "Restored the built-in price of" if deleted.result else "Deleted the price of"
         messages.success(request, f"{done} {price.provider_type} {price.model}.")
     return redirect("dashboard:prices")

@@ -1,16 +1,42 @@
-"""What the dashboard's smaller forms share: the values typed, validated by the API's own input
-serializer, and the messages to show beside each field (a service's refusal included)."""
+"""The dashboard's one form adapter: the values a form sends, validated by the API's own input
+serializer, the service call they feed, and the messages to show beside each input (a service's
+refusal included). No page reads a post or catches a refusal itself: `attempt` is the one place
+a service's refusal is caught, and a button without inputs calls it directly."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from rest_framework import serializers
 
-from ragmux.core.errors import ServiceError
+from ragmux.core.errors import NON_FIELD, ServiceError
 
-NON_FIELD = "non_field_errors"
+T = TypeVar("T")
+
+# The input a refusal without fields of its own concerns, on the forms that have that input.
+FIELD_OF_CODE = {
+    "duplicate_name": "name",
+    "embedding_connection_locked": "embedding_connection_id",
+    "wrong_password": "current_password",
+}
+
+
+@dataclass(frozen=True)
+class Attempt(Generic[T]):
+    """What a service call returned, or the refusal it raised instead."""
+
+    result: T | None = None
+    refusal: ServiceError | None = None
+
+
+def attempt(call: Callable[[], T]) -> Attempt[T]:
+    """Runs a service call. A refusal is an answer the page shows, never a failure of the page."""
+    try:
+        return Attempt(result=call())
+    except ServiceError as refusal:
+        return Attempt(refusal=refusal)
 
 
 def _messages(found: Any) -> list[str]:
@@ -22,27 +48,111 @@ def _messages(found: Any) -> list[str]:
 
 
 class Form:
-    def __init__(self, post=None, *, names: Iterable[str], initial: dict[str, Any] | None = None):
-        self.values: dict[str, Any] = dict(initial or {})
-        if post is not None:
-            self.values.update({name: post.get(name, "") for name in names})
-        self.errors: dict[str, list[str]] = {}
+    """One form, filled from the request's post when it is one (a filter form, which reads a
+    query, gets its values as ``initial``). ``names`` are its text inputs (an input left out of a post reads as empty),
+    ``checkboxes`` are true when sent, ``lists`` take every value sent. ``nested`` names, for an
+    API field made of several inputs, the input of each of its parts (the first takes a rule
+    over all of them)."""
 
-    def validated(self, serializer: type[serializers.Serializer], data: dict[str, Any]) -> dict[str, Any] | None:
-        """The validated data, or None with the messages recorded beside their fields."""
-        checked = serializer(data=data)
-        if checked.is_valid():
-            return dict(checked.validated_data)
-        self.errors = {name: _messages(found) for name, found in checked.errors.items()}
-        return None
+    def __init__(
+        self,
+        request=None,
+        *,
+        names: Iterable[str] = (),
+        initial: Mapping[str, Any] | None = None,
+        checkboxes: Iterable[str] = (),
+        lists: Iterable[str] = (),
+        nested: Mapping[str, Mapping[str, str]] | None = None,
+    ):
+        names, checkboxes, lists = tuple(names), tuple(checkboxes), tuple(lists)
+        self.inputs = (*names, *checkboxes, *lists)
+        self.values: dict[str, Any] = dict(initial or {})
+        if request is not None and request.method == "POST":
+            post = request.POST
+            self.values.update({name: post.get(name, "") for name in names})
+            self.values.update({name: name in post for name in checkboxes})
+            self.values.update({name: post.getlist(name) for name in lists})
+        self.nested = nested or {}
+        self.errors: dict[str, list[str]] = {}
+        # What the serializer made of the values, what the service returned, or its refusal.
+        self.data: dict[str, Any] | None = None
+        self.result: Any = None
+        self.refusal: ServiceError | None = None
+
+    @classmethod
+    def filters(cls, request, *, names: Iterable[str]) -> Form:
+        """A filter form: its values from the query string, trimmed."""
+        return cls(names=names, initial={name: request.GET.get(name, "").strip() for name in names})
+
+    @property
+    def filled(self) -> dict[str, Any]:
+        """The values given, the empty ones left out: what a filter form asks for."""
+        return {name: value for name, value in self.values.items() if value}
+
+    def validated(
+        self, serializer: type[serializers.Serializer], data: Mapping[str, Any], *, partial: bool = False
+    ) -> dict[str, Any] | None:
+        """The validated data, or None with the messages recorded beside their inputs."""
+        checked = serializer(data=data, partial=partial)
+        valid = checked.is_valid()
+        self.errors = {} if valid else self._beside_inputs(checked.errors)
+        self.data = dict(checked.validated_data) if valid else None
+        return self.data
+
+    def run(self, call: Callable[[], Any], *, field: str | None = None) -> bool:
+        """Calls a service, keeping what it returns as ``result``; False, with its refusal
+        recorded (see `refuse`), when it refuses."""
+        outcome = attempt(call)
+        self.result, self.refusal = outcome.result, outcome.refusal
+        if outcome.refusal is not None:
+            self.refuse(outcome.refusal, field=field)
+        return outcome.refusal is None
+
+    def submit(
+        self,
+        serializer: type[serializers.Serializer],
+        data: Mapping[str, Any],
+        save: Callable[..., Any],
+        *,
+        field: str | None = None,
+        partial: bool = False,
+    ) -> bool:
+        """Validates ``data`` with the API's ``serializer`` and calls ``save(**validated)``: True
+        when it is saved (its return value is ``result``), else False with the messages recorded."""
+        validated = self.validated(serializer, data, partial=partial)
+        return validated is not None and self.run(lambda: save(**validated), field=field)
 
     def refuse(self, error: ServiceError, *, field: str | None = None) -> None:
-        """Puts a service's refusal beside the field it names, else ``field``, else above the form."""
-        fields = error.extra.get("fields") or {field or NON_FIELD: [error.message]}
-        self.errors = {name: _messages(found) for name, found in fields.items()}
+        """Puts a service's refusal beside the inputs it names, else the input its code concerns,
+        else ``field``, else above the form."""
+        fields = error.extra.get("fields")
+        if not fields:
+            by_code = FIELD_OF_CODE.get(error.code)
+            fields = {(by_code if by_code in self.inputs else field) or NON_FIELD: [error.message]}
+        self.errors = self._beside_inputs(fields)
 
     def error(self, field: str, message: str) -> None:
         self.errors.setdefault(field, []).append(message)
+
+    def _beside_inputs(self, errors: Mapping[str, Any]) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for name, messages in errors.items():
+            parts = self.nested.get(name)
+            if parts is None:
+                found.setdefault(name, []).extend(_messages(messages))
+                continue
+            first = next(iter(parts.values()))
+            for part, part_messages in (messages if isinstance(messages, dict) else {None: messages}).items():
+                found.setdefault(parts.get(part, first), []).extend(_messages(part_messages))
+        return found
+
+    @property
+    def problems(self) -> str:
+        """What went wrong in one line, for a flash message: the refusal, or each input's first
+        message after the input's name."""
+        if self.refusal is not None:
+            return self.refusal.message
+        return "; ".join(f"{name}: {messages[0]}" for name, messages in self.errors.items())
 
     @property
     def form_errors(self) -> list[str]:

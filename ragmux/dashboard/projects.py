@@ -7,6 +7,8 @@ message, the session or its cookie."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from django.contrib import messages
 from django.shortcuts import redirect, render
 
@@ -15,7 +17,6 @@ from gateway.clients.models import Scope
 from gateway.clients.serializers import KeyInput, ProjectInput
 from gateway.connections.models import Capability, why_cannot
 from gateway.connections.selectors import connection_list
-from ragmux.core.errors import ServiceError
 from ragmux.dashboard.access import page
 from ragmux.dashboard.forms import Form
 from stores.selectors import store_list
@@ -48,17 +49,6 @@ def _project_form_page(request, form: Form, *, project=None):
     )
 
 
-def _save_project(request, form: Form, save):
-    """Validates the form and calls ``save(**data)``; the project, or None with the form's errors."""
-    data = form.validated(ProjectInput, _project_input(form))
-    if data is not None:
-        try:
-            return save(**data, actor=request.user)
-        except ServiceError as refusal:
-            form.refuse(refusal, field="name" if refusal.code == "duplicate_name" else None)
-    return None
-
-
 @page("viewer")
 def projects(request):
     rows = selectors.project_list().select_related("chat_connection", "embedding_connection", "store")
@@ -67,10 +57,10 @@ def projects(request):
 
 @page("admin", methods=("GET", "POST"))
 def project_create(request):
-    form = Form(request.POST if request.method == "POST" else None, names=PROJECT_FIELDS)
+    form = Form(request, names=PROJECT_FIELDS)
     if request.method == "POST":
-        project = _save_project(request, form, services.project_create)
-        if project is not None:
+        if form.submit(ProjectInput, _project_input(form), partial(services.project_create, actor=request.user)):
+            project = form.result
             messages.success(request, f"Created the project “{project.name}”. Create a key for it below.")
             return redirect("dashboard:project", project.pk)
         messages.error(request, "The project was not created: see the messages beside the fields.")
@@ -81,10 +71,11 @@ def project_create(request):
 def project_edit(request, project_id: int):
     project = selectors.project_get(project_id=project_id)
     saved = {name: getattr(project, name) for name in PROJECT_FIELDS}
-    form = Form(request.POST if request.method == "POST" else None, names=PROJECT_FIELDS, initial=saved)
+    form = Form(request, names=PROJECT_FIELDS, initial=saved)
     if request.method == "POST":
-        updated = _save_project(request, form, lambda **data: services.project_update(project=project, **data))
-        if updated is not None:
+        save = partial(services.project_update, project=project, actor=request.user)
+        if form.submit(ProjectInput, _project_input(form), save):
+            updated = form.result
             messages.success(request, f"Saved the project “{updated.name}”.")
             return redirect("dashboard:project", updated.pk)
         messages.error(request, "The project was not saved: see the messages beside the fields.")
@@ -125,19 +116,10 @@ def project_detail(request, project_id: int):
 @page("admin", methods=("POST",))
 def key_create(request, project_id: int):
     project = selectors.project_get(project_id=project_id)
-    form = Form(request.POST, names=KEY_FIELDS)
-    form.values["scopes"] = request.POST.getlist("scopes")
-    data = form.validated(
-        KeyInput,
-        {"name": form.values["name"], "scopes": form.values["scopes"], "expires_at": form.values["expires_at"] or None},
-    )
-    if data is not None:
-        try:
-            issued = services.key_create(project=project, **data, actor=request.user)
-        except ServiceError as refusal:
-            form.refuse(refusal)
-        else:
-            return _project_page(request, project, issued=issued, status=201)
+    form = Form(request, names=KEY_FIELDS, lists=("scopes",))
+    data = {**form.values, "expires_at": form.values["expires_at"] or None}
+    if form.submit(KeyInput, data, partial(services.key_create, project=project, actor=request.user)):
+        return _project_page(request, project, issued=form.result, status=201)
     messages.error(request, "The key was not created: see the messages beside the fields.")
     return _project_page(request, project, key_form=form, status=400)
 

@@ -24,9 +24,8 @@ PAGE_SIZE = 50
 
 @page("viewer")
 def request_logs(request):
-    filters = {name: request.GET.get(name, "").strip() for name in FILTERS}
-    form = Form(initial=filters, names=FILTERS)
-    query = {name: value for name, value in filters.items() if value}
+    form = Form.filters(request, names=FILTERS)
+    query = form.filled
     cursor = {"cursor": request.GET["cursor"]} if request.GET.get("cursor") else {}
     data = form.validated(RequestLogPageQuery, {**query, **cursor, "limit": PAGE_SIZE})
     rows, older = [], ""

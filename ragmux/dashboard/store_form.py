@@ -5,12 +5,11 @@ errors back into messages beside their fields."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.http import QueryDict
-
-from ragmux.core.errors import ServiceError
+from ragmux.dashboard.forms import Form
 from stores.backends import backend_statuses, text_search_configs
 from stores.choices import ChunkingStrategy, SearchMode
 from stores.models import STORE_SETTINGS, RagStore, store_defaults
@@ -153,6 +152,7 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
         ),
     ),
 )
+SETTING_INPUTS = tuple(setting.name for _, settings in GROUPS for setting in settings)
 RERANK_NOTE = "Reranking is not available yet: it arrives with the rerank adapters. Until then it stays off."
 
 
@@ -167,34 +167,19 @@ def _initial(store: RagStore | None) -> dict[str, Any]:
     return values
 
 
-def _input(post: QueryDict) -> dict[str, Any]:
-    """The API's input from a form post: unchecked boxes are false, empty fields are left out."""
-    data: dict[str, Any] = {name: name in post for name in CHECKBOXES}
-    for _, settings in GROUPS:
-        for setting in settings:
-            value = post.get(setting.name, "").strip()
-            if setting.kind != "checkbox" and value:
-                data[setting.name] = value
+def _input(values: dict[str, Any]) -> dict[str, Any]:
+    """The API's input from a form's values: unchecked boxes are false, empty fields are left out."""
+    data: dict[str, Any] = {name: bool(values[name]) for name in CHECKBOXES}
+    for name in SETTING_INPUTS:
+        value = str(values.get(name) or "").strip()
+        if name not in CHECKBOXES and value:
+            data[name] = value
     weights = {side: data.pop(input_name, "") for side, input_name in WEIGHT_INPUTS.items()}
     if any(weights.values()):
         data["fusion_weights"] = weights
-    if post.get("name", "").strip():
-        data["name"] = post["name"].strip()
+    if str(values.get("name") or "").strip():
+        data["name"] = values["name"].strip()
     return data
-
-
-def field_errors(errors: dict, weight_inputs: dict[str, str]) -> dict[str, list[str]]:
-    """An API input's errors by form input; the fusion weights' go to ``weight_inputs``."""
-    found: dict[str, list[str]] = {}
-    for name, messages in errors.items():
-        if name == "fusion_weights":
-            # Per weight, or (a rule over both) beside the first.
-            by_side = messages if isinstance(messages, dict) else {"vector": messages}
-            for side, side_messages in by_side.items():
-                found.setdefault(weight_inputs.get(side, weight_inputs["vector"]), []).extend(map(str, side_messages))
-        else:
-            found.setdefault(name, []).extend(map(str, messages))
-    return found
 
 
 def shown_default(name: str) -> str | None:
@@ -210,35 +195,26 @@ def shown_default(name: str) -> str | None:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-class StoreForm:
-    def __init__(self, *, store: RagStore | None, connections, post: QueryDict | None = None):
+class StoreForm(Form):
+    def __init__(self, *, store: RagStore | None, connections, request=None):
+        super().__init__(
+            request,
+            names=("name", *(name for name in SETTING_INPUTS if name not in CHECKBOXES)),
+            checkboxes=CHECKBOXES,
+            initial=_initial(store),
+            nested={"fusion_weights": WEIGHT_INPUTS},
+        )
         self.store = store
         self.connections = [c for c in connections if c.supports_embeddings]
-        self.values = _initial(store)
-        self.errors: dict[str, list[str]] = {}
-        self.post = post
-        if post is not None:
-            self.values.update({name: name in post for name in CHECKBOXES})
-            self.values.update({key: post[key] for key in post if key in self.values and key not in CHECKBOXES})
 
-    def validated(self) -> tuple[str, dict[str, Any]] | None:
-        """The store's name and settings, or None with the errors recorded."""
-        data = StoreCreateInput(data=_input(self.post), partial=self.store is not None)
-        if not data.is_valid():
-            self.errors = field_errors(data.errors, WEIGHT_INPUTS)
-            return None
-        values = dict(data.validated_data)
+    def save(self, save: Callable[..., Any]) -> bool:
+        """Validates the form and calls ``save(name=…, values=…)`` with the store's name and
+        settings: True when saved (its return value is ``result``), else False with the errors."""
+        values = self.validated(StoreCreateInput, _input(self.values), partial=self.store is not None)
+        if values is None:
+            return False
         name = values.pop("name", self.store.name if self.store else "")
-        return name, values
-
-    def refuse(self, error: ServiceError) -> None:
-        """Puts a service's refusal beside the field it names (or above the form)."""
-        fields = error.extra.get("fields") or {}
-        if not fields and error.code == "duplicate_name":
-            fields = {"name": [error.message]}
-        elif not fields and error.code == "embedding_connection_locked":
-            fields = {"embedding_connection_id": [error.message]}
-        self.errors = field_errors(fields, WEIGHT_INPUTS) or {"non_field_errors": [error.message]}
+        return self.run(lambda: save(name=name, values=values))
 
     def groups(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """Each group with its fields ready to render: value, errors, limits and choices."""
@@ -281,7 +257,3 @@ class StoreForm:
                 for status in backend_statuses()
             ]
         return []
-
-    @property
-    def form_errors(self) -> list[str]:
-        return self.errors.get("non_field_errors", [])

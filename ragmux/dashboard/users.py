@@ -4,9 +4,8 @@ validate with its inputs."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from urllib.parse import urlencode
+from functools import partial
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
@@ -15,20 +14,24 @@ from django.urls import reverse
 from ragmux.core import accounts
 from ragmux.core.audit import OBJECT_TYPES
 from ragmux.core.authentication import change_own_password
-from ragmux.core.errors import ServiceError
+from ragmux.core.errors import status_for
 from ragmux.core.models import AuditEntry
+from ragmux.core.paging import FIRST_PAGE
 from ragmux.core.roles import ROLES
 from ragmux.core.serializers import (
     AuditQuery,
     PasswordChangeInput,
     PasswordResetInput,
     UserCreateInput,
+    UserUpdateInput,
     audit_entries,
 )
 from ragmux.dashboard.access import page
 from ragmux.dashboard.forms import Form
+from ragmux.dashboard.pager import pager
 
 USER_CREATE_FIELDS = ("username", "role", "password")
+USER_UPDATE_FIELDS = ("role", "is_active")
 
 
 def _users_page(request, form: Form, *, status: int = 200, created=None, generated: str | None = None):
@@ -53,19 +56,14 @@ def users(request):
 
 @page("admin", methods=("POST",))
 def user_create(request):
-    form = Form(request.POST, names=USER_CREATE_FIELDS)
-    data = form.validated(UserCreateInput, dict(form.values))
-    if data is not None:
-        try:
-            user, generated = accounts.user_create(**data, actor=request.user)
-        except ServiceError as refusal:
-            form.refuse(refusal, field="username")
-        else:
-            messages.success(request, f"Created the {data['role']} “{user.username}”.")
-            if generated:
-                # Shown on this page only, never stored in a message or a cookie.
-                return _users_page(request, Form(names=USER_CREATE_FIELDS), created=user, generated=generated)
-            return redirect("dashboard:users")
+    form = Form(request, names=USER_CREATE_FIELDS)
+    if form.submit(UserCreateInput, form.values, partial(accounts.user_create, actor=request.user), field="username"):
+        user, generated = form.result
+        messages.success(request, f"Created the {form.data['role']} “{user.username}”.")
+        if generated:
+            # Shown on this page only, never stored in a message or a cookie.
+            return _users_page(request, Form(names=USER_CREATE_FIELDS), created=user, generated=generated)
+        return redirect("dashboard:users")
     form.values["password"] = ""
     messages.error(request, "The user was not created: see the messages beside the fields.")
     return _users_page(request, form, status=400)
@@ -96,16 +94,13 @@ def user_detail(request, user_id: int):
 def user_update(request, user_id: int):
     """The role form, and the deactivate and reactivate buttons."""
     user = accounts.user_get(user_id)
-    changes = {}
-    if "role" in request.POST:
-        changes["role"] = request.POST["role"]
-    if "is_active" in request.POST:
-        changes["is_active"] = request.POST["is_active"] == "true"
-    try:
-        user = accounts.user_update(user=user, **changes, actor=request.user)
-    except ServiceError as refusal:
-        messages.error(request, f"“{user.username}” was not changed: {refusal.message}.")
-        return _user_page(request, user, status=409 if refusal.code == "last_admin" else 400)
+    form = Form(request, names=USER_UPDATE_FIELDS)
+    # Each button sends one of the two: what is not sent stays as it is.
+    changes = {name: value for name, value in form.values.items() if value}
+    if not form.submit(UserUpdateInput, changes, partial(accounts.user_update, user=user, actor=request.user)):
+        messages.error(request, f"“{user.username}” was not changed: {form.problems}.")
+        return _user_page(request, user, status=status_for(form.refusal) if form.refusal else 400)
+    user = form.result
     state = "active" if user.is_active else "deactivated, and signed out everywhere"
     messages.success(request, f"“{user.username}” is now {accounts.stored_role(user)}, {state}.")
     return redirect("dashboard:user", user.pk)
@@ -114,18 +109,13 @@ def user_update(request, user_id: int):
 @page("admin", methods=("POST",))
 def user_password(request, user_id: int):
     user = accounts.user_get(user_id)
-    form = Form(request.POST, names=("password",))
-    data = form.validated(PasswordResetInput, dict(form.values))
-    if data is not None:
-        try:
-            generated = accounts.user_reset_password(user=user, **data, actor=request.user)
-        except ServiceError as refusal:
-            form.refuse(refusal, field="password")
-        else:
-            messages.success(request, f"Reset the password of “{user.username}”; their sessions have ended.")
-            if generated:
-                return _user_page(request, user, generated=generated)
-            return redirect("dashboard:user", user.pk)
+    form = Form(request, names=("password",))
+    reset = partial(accounts.user_reset_password, user=user, actor=request.user)
+    if form.submit(PasswordResetInput, form.values, reset, field="password"):
+        messages.success(request, f"Reset the password of “{user.username}”; their sessions have ended.")
+        if form.result:
+            return _user_page(request, user, generated=form.result)
+        return redirect("dashboard:user", user.pk)
     form.values["password"] = ""
     messages.error(request, "The password was not reset: see the message beside the field.")
     return _user_page(request, user, password_form=form, status=400)
@@ -136,21 +126,16 @@ PASSWORD_CHANGE_FIELDS = ("current_password", "new_password", "confirm_password"
 
 @page("viewer", methods=("GET", "POST"))
 def account_password(request):
-    form = Form(request.POST if request.method == "POST" else None, names=PASSWORD_CHANGE_FIELDS)
+    form = Form(request, names=PASSWORD_CHANGE_FIELDS)
     if request.method == "POST":
         data = form.validated(
             PasswordChangeInput, {name: form.values[name] for name in ("current_password", "new_password")}
         )
         if data is not None and data["new_password"] != form.values["confirm_password"]:
             form.error("confirm_password", "The two new passwords differ.")
-        elif data is not None:
-            try:
-                change_own_password(request, **data)
-            except ServiceError as refusal:
-                form.refuse(refusal, field="current_password" if refusal.code == "wrong_password" else None)
-            else:
-                messages.success(request, "Changed your password; your other sessions have ended.")
-                return redirect("dashboard:overview")
+        elif data is not None and form.run(lambda: change_own_password(request, **data)):
+            messages.success(request, "Changed your password; your other sessions have ended.")
+            return redirect("dashboard:overview")
         messages.error(request, "Your password was not changed: see the messages beside the fields.")
     form.values = {}  # passwords are never sent back
     return render(request, "dashboard/account_password.html", {"form": form}, status=400 if form.errors else 200)
@@ -176,33 +161,19 @@ AUDIT_FILTERS = ("actor", "object_type", "object_id", "since", "until")
 
 @page("admin")
 def audit(request):
-    filters = {name: request.GET.get(name, "").strip() for name in AUDIT_FILTERS}
-    form = Form(initial=filters, names=AUDIT_FILTERS)
-    query = {name: value for name, value in filters.items() if value}
+    form = Form.filters(request, names=AUDIT_FILTERS)
+    query = form.filled
     data = form.validated(AuditQuery, {**query, "page": request.GET.get("page") or 1})
-    entries, total, number, pages = [], 0, 1, 1
-    if data is not None:
-        rows = audit_entries(data)
-        total = rows.count()
-        size = data["page_size"]
-        pages = max(1, math.ceil(total / size))
-        number = min(data["page"], pages)
-        entries = [(entry, changes(entry)) for entry in rows[(number - 1) * size : number * size]]
-
-    def link(to: int) -> str:
-        return reverse("dashboard:audit") + "?" + urlencode({**query, "page": to})
-
+    # Refused filters list nothing: one empty page.
+    rows = audit_entries(data) if data is not None else []
+    entries = pager(rows, data or FIRST_PAGE, address=reverse("dashboard:audit"), filters=query)
     return render(
         request,
         "dashboard/audit.html",
         {
             "form": form,
-            "entries": entries,
-            "total": total,
-            "page": number,
-            "pages": pages,
-            "previous": link(number - 1) if number > 1 else "",
-            "next": link(number + 1) if number < pages else "",
+            "entries": [(entry, changes(entry)) for entry in entries.rows],
+            "pager": entries,
             "object_types": OBJECT_TYPES,
         },
         status=400 if form.errors else 200,

@@ -4,10 +4,9 @@ services the JSON API uses, validates with the API's own inputs, and checks the 
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
-from urllib.parse import urlencode
+from functools import partial
 
 from django.contrib import messages
 from django.http import Http404, HttpResponseRedirect
@@ -19,8 +18,9 @@ from gateway.connections.selectors import connection_list
 from ingestion import services as admission
 from ingestion.serializers import ReprocessInput, TextDocumentInput
 from ingestion.uploads import oversize_upload
-from ragmux.core.errors import Forbidden, ServiceError, error_response
+from ragmux.core.errors import Forbidden, error_response
 from ragmux.core.middleware import is_api_path
+from ragmux.core.paging import FIRST_PAGE
 from ragmux.dashboard.access import forbidden_page, page, wants_fragment
 from ragmux.dashboard.compare import (
     CHECKBOX,
@@ -34,7 +34,9 @@ from ragmux.dashboard.compare import (
     rank_against,
     store_settings_input,
 )
+from ragmux.dashboard.forms import Form, attempt
 from ragmux.dashboard.lexical_index import lexical_index
+from ragmux.dashboard.pager import Pager, pager
 from ragmux.dashboard.quota import store_quota
 from ragmux.dashboard.request_logs import overview_usage
 from ragmux.dashboard.store_form import RERANK_NOTE, StoreForm
@@ -83,10 +85,6 @@ def stores(request):
     return render(request, "dashboard/stores.html", {"rows": rows})
 
 
-def _posted(request):
-    return request.POST if request.method == "POST" else None
-
-
 def _store_form_page(request, form: StoreForm, *, status: int = 200):
     store = form.store
     return render(
@@ -107,18 +105,12 @@ def _store_form_page(request, form: StoreForm, *, status: int = 200):
 
 @page("admin", methods=("GET", "POST"))
 def store_create(request):
-    form = StoreForm(store=None, connections=connection_list(), post=_posted(request))
+    form = StoreForm(store=None, connections=connection_list(), request=request)
     if request.method == "POST":
-        validated = form.validated()
-        if validated is not None:
-            name, values = validated
-            try:
-                store = services.store_create(name=name, values=values, actor=request.user)
-            except ServiceError as refusal:
-                form.refuse(refusal)
-            else:
-                messages.success(request, f"Created the store “{store.name}”. Upload documents to fill it.")
-                return redirect(_store_url(store.pk))
+        if form.save(partial(services.store_create, actor=request.user)):
+            store = form.result
+            messages.success(request, f"Created the store “{store.name}”. Upload documents to fill it.")
+            return redirect(_store_url(store.pk))
         messages.error(request, "The store was not created: see the messages beside the fields.")
         return _store_form_page(request, form, status=400)
     return _store_form_page(request, form)
@@ -127,26 +119,20 @@ def store_create(request):
 @page("admin", methods=("GET", "POST"))
 def store_settings(request, store_id: int):
     store = selectors.store_get(store_id)
-    form = StoreForm(store=store, connections=connection_list(), post=_posted(request))
+    form = StoreForm(store=store, connections=connection_list(), request=request)
     if request.method == "POST":
-        validated = form.validated()
-        if validated is not None:
-            name, values = validated
-            try:
-                outcome = services.store_update(store=store, name=name, values=values, actor=request.user)
-            except ServiceError as refusal:
-                form.refuse(refusal)
-            else:
-                saved = outcome.store
-                rebuild = (
-                    f" Its lexical index is being rebuilt in {saved.index_config} in the background; searches use "
-                    "the current index until then."
-                    if saved.index_config != saved.indexed_config
-                    else ""
-                )
-                messages.success(request, f"Saved the settings of “{saved.name}”.{rebuild}")
-                url = reverse("dashboard:store-settings", args=[store.pk])
-                return redirect(url + ("?reprocess=recommended" if outcome.reprocess_recommended else ""))
+        if form.save(partial(services.store_update, store=store, actor=request.user)):
+            outcome = form.result
+            saved = outcome.store
+            rebuild = (
+                f" Its lexical index is being rebuilt in {saved.index_config} in the background; searches use "
+                "the current index until then."
+                if saved.index_config != saved.indexed_config
+                else ""
+            )
+            messages.success(request, f"Saved the settings of “{saved.name}”.{rebuild}")
+            url = reverse("dashboard:store-settings", args=[store.pk])
+            return redirect(url + ("?reprocess=recommended" if outcome.reprocess_recommended else ""))
         messages.error(request, "The settings were not saved: see the messages beside the fields.")
         return _store_form_page(request, form, status=400)
     return _store_form_page(request, form)
@@ -156,7 +142,7 @@ def store_settings(request, store_id: int):
 def store_delete(request, store_id: int):
     store = selectors.store_get(store_id)
     if request.method == "POST":
-        if request.POST.get("confirm_name", "").strip() == store.name:
+        if Form(request, names=("confirm_name",)).values["confirm_name"].strip() == store.name:
             services.store_delete(store=store, actor=request.user)
             messages.success(request, f"Deleted the store “{store.name}” and its {store.document_count} documents.")
             return redirect("dashboard:stores")
@@ -171,39 +157,18 @@ def store_delete(request, store_id: int):
 @dataclass
 class DocumentTable:
     store: RagStore
-    documents: list
+    pager: Pager
     counts: dict[str, int]
     status: str
-    page: int
-    pages: int
-    page_size: int
-    total: int
 
     @property
     def moving(self) -> bool:
         return any(self.counts.get(status) for status in MOVING)
 
-    def _query(self, page: int) -> str:
-        params = {"status": self.status, "page": page if page > 1 else ""}
-        query = urlencode({k: v for k, v in params.items() if v})
-        return f"?{query}" if query else ""
-
     @property
     def url(self) -> str:
         """The table alone, as it is now: what htmx polls."""
-        return reverse("dashboard:store-documents", args=[self.store.pk]) + self._query(self.page)
-
-    @property
-    def page_link_base(self) -> str:
-        return _store_url(self.store.pk)
-
-    @property
-    def page_link_previous(self) -> str:
-        return self.page_link_base + self._query(self.page - 1)
-
-    @property
-    def page_link_next(self) -> str:
-        return self.page_link_base + self._query(self.page + 1)
+        return reverse("dashboard:store-documents", args=[self.store.pk]) + self.pager.query(self.pager.number)
 
     @property
     def filters(self) -> list[tuple[str, str, int]]:
@@ -214,19 +179,17 @@ class DocumentTable:
 
 def _document_table(request, store: RagStore) -> DocumentTable:
     query = DocumentListQuery(data=request.GET)
-    if not query.is_valid():  # a hand-edited address shows the first page of everything
-        query = DocumentListQuery(data={})
-        query.is_valid()
-    status, size = query.validated_data.get("status", ""), query.validated_data["page_size"]
+    # A hand-edited address that is refused shows the first page of everything.
+    data = query.validated_data if query.is_valid() else FIRST_PAGE
+    status = data.get("status", "")
     counts = selectors.documents_by_status(store=store)
+    documents = selectors.document_list(store=store, status=status or None)
     total = counts.get(status, 0) if status else sum(counts.values())
-    pages = max(1, math.ceil(total / size))
-    number = min(query.validated_data["page"], pages)
-    documents = list(selectors.document_list(store=store, status=status or None)[(number - 1) * size : number * size])
-    return DocumentTable(store, documents, counts, status, number, pages, size, total)
+    table = pager(documents, data, address=_store_url(store.pk), filters={"status": status}, total=total)
+    return DocumentTable(store, table, counts, status)
 
 
-def _store_page(request, store: RagStore, *, text_form: dict | None = None, status: int = 200):
+def _store_page(request, store: RagStore, *, text_form: Form | None = None, status: int = 200):
     return render(
         request,
         "dashboard/store.html",
@@ -235,7 +198,7 @@ def _store_page(request, store: RagStore, *, text_form: dict | None = None, stat
             "quota": store_quota(store),
             "lexical": lexical_index(store),
             "table": _document_table(request, store),
-            "text_form": text_form or {},
+            "text_form": text_form,
         },
         status=status,
     )
@@ -278,15 +241,17 @@ def store_upload(request, store_id: int):
     if not uploads and getattr(request, "oversize_upload", None) is None:
         messages.error(request, "Nothing was uploaded: choose or drop at least one file.")
         return redirect(_store_url(store.pk))
-    try:
+
+    def admit() -> admission.UploadResult:
         oversize_upload(request)
         incoming = [
             admission.IncomingFile(filename=name, data=upload.read())
             for name, upload in zip(names, uploads, strict=True)
         ]
-        result = admission.document_upload(store=store, files=incoming)
-    except ServiceError as refusal:
-        result = admission.UploadResult(refusal=refusal)
+        return admission.document_upload(store=store, files=incoming)
+
+    admitted = attempt(admit)
+    result = admitted.result if admitted.refusal is None else admission.UploadResult(refusal=admitted.refusal)
     outcomes = upload_outcomes(names, result)
     if wants_fragment(request):
         return render(request, "dashboard/_upload_results.html", {"outcomes": outcomes})
@@ -301,51 +266,45 @@ def store_upload(request, store_id: int):
 @page("editor", methods=("POST",))
 def store_text(request, store_id: int):
     store = selectors.store_get(store_id)
-    form = {name: request.POST.get(name, "") for name in ("title", "content", "source", "tags")}
-    tags = [tag.strip() for tag in form["tags"].split(",") if tag.strip()]
-    data = TextDocumentInput(data={**form, "tags": tags})
-    error = None
-    if data.is_valid():
-        try:
-            result = admission.document_ingest_text(store=store, **data.validated_data)
-        except ServiceError as refusal:
-            error = refusal.message
-        else:
-            (outcome,) = upload_outcomes([admission.text_document_filename(form["title"])], result)
-            if outcome.accepted:
-                messages.success(request, f"{outcome.filename}: accepted, queued for ingestion.")
-                return redirect(_store_url(store.pk))
-            error = f"{outcome.filename}: {outcome.verdict} — {outcome.detail}"
-    else:
-        form["errors"] = {name: [str(m) for m in found] for name, found in data.errors.items()}
-    messages.error(request, error or "The text was not added: see the messages beside the fields.")
+    form = Form(request, names=("title", "content", "source", "tags"))
+    tags = [tag.strip() for tag in form.values["tags"].split(",") if tag.strip()]
+    error = "The text was not added: see the messages beside the fields."
+    if form.submit(
+        TextDocumentInput, {**form.values, "tags": tags}, partial(admission.document_ingest_text, store=store)
+    ):
+        (outcome,) = upload_outcomes([admission.text_document_filename(form.values["title"])], form.result)
+        if outcome.accepted:
+            messages.success(request, f"{outcome.filename}: accepted, queued for ingestion.")
+            return redirect(_store_url(store.pk))
+        error = f"{outcome.filename}: {outcome.verdict} — {outcome.detail}"
+    elif form.refusal is not None:
+        error = form.refusal.message
+    messages.error(request, error)
     return _store_page(request, store, text_form=form, status=400)
 
 
 @page("editor", methods=("POST",))
 def store_reprocess(request, store_id: int):
     store = selectors.store_get(store_id)
-    status = request.POST.get("status", "")
-    data = ReprocessInput(data={"status": status} if status else {})
-    if not data.is_valid():
-        messages.error(request, f"Nothing was reprocessed: “{status}” is not a document status.")
-        return redirect(_store_url(store.pk))
-    try:
-        queued = admission.store_reprocess(store=store, status=data.validated_data.get("status"))
-    except ServiceError as refusal:
-        messages.error(request, refusal.message)
-    else:
-        which = f"{status} " if status else ""
+    form = Form(request, names=("status",))
+    status = form.values["status"]
+    if form.submit(
+        ReprocessInput, {"status": status} if status else {}, partial(admission.store_reprocess, store=store)
+    ):
+        queued, which = form.result, f"{status} " if status else ""
         messages.success(request, f"{queued} {which}document{'s' if queued != 1 else ''} queued for reprocessing.")
+    elif form.refusal is not None:
+        messages.error(request, form.refusal.message)
+    else:
+        messages.error(request, f"Nothing was reprocessed: “{status}” is not a document status.")
     return redirect(_store_url(store.pk))
 
 
 @page("editor", methods=("POST",))
 def document_reprocess(request, document_id: int):
     document = selectors.document_get(document_id)
-    try:
-        admission.document_reprocess(document=document)
-    except ServiceError as refusal:
+    refusal = attempt(lambda: admission.document_reprocess(document=document)).refusal
+    if refusal is not None:
         messages.error(request, f"{document.filename}: {refusal.message}")
     else:
         messages.success(request, f"{document.filename}: queued for reprocessing.")
@@ -382,10 +341,9 @@ def _run(store: RagStore, query: str, configuration: Configuration) -> Column:
         column.error = "Fix the settings of this configuration to run it."
         return column
     started = time.monotonic()
-    try:
-        column.result = store_search(store=store, query=query, overrides=configuration.overrides)
-    except ServiceError as refusal:
-        column.error = refusal.message
+    searched = attempt(lambda: store_search(store=store, query=query, overrides=configuration.overrides))
+    column.result = searched.result
+    column.error = searched.refusal.message if searched.refusal is not None else ""
     column.latency_ms = (time.monotonic() - started) * 1000
     return column
 
@@ -428,21 +386,17 @@ def search(request):
 def search_save(request, store_id: int):
     """Saves one compared configuration as the store's search settings."""
     store = selectors.store_get(store_id)
-    side = request.POST.get("side", "").upper()
-    values = {name: request.POST.get(name, "") for name in (*SETTING_OF_INPUT, *WEIGHT_INPUTS)}
-    values[CHECKBOX] = CHECKBOX in request.POST
-    data = StoreSettingsInput(data=store_settings_input(values), partial=True)
-    if not data.is_valid():
-        problems = "; ".join(f"{name}: {found[0]}" for name, found in data.errors.items())
-        messages.error(request, f"Configuration {side} was not saved: {problems}")
+    inputs = (name for name in (*SETTING_OF_INPUT, *WEIGHT_INPUTS) if name != CHECKBOX)
+    form = Form(request, names=("side", "next", *inputs), checkboxes=(CHECKBOX,))
+    side = form.values["side"].upper()
+    save = partial(services.store_update, store=store, name=store.name, actor=request.user)
+    if form.submit(
+        StoreSettingsInput, store_settings_input(form.values), lambda **values: save(values=values), partial=True
+    ):
+        messages.success(request, f"Saved configuration {side} as the search settings of “{store.name}”.")
     else:
-        try:
-            services.store_update(store=store, name=store.name, values=dict(data.validated_data), actor=request.user)
-        except ServiceError as refusal:
-            messages.error(request, f"Configuration {side} was not saved: {refusal.message}")
-        else:
-            messages.success(request, f"Saved configuration {side} as the search settings of “{store.name}”.")
-    back = request.POST.get("next", "")
+        messages.error(request, f"Configuration {side} was not saved: {form.problems}")
+    back = form.values["next"]
     if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
         back = reverse("dashboard:search") + f"?store={store.pk}"
     return HttpResponseRedirect(back)

@@ -12,6 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from gateway.connections.models import ModelConnection, ModelPrice
+from ragmux.core.audit import audit_record
 from ragmux.core.models import AuditEntry
 from tests.dashboard.test_pages import csrf_token, post
 from tests.factories import PASSWORD, StoreFactory
@@ -295,3 +296,18 @@ def test_the_audit_page_lists_changes_with_before_and_after_and_no_secret(as_rol
     assert "1 change" in only_prices and "user.create" not in only_prices
     bad = admin.get("/admin/audit/", {"object_id": "many"})
     assert bad.status_code == 400 and 'aria-invalid="true"' in bad.content.decode()
+
+
+def test_the_audit_pages_keep_the_filters_and_past_the_last_page_show_the_last(as_role, personas):
+    for n in range(51):
+        audit_record(actor=None, action="store.update", object_type="store", object_id=n + 1, object_repr=f"kb-{n:02}")
+    audit_record(actor=None, action="price.update", object_type="price", object_id=1, object_repr="a price")
+    admin = as_role("admin")
+    first = admin.get("/admin/audit/", {"object_type": "store"}).content.decode()
+    assert "Page 1 of 2" in first and "kb-50" in first and "kb-00" not in first
+    assert 'href="/admin/audit/?object_type=store&amp;page=2">Older' in first
+    past = admin.get("/admin/audit/", {"object_type": "store", "page": "7"})
+    assert past.status_code == 200
+    last = past.content.decode()
+    assert "Page 2 of 2" in last and "kb-00" in last and "kb-01" not in last and "a price" not in last
+    assert 'href="/admin/audit/?object_type=store">Newer' in last

@@ -199,6 +199,8 @@ def test_the_document_table_filters_pages_and_polls_only_while_documents_move(as
     assert "doc-59.txt" in first and "doc-09.txt" not in first
     second = viewer.get(f"/admin/stores/{kb.pk}/documents?page=2").content.decode()
     assert "doc-09.txt" in second and "doc-59.txt" not in second
+    past = viewer.get(f"/admin/stores/{kb.pk}/documents?page=9").content.decode()
+    assert "Page 2 of 2 (60 documents)" in past and "doc-09.txt" in past and 'rel="next"' not in past
     DocumentFactory(store=kb, status="processing", filename="moving.txt", progress_percent=40)
     polled = viewer.get(f"/admin/stores/{kb.pk}/documents?status=processing").content.decode()
     assert "every 2s" in polled and "moving.txt" in polled and "doc-59.txt" not in polled

@@ -188,6 +188,8 @@ def test_the_audit_filters_and_pages(api, personas):
     assert ids(since=since, until=until)[0] == [("admin", "store", 2)]
     page_two, body = ids(page_size=2, page=2)
     assert page_two == [("admin", "store", 1)] and (body["total"], body["pages"]) == (3, 2)
+    past_the_last, body = ids(page_size=2, page=40)
+    assert past_the_last == page_two and (body["page"], body["pages"]) == (2, 2)
     assert admin.get("/admin/api/audit", params={"object_type": "nothing"}).status_code == 400
 
 

@@ -248,6 +248,10 @@ def test_list_filters_by_status_and_pages(api, fake_connection, settings):
     assert [d["filename"] for d in failed["documents"]] == ["2.txt"]
     page = viewer.get(f"/admin/api/rag-stores/{store['id']}/documents", params={"page": 2, "page_size": 2}).json()
     assert (page["total"], [d["filename"] for d in page["documents"]]) == (3, ["0.txt"])
+    past = viewer.get(f"/admin/api/rag-stores/{store['id']}/documents", params={"page": 9, "page_size": 2}).json()
+    assert past == {**page, "page": 2}
+    none = viewer.get(f"/admin/api/rag-stores/{store['id']}/documents", params={"status": "ready", "page": 3}).json()
+    assert none == {"documents": [], "total": 0, "page": 1, "page_size": 50}
 
 
 def test_download_returns_the_original_bytes(api, fake_connection):
