@@ -142,7 +142,7 @@ def main() -> None:
         from gateway.clients.models import Project
         from gateway.clients.services import key_create, project_create
         from gateway.connections.services import connection_create
-        from ragmux.cli import web_command
+        from ragmux.launch.cli import web_command
 
         upstream_key = "sk-bench-upstream-000000000000"
         Project.objects.filter(name__startswith="bench-gateway").delete()

@@ -115,7 +115,11 @@ class Served:
         )
         with open(log_file, "a") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "ragmux.cli", "serve"], env=env, stdout=subprocess.PIPE, stderr=log, text=True
+                [sys.executable, "-m", "ragmux.launch.cli", "serve"],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
             )
         self.lines: list[str] = []
 
