@@ -126,7 +126,7 @@ def main() -> None:
     if args.smoke:
         args.requests, args.seconds, args.chunks = 10, 1.0, 200
 
-    from ragmux.embedded import free_port
+    from ragmux.launch.embedded import free_port
 
     port, upstream_port = free_port(), free_port()
     upstream_url = f"http://127.0.0.1:{upstream_port}"

@@ -119,7 +119,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [1, 2] if args.smoke else [int(size) for size in args.sizes_mb.split(",")]
 
-    from ragmux.embedded import free_port
+    from ragmux.launch.embedded import free_port
 
     port = free_port()
     settings = {

@@ -26,7 +26,7 @@ def _data_dir() -> Path:
 @contextmanager
 def environment(*, start_services: bool = True):
     """Plans and starts the embedded services, sets up Django, and stops what it started."""
-    from ragmux.embedded import EmbeddedError, EmbeddedServices
+    from ragmux.launch.embedded import EmbeddedError, EmbeddedServices
 
     data_dir = _data_dir()
     os.environ.setdefault("RAGMUX_DATA_DIR", str(data_dir))
@@ -97,7 +97,7 @@ def cmd_createadmin(args: argparse.Namespace) -> int:
 
 def cmd_rotate_key(args: argparse.Namespace) -> int:
     from ragmux.core.crypto import generate_key
-    from ragmux.embedded import load_or_create_secrets, write_secrets
+    from ragmux.launch.embedded import load_or_create_secrets, write_secrets
 
     new_key_text = args.new or generate_key()
     with environment() as services:
@@ -273,7 +273,7 @@ def web_command() -> list[str]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ragmux.embedded import port_is_free
+    from ragmux.launch.embedded import port_is_free
 
     with environment() as services:
         from django.conf import settings

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from ragmux.embedded import free_port
+from ragmux.launch.embedded import free_port
 
 PLANTED_FACT = "The launch code for Project Falcon is AMBER-7731."
 SYSTEM_PROMPT = "You are the Falcon support assistant."

@@ -16,7 +16,7 @@ from gateway.connections.credentials import connection_key_aad
 from gateway.connections.models import ModelConnection
 from gateway.connections.services import connection_create
 from ragmux.core.crypto import generate_key, unseal
-from ragmux.embedded import ROOT_MODE_HOME, free_port
+from ragmux.launch.embedded import ROOT_MODE_HOME, free_port
 from ragmux.settings import decode_encryption_key
 from tests.ragmux.test_startup import run_ragmux
 
