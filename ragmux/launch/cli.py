@@ -279,7 +279,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from django.conf import settings
 
         from ragmux.core.errors import InvalidInput
-        from ragmux.first_run import ensure_first_admin, ensure_local_connection
+        from ragmux.launch.first_run import ensure_first_admin, ensure_local_connection
 
         if not port_is_free(settings.PORT, settings.HOST):
             sys.stderr.write(f"ragmux: {settings.HOST}:{settings.PORT} is already in use (set PORT)\n")
