@@ -1,1 +1,1 @@
-"""Starting ragmux: the `ragmux` command and what it sets up before anything serves."""
+"""Starting and operating ragmux: the `ragmux` command and the machinery its subcommands run."""

@@ -101,14 +101,14 @@ def cmd_rotate_key(args: argparse.Namespace) -> int:
 
     new_key_text = args.new or generate_key()
     with environment() as services:
-        from ragmux.keys import KeyRotationFailed, rotate_encryption_key
+        from ragmux.launch.encryption_key_rotation import EncryptionKeyRotationFailed, rotate_encryption_key
         from ragmux.settings import decode_encryption_key
 
         _migrate()
         _refuse_a_bad_start()
         try:
             count = rotate_encryption_key(new_key=decode_encryption_key(new_key_text))
-        except KeyRotationFailed as exc:
+        except EncryptionKeyRotationFailed as exc:
             sys.stderr.write(f"ragmux: key rotation failed, nothing was changed: {exc}\n")
             return 1
         print(f"re-encrypted {count} credential(s) with the new key")
