@@ -60,7 +60,7 @@ def _migrate(verbosity: int = 0) -> None:
 
 def _refuse_a_bad_start() -> None:
     """The start-up refusals, said by the command before any process starts."""
-    from ragmux.core.keycheck import check_encryption_key
+    from ragmux.core.encryption_key_check import check_encryption_key
     from ragmux.launch.checks import check_default_index_config
 
     check_encryption_key()

@@ -7,7 +7,7 @@ from django.db import transaction
 from gateway.connections.credentials import connection_key_aad
 from gateway.connections.models import ModelConnection
 from ragmux.core.crypto import DecryptionFailed, seal, unseal
-from ragmux.core.keycheck import KEY_CHECK_NAME, seal_key_check
+from ragmux.core.encryption_key_check import KEY_CHECK_NAME, seal_key_check
 from ragmux.core.models import InstanceSetting
 
 
