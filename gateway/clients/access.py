@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from gateway.clients import ledger, selectors
 from gateway.clients.errors import V1Error
-from gateway.clients.keys import KEY_PREFIX, hash_key
+from gateway.clients.gateway_keys import KEY_PREFIX, hash_key
 from gateway.clients.models import GatewayKey
 from ragmux.core import asyncdb
 
