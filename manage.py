@@ -3,7 +3,7 @@
 
 import sys
 
-from ragmux.cli import main
+from ragmux.launch.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["manage", *sys.argv[1:]]))

@@ -126,7 +126,7 @@ def main() -> None:
     if args.smoke:
         args.requests, args.seconds, args.chunks = 10, 1.0, 200
 
-    from ragmux.embedded import free_port
+    from ragmux.launch.embedded import free_port
 
     port, upstream_port = free_port(), free_port()
     upstream_url = f"http://127.0.0.1:{upstream_port}"
@@ -142,7 +142,7 @@ def main() -> None:
         from gateway.clients.models import Project
         from gateway.clients.services import key_create, project_create
         from gateway.connections.services import connection_create
-        from ragmux.cli import web_command
+        from ragmux.launch.cli import web_command
 
         upstream_key = "sk-bench-upstream-000000000000"
         Project.objects.filter(name__startswith="bench-gateway").delete()

@@ -37,7 +37,7 @@ class BenchEnvironment:
         self._sampling = threading.Event()
 
     def __enter__(self) -> BenchEnvironment:
-        from ragmux.embedded import EmbeddedServices
+        from ragmux.launch.embedded import EmbeddedServices
 
         os.environ.update(self.settings)
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ragmux.settings")

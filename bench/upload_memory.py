@@ -119,7 +119,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [1, 2] if args.smoke else [int(size) for size in args.sizes_mb.split(",")]
 
-    from ragmux.embedded import free_port
+    from ragmux.launch.embedded import free_port
 
     port = free_port()
     settings = {
@@ -131,8 +131,8 @@ def main() -> None:
     with BenchEnvironment(settings=settings), tempfile.TemporaryDirectory(prefix="ragmux-upload-") as folder:
         from django.contrib.auth.models import User
 
-        from ragmux.cli import web_command
         from ragmux.core.accounts import user_create
+        from ragmux.launch.cli import web_command
 
         User.objects.filter(username="bench-upload").delete()
         user_create(username="bench-upload", password=PASSWORD, role="admin")

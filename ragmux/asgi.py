@@ -19,7 +19,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ragmux.settings")
 settings.DATABASES["default"]["OPTIONS"]["pool"] = {"min_size": 2, "max_size": settings.WEB_DB_POOL_SIZE}
 django_application = get_asgi_application()
 
-from ragmux.startup import run_startup_checks  # noqa: E402  (needs the app registry)
+from ragmux.launch.checks import run_startup_checks  # noqa: E402  (needs the app registry)
 
 run_startup_checks()
 

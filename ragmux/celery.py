@@ -12,6 +12,6 @@ app.autodiscover_tasks()
 
 @worker_init.connect
 def _refuse_wrong_encryption_key(**_):
-    from ragmux.startup import run_startup_checks
+    from ragmux.launch.checks import run_startup_checks
 
     run_startup_checks()

@@ -2,22 +2,16 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from ragmux import views
+from ragmux.dashboard import sign_in
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("healthz", views.healthz),
     path("readyz", views.readyz),
     path("", include("django_prometheus.urls")),
-    path("admin/login/", views.DashboardLoginView.as_view(), name="login"),
-    path("admin/logout/", views.DashboardLogoutView.as_view(), name="logout"),
-    path("admin/api/login", views.LoginApi.as_view()),
-    path("admin/api/logout", views.LogoutApi.as_view()),
-    path("admin/api/me", views.MeApi.as_view()),
-    path("admin/api/me/password", views.MePasswordApi.as_view()),
-    path("admin/api/users", views.UsersApi.as_view()),
-    path("admin/api/users/<id:user_id>", views.UserApi.as_view()),
-    path("admin/api/users/<id:user_id>/password", views.UserPasswordApi.as_view()),
-    path("admin/api/audit", views.AuditApi.as_view()),
+    path("admin/login/", sign_in.DashboardLoginView.as_view(), name="login"),
+    path("admin/logout/", sign_in.DashboardLogoutView.as_view(), name="logout"),
+    path("admin/api/", include("ragmux.core.urls")),
     path("admin/api/", include("gateway.connections.urls")),
     path("admin/api/", include("ingestion.urls")),
     path("admin/api/", include("stores.urls")),

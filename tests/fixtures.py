@@ -71,7 +71,7 @@ def asgi_url(django_db_setup, django_db_blocker) -> str:
     from django.core.asgi import get_asgi_application
 
     from ragmux.core import asyncdb
-    from ragmux.embedded import free_port
+    from ragmux.launch.embedded import free_port
 
     config = uvicorn.Config(
         get_asgi_application(), host="127.0.0.1", port=free_port(), lifespan="off", log_level="warning"

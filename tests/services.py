@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from ragmux.core.crypto import generate_key
-from ragmux.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+from ragmux.launch.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 
 # Durability buys nothing in a throw-away test cluster.
 FAST_OPTIONS = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"

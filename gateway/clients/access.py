@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from gateway.clients import ledger, selectors
-from gateway.clients.keys import KEY_PREFIX, hash_key
+from gateway.clients.gateway_keys import KEY_PREFIX, hash_key
 from gateway.clients.models import GatewayKey
 from ragmux.core import asyncdb
 from ragmux.core.errors import Forbidden, Unauthenticated

@@ -9,7 +9,7 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from gateway.clients.keys import DISPLAY_PREFIX_LENGTH, hash_key, new_key
+from gateway.clients.gateway_keys import DISPLAY_PREFIX_LENGTH, hash_key, new_key
 from gateway.clients.models import GatewayKey, Project, RequestLog, Scope
 from gateway.connections.models import Capability, ModelConnection, why_cannot
 from gateway.connections.selectors import connection_named_by

@@ -15,7 +15,7 @@ class CoreConfig(AppConfig):
 
         register_converter(IdConverter, "id")
 
-        from ragmux.core.keycheck import ensure_key_check
+        from ragmux.core.encryption_key_check import ensure_key_check
         from ragmux.core.metrics import register_collector
         from ragmux.core.roles import ensure_role_groups
 

@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from gateway.clients.keys import hash_key
+from gateway.clients.gateway_keys import hash_key
 from gateway.clients.models import GatewayKey, Project, RequestLog
 from gateway.clients.services import key_create, project_create
 from ragmux.dashboard.request_logs import PAGE_SIZE

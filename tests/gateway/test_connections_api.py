@@ -3,7 +3,7 @@ import subprocess
 import pytest
 
 from gateway.connections.models import ModelConnection
-from ragmux.embedded import pg_tool
+from ragmux.launch.embedded import pg_tool
 from tests.factories import StoreFactory
 
 SECRET = "sk-test-PLAINTEXT-0123456789abcdef"

@@ -140,7 +140,7 @@ def test_a_slow_upstream_times_out_as_a_retryable_failure(fake_upstream):
 
 
 def test_a_refused_connection_is_a_retryable_failure(settings):
-    from ragmux.embedded import free_port
+    from ragmux.launch.embedded import free_port
 
     with pytest.raises(UpstreamFailed, match="connection failed") as failure:
         http.request("GET", f"http://127.0.0.1:{free_port()}/", timeout=2)

@@ -29,7 +29,7 @@ class Processes:
     def start(self, command: str, *, output: Path | None = None) -> subprocess.Popen:
         with open(output or os.devnull, "a") as sink:
             process = subprocess.Popen(
-                [sys.executable, "-m", "ragmux.cli", command],
+                [sys.executable, "-m", "ragmux.launch.cli", command],
                 env=self.env,
                 stdout=sink,
                 stderr=subprocess.STDOUT,

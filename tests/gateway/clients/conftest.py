@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from ragmux.embedded import free_port
+from ragmux.launch.embedded import free_port
 
 PLANTED_FACT = "The launch code for Project Falcon is AMBER-7731."
 SYSTEM_PROMPT = "You are the Falcon support assistant."
@@ -123,7 +123,7 @@ class WebProcess:
 def second_web_process(subprocess_env, transactional_db, settings):
     """The production server (`ragmux serve`'s uvicorn command, one worker) in its own process, on
     the test database."""
-    from ragmux.cli import web_command
+    from ragmux.launch.cli import web_command
 
     settings.PORT, settings.WEB_WORKERS = free_port(), 1
     process = subprocess.Popen(web_command(), env=subprocess_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

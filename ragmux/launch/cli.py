@@ -26,7 +26,7 @@ def _data_dir() -> Path:
 @contextmanager
 def environment(*, start_services: bool = True):
     """Plans and starts the embedded services, sets up Django, and stops what it started."""
-    from ragmux.embedded import EmbeddedError, EmbeddedServices
+    from ragmux.launch.embedded import EmbeddedError, EmbeddedServices
 
     data_dir = _data_dir()
     os.environ.setdefault("RAGMUX_DATA_DIR", str(data_dir))
@@ -60,8 +60,8 @@ def _migrate(verbosity: int = 0) -> None:
 
 def _refuse_a_bad_start() -> None:
     """The start-up refusals, said by the command before any process starts."""
-    from ragmux.core.keycheck import check_encryption_key
-    from ragmux.startup import check_default_index_config
+    from ragmux.core.encryption_key_check import check_encryption_key
+    from ragmux.launch.checks import check_default_index_config
 
     check_encryption_key()
     check_default_index_config()
@@ -97,18 +97,18 @@ def cmd_createadmin(args: argparse.Namespace) -> int:
 
 def cmd_rotate_key(args: argparse.Namespace) -> int:
     from ragmux.core.crypto import generate_key
-    from ragmux.embedded import load_or_create_secrets, write_secrets
+    from ragmux.launch.embedded import load_or_create_secrets, write_secrets
 
     new_key_text = args.new or generate_key()
     with environment() as services:
-        from ragmux.keys import KeyRotationFailed, rotate_encryption_key
+        from ragmux.launch.encryption_key_rotation import EncryptionKeyRotationFailed, rotate_encryption_key
         from ragmux.settings import decode_encryption_key
 
         _migrate()
         _refuse_a_bad_start()
         try:
             count = rotate_encryption_key(new_key=decode_encryption_key(new_key_text))
-        except KeyRotationFailed as exc:
+        except EncryptionKeyRotationFailed as exc:
             sys.stderr.write(f"ragmux: key rotation failed, nothing was changed: {exc}\n")
             return 1
         print(f"re-encrypted {count} credential(s) with the new key")
@@ -273,13 +273,13 @@ def web_command() -> list[str]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ragmux.embedded import port_is_free
+    from ragmux.launch.embedded import port_is_free
 
     with environment() as services:
         from django.conf import settings
 
         from ragmux.core.errors import InvalidInput
-        from ragmux.first_run import ensure_first_admin, ensure_local_connection
+        from ragmux.launch.first_run import ensure_first_admin, ensure_local_connection
 
         if not port_is_free(settings.PORT, settings.HOST):
             sys.stderr.write(f"ragmux: {settings.HOST}:{settings.PORT} is already in use (set PORT)\n")

@@ -1,4 +1,4 @@
-"""Rotation of the key that seals stored credentials."""
+"""Rotation of the encryption key that seals stored credentials (`ragmux rotate-key`)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from django.db import transaction
 from gateway.connections.credentials import connection_key_aad
 from gateway.connections.models import ModelConnection
 from ragmux.core.crypto import DecryptionFailed, seal, unseal
-from ragmux.core.keycheck import KEY_CHECK_NAME, seal_key_check
+from ragmux.core.encryption_key_check import KEY_CHECK_NAME, seal_key_check
 from ragmux.core.models import InstanceSetting
 
 
-class KeyRotationFailed(Exception):
+class EncryptionKeyRotationFailed(Exception):
     pass
 
 
@@ -28,10 +28,10 @@ def rotate_encryption_key(*, new_key: bytes) -> int:
             try:
                 plaintext = unseal(connection.api_key_sealed, aad=aad)
             except DecryptionFailed as exc:
-                raise KeyRotationFailed(f"connection {connection.name!r}: {exc}") from None
+                raise EncryptionKeyRotationFailed(f"connection {connection.name!r}: {exc}") from None
             sealed = seal(plaintext, aad=aad, key=new_key)
             if unseal(sealed, aad=aad, key=new_key) != plaintext:
-                raise KeyRotationFailed(f"connection {connection.name!r}: verification failed")
+                raise EncryptionKeyRotationFailed(f"connection {connection.name!r}: verification failed")
             ModelConnection.objects.filter(pk=connection.pk).update(api_key_sealed=sealed)
             count += 1
         InstanceSetting.objects.update_or_create(key=KEY_CHECK_NAME, defaults={"value": seal_key_check(new_key)})

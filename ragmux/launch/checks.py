@@ -7,7 +7,7 @@ import logging
 from django.conf import settings
 from django.db import DatabaseError
 
-from ragmux.core.keycheck import check_encryption_key
+from ragmux.core.encryption_key_check import check_encryption_key
 from stores.backends import text_search_config_exists
 from stores.choices import SearchBackend
 from stores.models import RagStore

@@ -10,7 +10,12 @@ from ragmux.core.crypto import generate_key
 
 def run_ragmux(env: dict, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "ragmux.cli", *args], env=env, input=stdin, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "ragmux.launch.cli", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

@@ -16,9 +16,9 @@ from gateway.connections.credentials import connection_key_aad
 from gateway.connections.models import ModelConnection
 from gateway.connections.services import connection_create
 from ragmux.core.crypto import generate_key, unseal
-from ragmux.embedded import ROOT_MODE_HOME, free_port
+from ragmux.launch.embedded import ROOT_MODE_HOME, free_port
 from ragmux.settings import decode_encryption_key
-from tests.ragmux.test_startup import run_ragmux
+from tests.ragmux.launch.test_startup import run_ragmux
 
 EMBEDDED_ONLY = (
     "DATABASE_URL",
@@ -115,7 +115,11 @@ class Served:
         )
         with open(log_file, "a") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "ragmux.cli", "serve"], env=env, stdout=subprocess.PIPE, stderr=log, text=True
+                [sys.executable, "-m", "ragmux.launch.cli", "serve"],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
             )
         self.lines: list[str] = []
 

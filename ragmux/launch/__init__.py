@@ -1,0 +1,1 @@
+"""Starting and operating ragmux: the `ragmux` command and the machinery its subcommands run."""
