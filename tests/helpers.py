@@ -47,3 +47,32 @@ class APIClientTransport(httpx.BaseTransport):
 def api_client(*, headers: dict[str, str] | None = None) -> httpx.Client:
     """An httpx client answered by the app in this process through :class:`APIClientTransport`."""
     return httpx.Client(transport=APIClientTransport(), base_url="http://testserver", headers=headers or {})
+
+
+def translated_stream(provider, wire: bytes, *, piece: int = 7) -> list[dict]:
+    """The OpenAI chunks a chat adapter makes of a streamed upstream body, fed to it in small
+    pieces so that no event arrives whole."""
+    import asyncio
+
+    async def body():
+        for start in range(0, len(wire), piece):
+            yield wire[start : start + piece]
+
+    async def collect():
+        return [chunk async for chunk in provider._chunks(body())]
+
+    return asyncio.run(collect())
+
+
+def sse(*events: object) -> bytes:
+    """A server-sent event stream of these JSON payloads (a string is sent as it is)."""
+    import json
+
+    return b"".join(
+        f"data: {event if isinstance(event, str) else json.dumps(event)}\n\n".encode() for event in events
+    )
+
+
+def client_error(error) -> tuple[int, str, str | None]:
+    """What a failed chat call tells the client: its status, OpenAI error type and code."""
+    return error.status, error.type, error.code
