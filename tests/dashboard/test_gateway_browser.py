@@ -10,9 +10,8 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.dashboard.test_sign_in import sign_in
 from tests.factories import PASSWORD
-from tests.gateway.clients.conftest import PLANTED_FACT, wait_for_logs
+from tests.helpers import PLANTED_FACT, sign_in, wait_for_logs
 
 pytestmark = pytest.mark.browser
 

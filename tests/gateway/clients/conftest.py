@@ -8,9 +8,7 @@ import httpx
 import pytest
 
 from ragmux.embedded import free_port
-
-PLANTED_FACT = "The launch code for Project Falcon is AMBER-7731."
-SYSTEM_PROMPT = "You are the Falcon support assistant."
+from tests.helpers import PLANTED_FACT, SYSTEM_PROMPT
 
 
 @pytest.fixture
@@ -79,18 +77,6 @@ def project_key(project) -> str:
     from gateway.clients.services import key_create
 
     return key_create(project=project, name="default", scopes=None, expires_at=None).key
-
-
-def wait_for_logs(count: int, **filters):
-    """Request log rows are written just after the response; give them a moment."""
-    from gateway.clients.models import RequestLog
-
-    deadline = time.monotonic() + 5
-    while True:
-        rows = list(RequestLog.objects.filter(**filters).order_by("id"))
-        if len(rows) >= count or time.monotonic() > deadline:
-            return rows
-        time.sleep(0.02)
 
 
 @dataclass

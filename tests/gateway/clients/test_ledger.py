@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import httpx
 
-from tests.gateway.clients.conftest import wait_for_logs
+from tests.helpers import wait_for_logs
 
 MESSAGES = [{"role": "user", "content": "What is the launch code for Project Falcon?"}]
 

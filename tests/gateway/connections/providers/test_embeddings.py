@@ -1,5 +1,5 @@
 """The embedding adapters' translation, without a network: the request each sends and how each
-reads a reply into vectors and a token count. (tests/gateway/test_embeddings.py runs them
+reads a reply into vectors and a token count. (test_embeddings_upstream.py runs them
 against the fake upstreams.)"""
 
 from __future__ import annotations
