@@ -157,6 +157,21 @@ def fake_connection(db, fake_upstream):
 
 
 @pytest.fixture
+def chat_connection(db, fake_upstream):
+    """An OpenAI chat connection answered by the fake upstream."""
+    from gateway.connections.services import connection_create
+
+    return connection_create(
+        name="fake-chat",
+        provider_type="openai",
+        base_url=f"{fake_upstream.url}/v1",
+        model_name="gpt-4o-mini",
+        dimensions=None,
+        api_key="sk-fake-chat-key-0000000000",
+    )
+
+
+@pytest.fixture
 def ingest_now():
     """Runs ingestion in this process until the queue is empty: the worker's own code,
     without a worker. Tests of the worker processes themselves start real ones."""

@@ -29,20 +29,6 @@ def handbook(fake_connection, ingest_now):
     return store
 
 
-@pytest.fixture
-def chat_connection(fake_upstream, live_server):
-    from gateway.connections.services import connection_create
-
-    return connection_create(
-        name="fake-chat",
-        provider_type="openai",
-        base_url=f"{fake_upstream.url}/v1",
-        model_name="gpt-4o-mini",
-        dimensions=None,
-        api_key="sk-fake-chat-key-0000000000",
-    )
-
-
 def test_an_admin_creates_a_project_and_a_key_and_finds_its_call_in_the_request_log(
     wide_page, personas, chat_connection, handbook, asgi_url, shots
 ):

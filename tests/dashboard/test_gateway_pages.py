@@ -23,20 +23,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def chat_connection(db, fake_upstream):
-    from gateway.connections.services import connection_create
-
-    return connection_create(
-        name="fake-chat",
-        provider_type="openai",
-        base_url=f"{fake_upstream.url}/v1",
-        model_name="gpt-4o-mini",
-        dimensions=None,
-        api_key="sk-fake-chat-key-0000000000",
-    )
-
-
-@pytest.fixture
 def project(chat_connection, kb):
     return ProjectFactory(name="support", chat_connection=chat_connection, store=kb, system_prompt="Be brief.")
 

@@ -34,20 +34,6 @@ def v1(asgi_url, transactional_db):
 
 
 @pytest.fixture
-def chat_connection(transactional_db, fake_upstream):
-    from gateway.connections.services import connection_create
-
-    return connection_create(
-        name="fake-chat",
-        provider_type="openai",
-        base_url=f"{fake_upstream.url}/v1",
-        model_name="gpt-4o-mini",
-        dimensions=None,
-        api_key="sk-fake-chat-key-0000000000",
-    )
-
-
-@pytest.fixture
 def falcon_store(fake_connection, ingest_now):
     from ingestion.services import IncomingFile, document_upload
     from stores.services import store_create
