@@ -14,8 +14,8 @@ from http.cookies import SimpleCookie
 
 import httpx
 
-# Models and Django's test clients are imported inside the functions: this module is loaded
-# (through the fixtures) before Django is set up.
+# Models and Django's test clients are imported inside the functions, so that importing this
+# module needs no Django set-up (as `tests/fixtures.py`, loaded before it, needs none).
 
 
 class APIClientTransport(httpx.BaseTransport):
@@ -23,8 +23,10 @@ class APIClientTransport(httpx.BaseTransport):
 
     The admin-API tests speak httpx, as a client of the API does; under them Django's test
     handler runs the request in this thread, on the test's connection, so nothing has to be
-    committed and no server started (the live server stays for `/v1` and the browser). The
-    cookie jar is httpx's: the ``APIClient`` forgets the cookies a response set."""
+    committed and no server started (the live server stays for `/v1` and the browser). Not
+    httpx's own WSGI transport: Django's plain handler closes the database connection at the
+    end of each request, and with it the test's transaction. The cookie jar is httpx's: the
+    ``APIClient`` forgets the cookies a response set."""
 
     def __init__(self) -> None:
         from rest_framework.test import APIClient
