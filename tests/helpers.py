@@ -61,6 +61,7 @@ def translated_stream(provider, wire: bytes, *, piece: int = 7) -> list[dict]:
     """The OpenAI chunks a chat adapter makes of a streamed upstream body, fed to it in small
     pieces so that no event arrives whole."""
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
     async def body():
         for start in range(0, len(wire), piece):
@@ -69,7 +70,10 @@ def translated_stream(provider, wire: bytes, *, piece: int = 7) -> list[dict]:
     async def collect():
         return [chunk async for chunk in provider._chunks(body())]
 
-    return asyncio.run(collect())
+    # In a thread of its own: once the browser tests ran, Playwright's sync API keeps an event
+    # loop running in this one.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, collect()).result()
 
 
 def sse(*events: object) -> bytes:
