@@ -45,9 +45,11 @@ def personas(db) -> dict:
 
 
 @pytest.fixture
-def api(live_server, personas):
-    """``api("editor")`` is an HTTP client signed in as that persona; ``api()`` has no credentials."""
+def api(personas):
+    """``api("editor")`` is an HTTP client signed in as that persona; ``api()`` has no credentials.
+    It is answered in this process, inside the test's transaction (`tests.helpers.api_client`)."""
     from ragmux.core.authentication import issue_admin_token
+    from tests.helpers import api_client
 
     clients: list[httpx.Client] = []
 
@@ -55,7 +57,7 @@ def api(live_server, personas):
         headers = {}
         if persona is not None:
             headers["Authorization"] = f"Bearer {issue_admin_token(user=personas[persona])}"
-        http = httpx.Client(base_url=live_server.url, headers=headers, timeout=60)
+        http = api_client(headers=headers)
         clients.append(http)
         return http
 
@@ -151,6 +153,21 @@ def fake_connection(db, fake_upstream):
         model_name="text-embedding-3-small",
         dimensions=None,
         api_key="sk-fake-key-000000000000",
+    )
+
+
+@pytest.fixture
+def chat_connection(db, fake_upstream):
+    """An OpenAI chat connection answered by the fake upstream."""
+    from gateway.connections.services import connection_create
+
+    return connection_create(
+        name="fake-chat",
+        provider_type="openai",
+        base_url=f"{fake_upstream.url}/v1",
+        model_name="gpt-4o-mini",
+        dimensions=None,
+        api_key="sk-fake-chat-key-0000000000",
     )
 
 

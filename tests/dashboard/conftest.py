@@ -7,8 +7,7 @@ import pytest
 from django.test import Client
 
 from tests.dashboard.accessibility import assert_accessible
-
-WIDE = {"width": 1440, "height": 900}
+from tests.helpers import WIDE
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from django.urls import URLPattern, get_resolver
 from playwright.sync_api import expect
 
 from tests.dashboard.accessibility import assert_accessible
-from tests.dashboard.test_sign_in import sign_in
-from tests.factories import PASSWORD, DocumentFactory
+from tests.factories import PASSWORD, DocumentFactory, GatewayKeyFactory, ProjectFactory, RequestLogFactory
+from tests.helpers import sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -163,22 +163,14 @@ def dashboard_routes() -> list[str]:
 
 
 def test_every_page_passes_axe_for_an_admin_and_a_viewer(wide_page, personas, fake_connection):
-    from gateway.clients.models import RequestLog
-    from gateway.clients.services import key_create, project_create
     from gateway.connections.models import ModelPrice
     from stores.services import store_create
 
     store = store_create(name="kb", values={"embedding_connection_id": fake_connection.pk})
     document = DocumentFactory(store=store, status="failed", error="no text found", error_stage="parse")
-    project = project_create(
-        name="support",
-        chat_connection_id=fake_connection.pk,
-        embedding_connection_id=None,
-        store_id=store.pk,
-        system_prompt="",
-    )
-    api_key = key_create(project=project, name="app", scopes=None, expires_at=None).api_key
-    call = RequestLog.objects.create(project=project, key=api_key, endpoint="chat", status_code=200, rag_hits=2)
+    project = ProjectFactory(name="support", chat_connection=fake_connection, store=store)
+    api_key = GatewayKeyFactory(project=project, name="app")
+    call = RequestLogFactory(project=project, key=api_key, rag_hits=2)
     ids = {
         "store_id": store.pk,
         "document_id": document.pk,

@@ -5,7 +5,6 @@ secret reaches a page."""
 from __future__ import annotations
 
 import re
-from html import unescape
 
 import pytest
 from django.contrib.auth.models import User
@@ -14,16 +13,12 @@ from django.test import Client
 from gateway.connections.models import ModelConnection, ModelPrice
 from ragmux.core.audit import audit_record
 from ragmux.core.models import AuditEntry
-from tests.dashboard.test_pages import csrf_token, post
 from tests.factories import PASSWORD, StoreFactory
+from tests.helpers import csrf_token, post, text
 
 pytestmark = pytest.mark.django_db
 
 KEY = "sk-fake-key-000000000000"
-
-
-def text(response) -> str:
-    return " ".join(unescape(re.sub(r"<[^>]+>", " ", response.content.decode())).split())
 
 
 @pytest.fixture

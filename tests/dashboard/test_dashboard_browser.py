@@ -12,9 +12,8 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.dashboard.accessibility import assert_accessible
-from tests.dashboard.conftest import WIDE
-from tests.dashboard.test_sign_in import sign_in
 from tests.factories import PASSWORD
+from tests.helpers import WIDE, sign_in
 
 pytestmark = pytest.mark.browser
 

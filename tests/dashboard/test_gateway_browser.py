@@ -10,9 +10,8 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.dashboard.test_sign_in import sign_in
 from tests.factories import PASSWORD
-from tests.gateway.clients.conftest import PLANTED_FACT, wait_for_logs
+from tests.helpers import PLANTED_FACT, sign_in, wait_for_logs
 
 pytestmark = pytest.mark.browser
 
@@ -28,20 +27,6 @@ def handbook(fake_connection, ingest_now):
     assert document_upload(store=store, files=[IncomingFile("handbook.md", document.encode())]).refusal is None
     ingest_now()
     return store
-
-
-@pytest.fixture
-def chat_connection(fake_upstream, live_server):
-    from gateway.connections.services import connection_create
-
-    return connection_create(
-        name="fake-chat",
-        provider_type="openai",
-        base_url=f"{fake_upstream.url}/v1",
-        model_name="gpt-4o-mini",
-        dimensions=None,
-        api_key="sk-fake-chat-key-0000000000",
-    )
 
 
 def test_an_admin_creates_a_project_and_a_key_and_finds_its_call_in_the_request_log(

@@ -14,37 +14,17 @@ from django.utils import timezone
 
 from gateway.clients.gateway_keys import hash_key
 from gateway.clients.models import GatewayKey, Project, RequestLog
-from gateway.clients.services import key_create, project_create
+from gateway.clients.services import key_create
 from ragmux.dashboard.request_logs import PAGE_SIZE
-from tests.dashboard.test_admin_pages import text
-from tests.dashboard.test_pages import post
+from tests.factories import ProjectFactory, RequestLogFactory
+from tests.helpers import post, text
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def chat_connection(db, fake_upstream):
-    from gateway.connections.services import connection_create
-
-    return connection_create(
-        name="fake-chat",
-        provider_type="openai",
-        base_url=f"{fake_upstream.url}/v1",
-        model_name="gpt-4o-mini",
-        dimensions=None,
-        api_key="sk-fake-chat-key-0000000000",
-    )
-
-
-@pytest.fixture
 def project(chat_connection, kb):
-    return project_create(
-        name="support",
-        chat_connection_id=chat_connection.id,
-        embedding_connection_id=None,
-        store_id=kb.id,
-        system_prompt="Be brief.",
-    )
+    return ProjectFactory(name="support", chat_connection=chat_connection, store=kb, system_prompt="Be brief.")
 
 
 @pytest.fixture
@@ -53,15 +33,8 @@ def issued(project):
 
 
 def log(project, key=None, *, ago=timedelta(0), **values) -> RequestLog:
-    row = RequestLog.objects.create(
-        project=project,
-        key=key,
-        endpoint=values.pop("endpoint", "chat"),
-        status_code=values.pop("status", 200),
-        **values,
-    )
-    RequestLog.objects.filter(pk=row.pk).update(created_at=timezone.now() - ago)
-    return row
+    """A call of ``project``'s, ``ago`` before now."""
+    return RequestLogFactory(project=project, key=key, created_at=timezone.now() - ago, **values)
 
 
 # --- roles ------------------------------------------------------------------------------------
@@ -201,8 +174,8 @@ def test_the_key_table_says_when_each_key_was_last_used(as_role, project, issued
 
 def test_the_request_log_filters_like_the_api_and_links_the_same_csv(as_role, project, issued):
     ok = log(project, issued.api_key, model="gpt-4o-mini")
-    missing = log(project, issued.api_key, status=404, model="gpt-4o-mini", error="no such model")
-    failed = log(project, issued.api_key, status=502, endpoint="retrieve")
+    missing = log(project, issued.api_key, status_code=404, model="gpt-4o-mini", error="no such model")
+    failed = log(project, issued.api_key, status_code=502, endpoint="retrieve")
     viewer = as_role("viewer")
 
     def shown(query: str) -> list[int]:
@@ -229,7 +202,7 @@ def test_a_bad_filter_is_shown_beside_its_field(as_role, project):
 
 
 def test_the_request_log_pages_back_by_cursor_with_the_filters_kept(as_role, project, issued):
-    rows = [log(project, issued.api_key, status=500) for _ in range(PAGE_SIZE + 3)]
+    rows = [log(project, issued.api_key, status_code=500) for _ in range(PAGE_SIZE + 3)]
     log(project, issued.api_key)
     viewer = as_role("viewer")
     first = viewer.get("/admin/request-logs/?status=5xx")
@@ -313,12 +286,6 @@ def test_each_page_runs_the_same_few_queries_whatever_the_traffic(as_role, proje
     for n in range(30):
         key = key_create(project=project, name=f"k{n}", scopes=None, expires_at=None).api_key
         log(project, key, ago=timedelta(hours=n * 5), tokens_estimated=bool(n % 2))
-    project_create(
-        name="second",
-        chat_connection_id=project.chat_connection_id,
-        embedding_connection_id=None,
-        store_id=None,
-        system_prompt="",
-    )
+    ProjectFactory(name="second", chat_connection=project.chat_connection)
     assert queries(admin, urls) == few
     assert max(few.values()) <= 14, few

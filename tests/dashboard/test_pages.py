@@ -16,18 +16,9 @@ from stores.models import Document, RagStore
 from stores.rebuild import LexicalIndexState, lexical_index_rebuild
 from stores.services import store_update
 from tests.factories import DocumentFactory, StoreFactory
+from tests.helpers import post
 
 pytestmark = pytest.mark.django_db
-
-
-def csrf_token(client) -> str:
-    """The token of the client's own session, as any page of it carries (the sign-out form)."""
-    page = client.get("/admin/").content.decode()
-    return re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
-
-
-def post(client, url: str, data: dict | None = None, **extra):
-    return client.post(url, {"csrfmiddlewaretoken": csrf_token(client), **(data or {})}, **extra)
 
 
 def upload(client, store, *named, fragment=True):

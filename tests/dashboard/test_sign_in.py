@@ -3,15 +3,9 @@
 import pytest
 
 from tests.factories import PASSWORD
+from tests.helpers import sign_in
 
 pytestmark = pytest.mark.browser
-
-
-def sign_in(page, username, password):
-    page.goto("/admin/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
 
 
 def test_the_dashboard_sends_strangers_to_the_sign_in_page(page, personas):

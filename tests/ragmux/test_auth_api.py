@@ -1,4 +1,3 @@
-import httpx
 import pytest
 
 from tests.factories import PASSWORD
@@ -29,8 +28,8 @@ def test_wrong_password_is_401_in_the_error_envelope(api):
     }
 
 
-def test_login_without_bearer_sets_the_session_cookie(live_server, personas):
-    with httpx.Client(base_url=live_server.url) as browser:
+def test_login_without_bearer_sets_the_session_cookie(api):
+    with api() as browser:
         response = browser.post("/admin/api/login", json={"username": "viewer", "password": PASSWORD})
         assert response.status_code == 200
         assert "token" not in response.json()
@@ -117,11 +116,11 @@ def test_signing_in_purges_expired_tokens(api, personas):
 
 
 @pytest.mark.parametrize(("trusted", "secure"), [(True, True), (False, False)])
-def test_the_session_cookie_is_secure_when_a_trusted_proxy_says_https(live_server, personas, settings, trusted, secure):
+def test_the_session_cookie_is_secure_when_a_trusted_proxy_says_https(api, settings, trusted, secure):
     settings.TRUST_PROXY_HEADERS = trusted
     settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if trusted else None
-    response = httpx.post(
-        f"{live_server.url}/admin/api/login",
+    response = api().post(
+        "/admin/api/login",
         json={"username": "viewer", "password": PASSWORD},
         headers={"X-Forwarded-Proto": "https"},
     )

@@ -6,26 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.urls import URLPattern, URLResolver, get_resolver
 
-API_METHODS = ("get", "post", "put", "patch", "delete")
-
-
-def api_routes(patterns=None, prefix: str = "") -> list[tuple[str, type]]:
-    routes = []
-    for entry in get_resolver().url_patterns if patterns is None else patterns:
-        route = prefix + str(entry.pattern)
-        if isinstance(entry, URLResolver):
-            routes.extend(api_routes(entry.url_patterns, route))
-        elif isinstance(entry, URLPattern) and route.startswith("admin/api/"):
-            view_class = getattr(entry.callback, "view_class", None)
-            if view_class is not None:
-                routes.append((route, view_class))
-    return routes
-
-
-def served_methods(view_class: type) -> list[str]:
-    return [method for method in API_METHODS if hasattr(view_class, method)]
+from tests.helpers import API_METHODS, api_routes, served_methods
 
 
 def with_missing_ids(route: str) -> str:

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tests.ragmux.test_endpoints import ROUTES, served_methods
+from tests.helpers import api_routes, served_methods
+
+ROUTES = api_routes()
 
 HUGE = 10**30
 OVERSIZED_TEXT = "x" * 200_000

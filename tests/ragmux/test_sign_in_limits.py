@@ -131,10 +131,8 @@ def test_zero_turns_every_limit_off(api, settings):
     assert login(client, "admin", PASSWORD).status_code == 200
 
 
-def test_the_sign_in_form_is_throttled_too(api, live_server):
-    import httpx
-
-    with httpx.Client(base_url=live_server.url) as browser:
+def test_the_sign_in_form_is_throttled_too(api):
+    with api() as browser:
         form = browser.get("/admin/login/")
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
 

@@ -14,8 +14,6 @@ from ragmux.core.audit import MASKED, audit_record
 from ragmux.core.models import AdminToken, AuditEntry
 from tests.factories import PASSWORD
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
 
 def test_only_admins_read_or_change_users_and_the_audit(api, personas):
     for role in ("viewer", "editor"):

@@ -3,12 +3,12 @@
 import bm25s
 import numpy as np
 import pytest
-from django.db import connection
 
 from ingestion.services import IncomingFile, document_upload
 from retrieval.search import store_search
-from stores.models import Chunk, RagStore
+from stores.models import RagStore
 from stores.services import store_create
+from tests.helpers import chunk_tokens, query_tokens
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,26 +26,6 @@ CORPUS = {
     "common-only.txt": "common common",
 }
 QUERIES = ["river delta", "common", "river common glaciers", "floods spring delta", "current"]
-
-
-def chunk_tokens(store: RagStore) -> tuple[list[int], list[list[str]]]:
-    """Each chunk's lexemes, repeated as often as they occur: the tokens we index."""
-    ids, tokens = [], []
-    with connection.cursor() as cursor:
-        for chunk_id in Chunk.objects.filter(store=store).order_by("id").values_list("id", flat=True):
-            cursor.execute(
-                "SELECT lexeme, array_length(positions, 1) FROM unnest((SELECT tsv FROM chunks WHERE id = %s))",
-                [chunk_id],
-            )
-            ids.append(chunk_id)
-            tokens.append([lexeme for lexeme, count in cursor.fetchall() for _ in range(count)])
-    return ids, tokens
-
-
-def query_tokens(query: str, config: str) -> list[str]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT DISTINCT lexeme FROM unnest(to_tsvector(%s::regconfig, %s))", [config, query])
-        return [row[0] for row in cursor.fetchall()]
 
 
 # The arithmetic on plain words and on stems (the default `english` drops stop words and merges

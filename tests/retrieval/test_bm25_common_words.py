@@ -15,7 +15,7 @@ from retrieval import sql
 from retrieval.search import store_search
 from stores.models import RagStore
 from stores.services import store_create
-from tests.retrieval.test_bm25_pruning import expected_top
+from tests.helpers import expected_top
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

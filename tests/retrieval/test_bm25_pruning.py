@@ -15,7 +15,7 @@ from retrieval.ranking import phrase_and_exclusion_filter, positive_text
 from retrieval.search import store_search
 from stores.models import Chunk, RagStore
 from stores.services import store_create
-from tests.retrieval.test_bm25 import chunk_tokens, query_tokens
+from tests.helpers import chunk_tokens, expected_top, matching_chunks, query_tokens
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,29 +39,6 @@ def zipf_store(fake_connection, ingest_now):
     assert document_upload(store=created, files=files).refusal is None
     ingest_now()
     return RagStore.objects.get(pk=created.pk)
-
-
-def matching_chunks(store: RagStore, query: str) -> set[int]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id FROM chunks WHERE store_id = %s AND tsv @@ websearch_to_tsquery(%s::regconfig, %s)",
-            [store.pk, store.query_config, query],
-        )
-        return {row[0] for row in cursor.fetchall()}
-
-
-def expected_top(store: RagStore, query: str, limit: int) -> list[tuple[int, float]]:
-    ids, tokens = chunk_tokens(store)
-    reference = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
-    reference.index(tokens, show_progress=False)
-    scores = reference.get_scores(query_tokens(positive_text(query), store.query_config))
-    phrase_filter = phrase_and_exclusion_filter(query)
-    allowed = matching_chunks(store, phrase_filter) if phrase_filter else set(ids)
-    ranked = sorted(
-        ((chunk_id, score) for chunk_id, score in zip(ids, scores, strict=True) if score > 0 and chunk_id in allowed),
-        key=lambda pair: (-round(pair[1], 9), pair[0]),
-    )
-    return ranked[:limit]
 
 
 def assert_same_top(store: RagStore, query: str, limit: int) -> None:

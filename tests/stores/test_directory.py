@@ -4,7 +4,7 @@ import pytest
 
 from stores.models import Document
 from stores.services import store_create
-from tests.ragmux.launch.test_startup import run_ragmux
+from tests.helpers import run_ragmux
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

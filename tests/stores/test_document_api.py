@@ -329,7 +329,8 @@ def test_viewers_read_documents_and_strangers_do_not(api, fake_connection):
     )
 
 
-def test_concurrent_uploads_never_exceed_the_quota(api, fake_connection):
+def test_concurrent_uploads_never_exceed_the_quota(api, fake_connection, transactional_db):
+    # Each thread has its own connection: the store must be committed for them to see it.
     from concurrent.futures import ThreadPoolExecutor
 
     store = make_store(api, fake_connection, max_documents=5)

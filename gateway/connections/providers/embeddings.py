@@ -124,7 +124,10 @@ class OpenAIEmbeddings(_HttpEmbeddingProvider):
     max_batch = 256
 
     def embed(self, texts: Sequence[str]) -> Embeddings:
-        reply = self._post(f"{self.base_url}/embeddings", self._inputs(texts), self._bearer())
+        return self.read(self._post(f"{self.base_url}/embeddings", self._inputs(texts), self._bearer()), texts)
+
+    def read(self, reply: object, texts: Sequence[str]) -> Embeddings:
+        """The embeddings of ``texts`` in an ``/embeddings`` reply."""
         _require(isinstance(reply, dict) and isinstance(reply.get("data"), list), self.label, "no data list")
         items = reply["data"]
         _require(all(isinstance(i, dict) and "embedding" in i for i in items), self.label, "item without embedding")
@@ -144,7 +147,10 @@ class OllamaEmbeddings(_HttpEmbeddingProvider):
     max_batch = 64
 
     def embed(self, texts: Sequence[str]) -> Embeddings:
-        reply = self._post(f"{self.base_url}/api/embed", self._inputs(texts), self._bearer())
+        return self.read(self._post(f"{self.base_url}/api/embed", self._inputs(texts), self._bearer()), texts)
+
+    def read(self, reply: object, texts: Sequence[str]) -> Embeddings:
+        """The embeddings of ``texts`` in an ``/api/embed`` reply."""
         _require(isinstance(reply, dict) and "embeddings" in reply, self.label, "no embeddings")
         vectors = self._check_vectors(reply["embeddings"], len(texts))
         return self._counted(vectors, texts, reply.get("prompt_eval_count"))
@@ -160,16 +166,24 @@ class GeminiEmbeddings(_HttpEmbeddingProvider):
             item["outputDimensionality"] = self.dimensions
         return item
 
-    def embed(self, texts: Sequence[str]) -> Embeddings:
+    def request(self, texts: Sequence[str]) -> tuple[str, dict]:
+        """The URL and body of the call for ``texts``: one text has a method of its own."""
         model_path = f"{self.base_url}/models/{quote(self.model, safe='')}"
-        headers = {"x-goog-api-key": self.api_key} if self.api_key else {}
         if len(texts) == 1:
-            reply = self._post(f"{model_path}:embedContent", self._content(texts[0]), headers)
+            return f"{model_path}:embedContent", self._content(texts[0])
+        return f"{model_path}:batchEmbedContents", {"requests": [self._content(t) for t in texts]}
+
+    def embed(self, texts: Sequence[str]) -> Embeddings:
+        headers = {"x-goog-api-key": self.api_key} if self.api_key else {}
+        url, body = self.request(texts)
+        return self.read(self._post(url, body, headers), texts)
+
+    def read(self, reply: object, texts: Sequence[str]) -> Embeddings:
+        """The embeddings of ``texts`` in an ``embedContent`` or ``batchEmbedContents`` reply."""
+        if len(texts) == 1:
             _require(isinstance(reply, dict) and isinstance(reply.get("embedding"), dict), self.label, "no embedding")
             raw = [reply["embedding"].get("values")]
         else:
-            body = {"requests": [self._content(t) for t in texts]}
-            reply = self._post(f"{model_path}:batchEmbedContents", body, headers)
             _require(isinstance(reply, dict) and isinstance(reply.get("embeddings"), list), self.label, "no embeddings")
             raw = [e.get("values") if isinstance(e, dict) else None for e in reply["embeddings"]]
         # Gemini reports no token usage for embeddings.

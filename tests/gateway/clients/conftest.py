@@ -8,9 +8,7 @@ import httpx
 import pytest
 
 from ragmux.launch.embedded import free_port
-
-PLANTED_FACT = "The launch code for Project Falcon is AMBER-7731."
-SYSTEM_PROMPT = "You are the Falcon support assistant."
+from tests.helpers import PLANTED_FACT, SYSTEM_PROMPT
 
 
 @pytest.fixture
@@ -33,20 +31,6 @@ def v1(asgi_url, transactional_db):
     deadline = time.monotonic() + 5
     while pending_writes() and time.monotonic() < deadline:
         time.sleep(0.02)
-
-
-@pytest.fixture
-def chat_connection(transactional_db, fake_upstream):
-    from gateway.connections.services import connection_create
-
-    return connection_create(
-        name="fake-chat",
-        provider_type="openai",
-        base_url=f"{fake_upstream.url}/v1",
-        model_name="gpt-4o-mini",
-        dimensions=None,
-        api_key="sk-fake-chat-key-0000000000",
-    )
 
 
 @pytest.fixture
@@ -99,18 +83,6 @@ def project_key(project) -> str:
     from gateway.clients.services import key_create
 
     return key_create(project=project, name="default", scopes=None, expires_at=None).key
-
-
-def wait_for_logs(count: int, **filters):
-    """Request log rows are written just after the response; give them a moment."""
-    from gateway.clients.models import RequestLog
-
-    deadline = time.monotonic() + 5
-    while True:
-        rows = list(RequestLog.objects.filter(**filters).order_by("id"))
-        if len(rows) >= count or time.monotonic() > deadline:
-            return rows
-        time.sleep(0.02)
 
 
 @dataclass

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from retrieval.context import CONTEXT_HEADER
-from tests.gateway.clients.conftest import PLANTED_FACT, SYSTEM_PROMPT, wait_for_logs
+from tests.factories import GatewayKeyFactory, ProjectFactory
+from tests.helpers import PLANTED_FACT, SYSTEM_PROMPT, wait_for_logs
 
 QUESTION = "What is the launch code for Project Falcon?"
 
@@ -137,16 +138,7 @@ def test_a_grounded_chat_has_no_skipped_reason(v1, project_key, project):
 
 
 def test_a_project_without_a_store_has_no_rag_headers(v1, fake_upstream, chat_connection):
-    from gateway.clients.services import key_create, project_create
-
-    bare = project_create(
-        name="bare",
-        chat_connection_id=chat_connection.id,
-        embedding_connection_id=None,
-        store_id=None,
-        system_prompt="",
-    )
-    key = key_create(project=bare, name="k", scopes=None, expires_at=None).key
+    key = GatewayKeyFactory(project=ProjectFactory(name="bare", chat_connection=chat_connection)).secret
     response = chat(v1(key))
     assert response.status_code == 200
     assert "x-ragmux-rag-hits" not in response.headers

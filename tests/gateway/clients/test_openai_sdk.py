@@ -6,7 +6,7 @@ import openai
 import pytest
 
 from tests.fakes.upstream import CHAT_ANSWER
-from tests.gateway.clients.conftest import wait_for_logs
+from tests.helpers import wait_for_logs
 
 
 @pytest.fixture

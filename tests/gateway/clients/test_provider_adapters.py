@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from tests.fakes.upstream import CHAT_ANSWER, TOOL_ARGUMENTS
-from tests.gateway.clients.conftest import PLANTED_FACT, SYSTEM_PROMPT, wait_for_logs
+from tests.helpers import PLANTED_FACT, SYSTEM_PROMPT, wait_for_logs
 
 CLIENT_SYSTEM = "Answer in one sentence."
 QUESTION = "What is the launch code for Project Falcon?"

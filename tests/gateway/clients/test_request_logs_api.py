@@ -13,6 +13,7 @@ import httpx
 import pytest
 from django.utils import timezone
 
+from tests.factories import GatewayKeyFactory, ProjectFactory, RequestLogFactory
 from tests.fixtures import PERSONAS
 
 EVIL_MODEL = '=HYPERLINK("http://evil.example/x","click")'
@@ -22,20 +23,8 @@ BASE_TIME = timezone.now().replace(microsecond=0) - timedelta(days=10)
 @pytest.fixture
 def ledger(db, fake_connection):
     """Two projects with a key each and 40 rows over 40 hours, of varied shapes."""
-    from gateway.clients.models import RequestLog
-    from gateway.clients.services import key_create, project_create
-
-    projects, keys = [], []
-    for name in ("alpha", "beta"):
-        project = project_create(
-            name=name,
-            chat_connection_id=fake_connection.pk,
-            embedding_connection_id=None,
-            store_id=None,
-            system_prompt="",
-        )
-        projects.append(project)
-        keys.append(key_create(project=project, name=f"{name}-key", scopes=None, expires_at=None).api_key)
+    projects = [ProjectFactory(name=name, chat_connection=fake_connection) for name in ("alpha", "beta")]
+    keys = [GatewayKeyFactory(project=project, name=f"{project.name}-key") for project in projects]
     statuses = [200, 200, 404, 429, 500, 502, 200, 400]
     endpoints = ["chat", "chat", "retrieve", "embeddings", "models"]
     models = ["gpt-4o-mini", "claude-sonnet-4-5", EVIL_MODEL, "-2+3", "@SUM(A1)"]
@@ -43,7 +32,8 @@ def ledger(db, fake_connection):
     for n in range(40):
         owner = n % 2
         rows.append(
-            RequestLog.objects.create(
+            RequestLogFactory(
+                created_at=BASE_TIME + timedelta(hours=n),
                 project=projects[owner],
                 key=keys[owner],
                 endpoint=endpoints[n % len(endpoints)],
@@ -59,9 +49,6 @@ def ledger(db, fake_connection):
                 error="=cmd|' /C calc'!A0" if n == 7 else "",
             )
         )
-    for n, row in enumerate(rows):
-        RequestLog.objects.filter(pk=row.pk).update(created_at=BASE_TIME + timedelta(hours=n))
-        row.refresh_from_db()
     return {"projects": projects, "keys": keys, "rows": rows}
 
 
@@ -206,11 +193,9 @@ def test_the_csv_streams_under_asgi(asgi_url, transactional_db, ledger, personas
 
 
 def test_a_cursor_keeps_its_place_when_new_rows_arrive(api, ledger):
-    from gateway.clients.models import RequestLog
-
     viewer = api("viewer")
     first = viewer.get("/admin/api/request-logs", params={"limit": 10}).json()
-    RequestLog.objects.create(project=ledger["projects"][0], endpoint="chat", status_code=200)
+    RequestLogFactory(project=ledger["projects"][0])
     second = viewer.get("/admin/api/request-logs", params={"limit": 10, "cursor": first["next"]}).json()
     assert second["data"][0]["id"] == first["data"][-1]["id"] - 1
 

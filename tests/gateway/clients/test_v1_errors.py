@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.gateway.clients.conftest import wait_for_logs
+from tests.helpers import wait_for_logs
 
 MESSAGES = [{"role": "user", "content": "launch code?"}]
 

@@ -18,7 +18,7 @@ from gateway.connections.services import connection_create
 from ragmux.core.crypto import generate_key, unseal
 from ragmux.launch.embedded import ROOT_MODE_HOME, free_port
 from ragmux.settings import decode_encryption_key
-from tests.ragmux.launch.test_startup import run_ragmux
+from tests.helpers import run_ragmux
 
 EMBEDDED_ONLY = (
     "DATABASE_URL",

@@ -1,22 +1,9 @@
 """Start-up refusals, exercised as an operator meets them: the `ragmux` command in a subprocess."""
 
-import subprocess
-import sys
-
 import pytest
 
 from ragmux.core.crypto import generate_key
-
-
-def run_ragmux(env: dict, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ragmux.launch.cli", *args],
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+from tests.helpers import run_ragmux
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,8 @@ def test_admin_creates_a_connection_and_the_key_is_only_ever_masked(api, fake_up
     assert fetched.json()["api_key_masked"] == "sk-…cdef"
 
 
-def test_pg_dump_holds_no_plaintext_key(api, fake_upstream, subprocess_env):
+def test_pg_dump_holds_no_plaintext_key(api, fake_upstream, subprocess_env, transactional_db):
+    """pg_dump reads from its own session: the row must be committed (`transactional_db`)."""
     api("admin").post("/admin/api/models", json=openai_body(fake_upstream))
     dump = subprocess.run(
         [pg_tool("pg_dump"), "--data-only", subprocess_env["DATABASE_URL"].replace("postgres://", "postgresql://")],

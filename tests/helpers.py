@@ -1,0 +1,232 @@
+"""What several test modules share and is not a fixture: the admin API's client, the provider
+translation's feeders, the gateway's planted fact and log wait, the dashboard's page helpers,
+the BM25 reference and the admin API's route table. Test modules import from here, never from
+one another."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from html import unescape
+from http.cookies import SimpleCookie
+
+import httpx
+
+# Models and Django's test clients are imported inside the functions, so that importing this
+# module needs no Django set-up (as `tests/fixtures.py`, loaded before it, needs none).
+
+
+class APIClientTransport(httpx.BaseTransport):
+    """Hands httpx's requests to DRF's ``APIClient`` inside the test's own transaction.
+
+    The admin-API tests speak httpx, as a client of the API does; under them Django's test
+    handler runs the request in this thread, on the test's connection, so nothing has to be
+    committed and no server started (the live server stays for `/v1` and the browser). Not
+    httpx's own WSGI transport: Django's plain handler closes the database connection at the
+    end of each request, and with it the test's transaction. The cookie jar is httpx's: the
+    ``APIClient`` forgets the cookies a response set."""
+
+    def __init__(self) -> None:
+        from rest_framework.test import APIClient
+
+        # As a browser is: a session-authenticated write without its CSRF token is refused.
+        self.client = APIClient(enforce_csrf_checks=True)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        headers = {name: value for name, value in request.headers.items() if name.lower() != "content-type"}
+        path = request.url.raw_path.decode("ascii")
+        response = self.client.generic(
+            request.method,
+            path,
+            data=request.read(),
+            content_type=request.headers.get("content-type", ""),
+            headers=headers,
+        )
+        self.client.cookies = SimpleCookie()
+        content = b"".join(response.streaming_content) if response.streaming else response.content
+        set_cookies = [("set-cookie", morsel.OutputString()) for morsel in response.cookies.values()]
+        return httpx.Response(
+            response.status_code, headers=[*response.items(), *set_cookies], content=content, request=request
+        )
+
+
+def api_client(*, headers: dict[str, str] | None = None) -> httpx.Client:
+    """An httpx client answered by the app in this process through :class:`APIClientTransport`."""
+    return httpx.Client(transport=APIClientTransport(), base_url="http://testserver", headers=headers or {})
+
+
+def translated_stream(provider, wire: bytes, *, piece: int = 7) -> list[dict]:
+    """The OpenAI chunks a chat adapter makes of a streamed upstream body, fed to it in small
+    pieces so that no event arrives whole."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    async def body():
+        for start in range(0, len(wire), piece):
+            yield wire[start : start + piece]
+
+    async def collect():
+        return [chunk async for chunk in provider._chunks(body())]
+
+    # In a thread of its own: once the browser tests ran, Playwright's sync API keeps an event
+    # loop running in this one.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, collect()).result()
+
+
+def sse(*events: object) -> bytes:
+    """A server-sent event stream of these JSON payloads (a string is sent as it is)."""
+    import json
+
+    return b"".join(f"data: {event if isinstance(event, str) else json.dumps(event)}\n\n".encode() for event in events)
+
+
+def client_error(error) -> tuple[int, str, str | None]:
+    """What a failed chat call tells the client: its status, OpenAI error type and code."""
+    from ragmux.core.errors import openai_type_of, status_for
+
+    return status_for(error), openai_type_of(error), error.code
+
+
+# --- the gateway --------------------------------------------------------------------------------
+
+PLANTED_FACT = "The launch code for Project Falcon is AMBER-7731."
+SYSTEM_PROMPT = "You are the Falcon support assistant."
+
+
+def wait_for_logs(count: int, **filters):
+    """Request log rows are written just after the response; give them a moment."""
+    from gateway.clients.models import RequestLog
+
+    deadline = time.monotonic() + 5
+    while True:
+        rows = list(RequestLog.objects.filter(**filters).order_by("id"))
+        if len(rows) >= count or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.02)
+
+
+# --- start-up -----------------------------------------------------------------------------------
+
+
+def run_ragmux(env: dict, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ragmux.launch.cli", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+# --- the dashboard ------------------------------------------------------------------------------
+
+WIDE = {"width": 1440, "height": 900}
+
+
+def text(response) -> str:
+    """A page's words, without its markup."""
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", response.content.decode())).split())
+
+
+def csrf_token(client) -> str:
+    """The token of the client's own session, as any page of it carries (the sign-out form)."""
+    page = client.get("/admin/").content.decode()
+    return re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+
+
+def post(client, url: str, data: dict | None = None, **extra):
+    return client.post(url, {"csrfmiddlewaretoken": csrf_token(client), **(data or {})}, **extra)
+
+
+def sign_in(page, username, password):
+    page.goto("/admin/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+
+
+# --- BM25, as the reference implementation scores it ------------------------------------------
+
+
+def chunk_tokens(store) -> tuple[list[int], list[list[str]]]:
+    """Each chunk's lexemes, repeated as often as they occur: the tokens we index."""
+    from django.db import connection
+
+    from stores.models import Chunk
+
+    ids, tokens = [], []
+    with connection.cursor() as cursor:
+        for chunk_id in Chunk.objects.filter(store=store).order_by("id").values_list("id", flat=True):
+            cursor.execute(
+                "SELECT lexeme, array_length(positions, 1) FROM unnest((SELECT tsv FROM chunks WHERE id = %s))",
+                [chunk_id],
+            )
+            ids.append(chunk_id)
+            tokens.append([lexeme for lexeme, count in cursor.fetchall() for _ in range(count)])
+    return ids, tokens
+
+
+def query_tokens(query: str, config: str) -> list[str]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT lexeme FROM unnest(to_tsvector(%s::regconfig, %s))", [config, query])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def matching_chunks(store, query: str) -> set[int]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM chunks WHERE store_id = %s AND tsv @@ websearch_to_tsquery(%s::regconfig, %s)",
+            [store.pk, store.query_config, query],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def expected_top(store, query: str, limit: int) -> list[tuple[int, float]]:
+    import bm25s
+
+    from retrieval.ranking import phrase_and_exclusion_filter, positive_text
+
+    ids, tokens = chunk_tokens(store)
+    reference = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
+    reference.index(tokens, show_progress=False)
+    scores = reference.get_scores(query_tokens(positive_text(query), store.query_config))
+    phrase_filter = phrase_and_exclusion_filter(query)
+    allowed = matching_chunks(store, phrase_filter) if phrase_filter else set(ids)
+    ranked = sorted(
+        ((chunk_id, score) for chunk_id, score in zip(ids, scores, strict=True) if score > 0 and chunk_id in allowed),
+        key=lambda pair: (-round(pair[1], 9), pair[0]),
+    )
+    return ranked[:limit]
+
+
+# --- the admin API's routes ---------------------------------------------------------------------
+
+API_METHODS = ("get", "post", "put", "patch", "delete")
+
+
+def api_routes(patterns=None, prefix: str = "") -> list[tuple[str, type]]:
+    """Every admin API route in the URLconf, with its view class."""
+    from django.urls import URLPattern, URLResolver, get_resolver
+
+    routes = []
+    for entry in get_resolver().url_patterns if patterns is None else patterns:
+        route = prefix + str(entry.pattern)
+        if isinstance(entry, URLResolver):
+            routes.extend(api_routes(entry.url_patterns, route))
+        elif isinstance(entry, URLPattern) and route.startswith("admin/api/"):
+            view_class = getattr(entry.callback, "view_class", None)
+            if view_class is not None:
+                routes.append((route, view_class))
+    return routes
+
+
+def served_methods(view_class: type) -> list[str]:
+    return [method for method in API_METHODS if hasattr(view_class, method)]
