@@ -5,15 +5,19 @@ a service's refusal is caught, and a button without inputs calls it directly."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from rest_framework import serializers
 
-from ragmux.core.errors import NON_FIELD, ServiceError
+from ragmux.core.errors import NON_FIELD, ServiceError, flatten_validation
 
 T = TypeVar("T")
+
+# A flattened field name (`fusion_weights.vector`, `files[0]`): the field and the part it names.
+_FIELD_AND_PART = re.compile(r"([^.\[]+)(?:\.([^.\[]+))?")
 
 # The input a refusal without fields of its own concerns, on the forms that have that input.
 FIELD_OF_CODE = {
@@ -37,14 +41,6 @@ def attempt(call: Callable[[], T]) -> Attempt[T]:
         return Attempt(result=call())
     except ServiceError as refusal:
         return Attempt(refusal=refusal)
-
-
-def _messages(found: Any) -> list[str]:
-    if isinstance(found, dict):
-        return [str(m) for messages in found.values() for m in _messages(messages)]
-    if isinstance(found, (list, tuple)):
-        return [str(m) for m in found]
-    return [str(found)]
 
 
 class Form:
@@ -135,15 +131,14 @@ class Form:
         self.errors.setdefault(field, []).append(message)
 
     def _beside_inputs(self, errors: Mapping[str, Any]) -> dict[str, list[str]]:
+        """Each message beside the input it concerns: a field's own input, or for a field made of
+        several inputs (``nested``) the input of the part it names, else the first."""
         found: dict[str, list[str]] = {}
-        for name, messages in errors.items():
-            parts = self.nested.get(name)
-            if parts is None:
-                found.setdefault(name, []).extend(_messages(messages))
-                continue
-            first = next(iter(parts.values()))
-            for part, part_messages in (messages if isinstance(messages, dict) else {None: messages}).items():
-                found.setdefault(parts.get(part, first), []).extend(_messages(part_messages))
+        for name, messages in flatten_validation(errors).items():
+            field, part = _FIELD_AND_PART.match(name).groups()
+            parts = self.nested.get(field)
+            target = field if parts is None else parts.get(part, next(iter(parts.values())))
+            found.setdefault(target, []).extend(messages)
         return found
 
     @property
