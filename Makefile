@@ -14,7 +14,7 @@ test: install-test browser
 
 # The dashboard's browser tests, photographing every page into docs/screenshots/.
 screenshots: install-test browser
-	RAGMUX_SCREENSHOTS=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest tests/dashboard -m browser -q
+	RAGMUX_SCREENSHOTS=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest tests/ragmux/dashboard -m browser -q
 
 install: $(VENV)/.installed
 

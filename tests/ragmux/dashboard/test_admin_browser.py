@@ -10,9 +10,9 @@ import pytest
 from django.urls import URLPattern, get_resolver
 from playwright.sync_api import expect
 
-from tests.dashboard.accessibility import assert_accessible
 from tests.factories import PASSWORD, DocumentFactory, GatewayKeyFactory, ProjectFactory, RequestLogFactory
 from tests.helpers import sign_in
+from tests.ragmux.dashboard.accessibility import assert_accessible
 
 pytestmark = pytest.mark.browser
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.dashboard.accessibility import assert_accessible
 from tests.factories import PASSWORD
 from tests.helpers import WIDE, sign_in
+from tests.ragmux.dashboard.accessibility import assert_accessible
 
 pytestmark = pytest.mark.browser
 
-FILES = Path(__file__).resolve().parents[1] / "ingestion" / "files"
+FILES = Path(__file__).resolve().parents[2] / "ingestion" / "files"
 DROPPED = {
     "tide-pools.pdf": "application/pdf",
     "python-docx-test.docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from tests.dashboard.accessibility import assert_accessible
 from tests.helpers import WIDE
+from tests.ragmux.dashboard.accessibility import assert_accessible
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-AXE = Path(__file__).resolve().parents[2] / "static" / "vendor" / "axe-core" / "axe.min.js"
+AXE = Path(__file__).resolve().parents[3] / "static" / "vendor" / "axe-core" / "axe.min.js"
 BLOCKING = ("serious", "critical")
 
 RUN_AXE = """async () => {
