@@ -83,7 +83,7 @@ CONFIGURATIONS: list[tuple[str, dict]] = [
     ("hybrid bm25 weights 1:1.5", {"mode": "hybrid", "backend": "bm25", "fusion_weights": WEIGHTED}),
 ]
 # Not a setting: the same search with the queries' websearch operators taken out, to measure what
-# reading natural questions containing "or" or "-word" as websearch syntax costs.
+# reading natural questions containing "OR", "-word" or quotes as websearch syntax costs.
 PLAIN_WORDS = ("hybrid bm25, plain-word queries (diagnostic)", {"mode": "hybrid", "backend": "bm25"})
 REFERENCE_LEXICAL = "reference bm25s, whole documents"
 REFERENCE_DENSE = "reference exact dense, whole documents"
@@ -166,8 +166,8 @@ def paired_difference(
 
 
 def without_search_operators(query: str) -> str:
-    """The query as plain words: no `or`, no leading `-`, no quotes."""
-    words = (word.lstrip("-").replace('"', "") for word in query.split() if word.lower() != "or")
+    """The query as plain words: no `OR`, no hyphen starting a word, no quotes."""
+    words = (word.lstrip("-").replace('"', "") for word in query.split() if word != "OR")
     return " ".join(word for word in words if word)
 
 
@@ -513,7 +513,7 @@ def main() -> None:
 
         print(f"{len(chunks.ids)} chunks; document level, candidate pools of {POOL} chunks")
         print(
-            f"queries read as websearch syntax (`or`, `-word` or quotes): {len(syntax_queries)} "
+            f"queries read as websearch syntax (`OR`, `-word` or quotes): {len(syntax_queries)} "
             f"({' '.join(syntax_queries)})"
         )
         if rebuild:
