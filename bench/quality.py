@@ -25,6 +25,11 @@ The reference is recomputed twice, without and with English stemming and stop wo
 headline is compared with the one that matches the store's index language (stemmed for the
 default `english`).
 
+The variant rows rerun lexical and hybrid bm25 on the same store with one of issue 21's
+behaviours taken back or changed (a module constant patched for those searches only): no exact
+BM25 pass (the posting budget's approximation), chunk evidence only (document weight 0), and
+other document weights; so each behaviour's gain shows on the same store and queries.
+
 ``--index-config NAME`` then rebuilds the store's lexical index with that text search
 configuration (timed: chunks per second) and adds its lexical and hybrid bm25 rows, with the
 same paired comparisons (``--index-config simple`` shows what stemming adds).
@@ -39,7 +44,9 @@ import logging
 import math
 import re
 from collections.abc import Iterable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 from harness import (
@@ -72,11 +79,12 @@ EMBED_BATCH = 32
 
 HEADLINE = "hybrid bm25"  # the default store's own search, the one the acceptance figures judge
 HEADLINE_OVERRIDES = {"mode": "hybrid", "backend": "bm25"}
+LEXICAL_OVERRIDES = {"mode": "lexical", "backend": "bm25"}
 # (name, search overrides); everything not named comes from the store's default settings.
 CONFIGURATIONS: list[tuple[str, dict]] = [
     ("vector", {"mode": "vector"}),
     ("lexical pgvector (ts_rank_cd)", {"mode": "lexical", "backend": "pgvector"}),
-    ("lexical bm25", {"mode": "lexical", "backend": "bm25"}),
+    ("lexical bm25", LEXICAL_OVERRIDES),
     ("hybrid pgvector", {"mode": "hybrid", "backend": "pgvector"}),
     (HEADLINE, HEADLINE_OVERRIDES),
     ("hybrid bm25 + typo tolerance", {"mode": "hybrid", "backend": "bm25", "typo_tolerance": True}),
@@ -94,8 +102,20 @@ NAIVE_WINDOW = 1000
 NAIVE_OVERLAP = 200
 NAIVE_WINDOWS = f"naive bm25s, {NAIVE_WINDOW}-char windows ({NAIVE_OVERLAP} overlap), \\w+ tokens"
 NAIVE_WHOLE = "naive bm25s, whole documents, \\w+ tokens"
+# (name, search overrides, {(module, constant): value}): the searches again with one behaviour
+# of issue 21 taken back or changed.
+VARIANTS: list[tuple[str, dict, dict]] = [
+    (f"{name}, {variant}", overrides, patches)
+    for variant, patches in (
+        ("no exact pass (posting budget only)", {("retrieval.sql", "BM25_EXACT_POSTINGS"): 0}),
+        ("chunk evidence only (document weight 0)", {("retrieval.search", "DOCUMENT_EVIDENCE_WEIGHT"): 0.0}),
+        ("document weight 0.25", {("retrieval.search", "DOCUMENT_EVIDENCE_WEIGHT"): 0.25}),
+        ("document weight 1", {("retrieval.search", "DOCUMENT_EVIDENCE_WEIGHT"): 1.0}),
+    )
+    for name, overrides in (("lexical bm25", LEXICAL_OVERRIDES), (HEADLINE, HEADLINE_OVERRIDES))
+]
 # Searches repeated after the --index-config rebuild, named with the configuration.
-REBUILT_CONFIGURATIONS = [("lexical bm25", {"mode": "lexical", "backend": "bm25"}), (HEADLINE, HEADLINE_OVERRIDES)]
+REBUILT_CONFIGURATIONS = [("lexical bm25", LEXICAL_OVERRIDES), (HEADLINE, HEADLINE_OVERRIDES)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -464,6 +484,9 @@ def main() -> None:
         plain_words = {query_id: without_search_operators(text) for query_id, text in query_text.items()}
         name, overrides = PLAIN_WORDS
         rankings[name] = ragmux_rankings(store, plain_words, vectors, overrides)
+        for name, overrides, patches in VARIANTS:
+            with patched(patches):
+                rankings[name] = ragmux_rankings(store, query_text, vectors, overrides)
         syntax_queries = [query_id for query_id, text in query_text.items() if uses_websearch_syntax(text)]
 
         chunks = StoredChunks(store)
@@ -495,6 +518,7 @@ def main() -> None:
             rankings.update(reference_rankings(corpus, query_text, reference_dense, stemmed=stemmed))
         comparisons = [
             (HEADLINE, reference_for(store.index_config)),
+            ("lexical bm25", reference_for(store.index_config, REFERENCE_LEXICAL)),
             (HEADLINE, "vector"),
             ("lexical bm25", NAIVE_WINDOWS),
             (HEADLINE, naive_fusion_name(NAIVE_WINDOWS)),
@@ -560,9 +584,19 @@ def naive_fusion_name(name: str) -> str:
     return name.replace("naive bm25s,", "naive rrf(bm25s, dense),")
 
 
-def reference_for(config: str) -> str:
-    """The reference fusion an index built with ``config`` is judged against."""
-    return REFERENCE_FUSED + (STEMMED if config == STEMMED_CONFIG else "")
+def reference_for(config: str, reference: str = REFERENCE_FUSED) -> str:
+    """The reference row (the fusion, unless named) an index built with ``config`` is judged against."""
+    return reference + (STEMMED if config == STEMMED_CONFIG else "")
+
+
+def patched(patches: dict[tuple[str, str], object]) -> ExitStack:
+    """A context in which each (module, constant) has the given value."""
+    import importlib
+
+    stack = ExitStack()
+    for (module, name), value in patches.items():
+        stack.enter_context(mock.patch.object(importlib.import_module(module), name, value))
+    return stack
 
 
 def rebuilt_name(name: str, config: str) -> str:

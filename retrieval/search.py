@@ -19,6 +19,8 @@ from ragmux.core import metrics
 from ragmux.core.errors import Conflict, Unavailable, UpstreamFailed
 from retrieval import pg_search, sql
 from retrieval.ranking import (
+    BM25_DOCUMENT_POOL,
+    DOCUMENT_EVIDENCE_WEIGHT,
     MAX_TYPO_CORRECTIONS,
     Correction,
     apply_corrections,
@@ -28,6 +30,7 @@ from retrieval.ranking import (
     phrase_and_exclusion_filter,
     positive_text,
     typo_limit,
+    with_document_evidence,
     within_distance,
 )
 from stores.index import format_vector
@@ -191,15 +194,18 @@ def _corrections(store: RagStore, query: str) -> list[Correction]:
 
 def bm25_candidates(store: RagStore, query: str, limit: int) -> list[tuple[int, float]]:
     """The bm25 backend's lexical side for a query: its positive words score, its phrases and
-    exclusions filter, both split at punctuation like the index."""
+    exclusions filter, both split at punctuation like the index. The best BM25_DOCUMENT_POOL
+    chunks (or ``limit``, if more) are ranked with their documents' evidence
+    (ranking.with_document_evidence) and the best ``limit`` returned."""
     filter_query = phrase_and_exclusion_filter(query)
-    return sql.bm25_candidates(
+    rows = sql.bm25_candidates(
         store_id=store.pk,
         config=store.query_config,
         scoring_text=lexical_text(positive_text(query)),
         filter_query=lexical_query(filter_query) if filter_query else None,
-        limit=limit,
+        limit=max(limit, BM25_DOCUMENT_POOL),
     )
+    return with_document_evidence(rows, weight=DOCUMENT_EVIDENCE_WEIGHT)[:limit]
 
 
 def _lexical_side(
