@@ -27,8 +27,9 @@ default `english`).
 
 The variant rows rerun lexical and hybrid bm25 on the same store with one of issue 21's
 behaviours taken back or changed (a module constant patched for those searches only): no exact
-BM25 pass (the posting budget's approximation), chunk evidence only (document weight 0), and
-other document weights; so each behaviour's gain shows on the same store and queries.
+BM25 pass (the posting budget's approximation), and document evidence at weights 0.25, 0.5
+and 1 (the default is 0, chunk evidence only); so each behaviour's effect shows on the same
+store and queries.
 
 ``--index-config NAME`` then rebuilds the store's lexical index with that text search
 configuration (timed: chunks per second) and adds its lexical and hybrid bm25 rows, with the
@@ -108,8 +109,8 @@ VARIANTS: list[tuple[str, dict, dict]] = [
     (f"{name}, {variant}", overrides, patches)
     for variant, patches in (
         ("no exact pass (posting budget only)", {("retrieval.sql", "BM25_EXACT_POSTINGS"): 0}),
-        ("chunk evidence only (document weight 0)", {("retrieval.search", "DOCUMENT_EVIDENCE_WEIGHT"): 0.0}),
         ("document weight 0.25", {("retrieval.search", "DOCUMENT_EVIDENCE_WEIGHT"): 0.25}),
+        ("document weight 0.5", {("retrieval.search", "DOCUMENT_EVIDENCE_WEIGHT"): 0.5}),
         ("document weight 1", {("retrieval.search", "DOCUMENT_EVIDENCE_WEIGHT"): 1.0}),
     )
     for name, overrides in (("lexical bm25", LEXICAL_OVERRIDES), (HEADLINE, HEADLINE_OVERRIDES))

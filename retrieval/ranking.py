@@ -11,9 +11,10 @@ from stores.lexical import OR_OPERATOR, is_exclusion
 
 RRF_K = 60
 # Document-aware lexical scoring (issue 21): a chunk's BM25 score plus this share of the scores of
-# the other chunks of its document among the best BM25_DOCUMENT_POOL, so a document whose words
-# are spread over several chunks is not judged by one of them alone (docs/search-backends.md).
-DOCUMENT_EVIDENCE_WEIGHT = 0.5
+# the other chunks of its document among the best BM25_DOCUMENT_POOL. Off: measured on TIME, any
+# share loses (0.25: lexical −0.019, hybrid −0.022 nDCG@10; 0.5: −0.050 / −0.029; 1: −0.067 /
+# −0.032), summing chunks favouring long documents (docs/benchmarks.md, "Issue 21").
+DOCUMENT_EVIDENCE_WEIGHT = 0.0
 BM25_DOCUMENT_POOL = 50
 # Unknown words corrected per query at most: each costs a trigram lookup in the vocabulary, and a
 # pasted page of unknown words (4000 characters, 570 words) took a second without a bound.

@@ -110,7 +110,7 @@ BM25_CANDIDATES_PER_RESULT = 5
 BM25_FILTER_CHECKS_PER_CANDIDATE = 4
 # When the budget left a term partly read, the exact pass (_bm25_exact_statement) reads the
 # postings of every term that can still decide the top ``limit`` in full, if they number at most
-# this many; beyond, the budget's approximation stands. About 15 ms of reading at most.
+# this many; beyond, the budget's approximation stands.
 BM25_EXACT_POSTINGS = 60000
 # The exact pass rescores at most this many of those chunks (one probe each), best bound first.
 BM25_EXACT_RESCORED = 1000
@@ -182,6 +182,24 @@ def bm25_candidates(
     return exact
 
 
+# The first CTEs of both BM25 statements: the query's distinct lexemes and the store's chunk
+# count and average length.
+_QUERY_TERMS_AND_STATS = """WITH query_terms AS (
+            SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector(%(config)s::regconfig, %(text)s))
+        ), stats AS MATERIALIZED (
+            SELECT chunk_count::float8 AS n, greatest(token_total::float8 / greatest(chunk_count, 1), 1e-9) AS avgdl
+            FROM store_text_stats WHERE store_id = %(store)s
+        )"""
+
+
+def _passes_filter(ranked: str) -> str:
+    """The condition that the chunk ``ranked``.chunk_id matches the phrase and exclusion filter."""
+    return (
+        f"WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = {ranked}.chunk_id"
+        " AND c.tsv @@ websearch_to_tsquery(%(config)s::regconfig, %(filter)s))"
+    )
+
+
 @lru_cache(maxsize=2)
 def _bm25_statement(*, filtered: bool) -> str:
     """The BM25 top-n statement: bounded candidate generation, then exact rescoring.
@@ -206,21 +224,11 @@ def _bm25_statement(*, filtered: bool) -> str:
     hits than full scoring would.
     """
     contribution = _contribution("w.idf")
-    passes_filter = (
-        "WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = ranked.chunk_id"
-        " AND c.tsv @@ websearch_to_tsquery(%(config)s::regconfig, %(filter)s))"
-        if filtered
-        else ""
-    )
+    passes_filter = _passes_filter("ranked") if filtered else ""
     in_budget = "postings_through <= %(budget)s"
     checked = "LIMIT %(checks)s" if filtered else ""
     return f"""
-        WITH query_terms AS (
-            SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector(%(config)s::regconfig, %(text)s))
-        ), stats AS MATERIALIZED (
-            SELECT chunk_count::float8 AS n, greatest(token_total::float8 / greatest(chunk_count, 1), 1e-9) AS avgdl
-            FROM store_text_stats WHERE store_id = %(store)s
-        ), ranked_terms AS MATERIALIZED (
+        {_QUERY_TERMS_AND_STATS}, ranked_terms AS MATERIALIZED (
             -- postings_through: the postings of this term and of every rarer one.
             SELECT st.term, st.df, ln(1 + (stats.n - st.df + 0.5) / (st.df + 0.5)) AS idf,
                    row_number() OVER (ORDER BY st.df, st.term) AS rarity,
@@ -308,19 +316,9 @@ def _bm25_exact_statement(*, filtered: bool) -> str:
     threshold, best bound first (at most ``rescored``, and only those passing the filter), are
     rescored exactly over every term. The best n of those are exactly full scoring's.
     """
-    passes_filter = (
-        "WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = bounded.chunk_id"
-        " AND c.tsv @@ websearch_to_tsquery(%(config)s::regconfig, %(filter)s))"
-        if filtered
-        else ""
-    )
+    passes_filter = _passes_filter("bounded") if filtered else ""
     return f"""
-        WITH query_terms AS (
-            SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector(%(config)s::regconfig, %(text)s))
-        ), stats AS MATERIALIZED (
-            SELECT chunk_count::float8 AS n, greatest(token_total::float8 / greatest(chunk_count, 1), 1e-9) AS avgdl
-            FROM store_text_stats WHERE store_id = %(store)s
-        ), terms AS MATERIALIZED (
+        {_QUERY_TERMS_AND_STATS}, terms AS MATERIALIZED (
             SELECT st.term, st.df, ln(1 + (stats.n - st.df + 0.5) / (st.df + 0.5)) AS idf,
                    row_number() OVER (ORDER BY st.df, st.term) AS rarity
             FROM store_terms st, stats

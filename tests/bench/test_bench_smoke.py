@@ -87,8 +87,8 @@ QUALITY_CONFIGS = [
         f"{name}, {variant}"
         for variant in (
             "no exact pass (posting budget only)",
-            "chunk evidence only (document weight 0)",
             "document weight 0.25",
+            "document weight 0.5",
             "document weight 1",
         )
         for name in ("lexical bm25", "hybrid bm25")
