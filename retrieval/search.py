@@ -194,8 +194,8 @@ def _corrections(store: RagStore, query: str) -> list[Correction]:
 
 def bm25_candidates(store: RagStore, query: str, limit: int) -> list[tuple[int, float]]:
     """The bm25 backend's lexical side for a query: its positive words score, its phrases and
-    exclusions filter, both split at punctuation like the index. The best BM25_DOCUMENT_POOL
-    chunks (or ``limit``, if more) are ranked with their documents' evidence
+    exclusions filter, both split at punctuation like the index. With document evidence on, the
+    best BM25_DOCUMENT_POOL chunks (or ``limit``, if more) are ranked with it
     (ranking.with_document_evidence) and the best ``limit`` returned."""
     filter_query = phrase_and_exclusion_filter(query)
     rows = sql.bm25_candidates(
@@ -203,7 +203,9 @@ def bm25_candidates(store: RagStore, query: str, limit: int) -> list[tuple[int, 
         config=store.query_config,
         scoring_text=lexical_text(positive_text(query)),
         filter_query=lexical_query(filter_query) if filter_query else None,
-        limit=max(limit, BM25_DOCUMENT_POOL),
+        # The pool is only widened for document evidence (off by default): the exact pass's
+        # threshold is the pool's last score, and a lower one reads more postings.
+        limit=max(limit, BM25_DOCUMENT_POOL) if DOCUMENT_EVIDENCE_WEIGHT else limit,
     )
     return with_document_evidence(rows, weight=DOCUMENT_EVIDENCE_WEIGHT)[:limit]
 

@@ -335,8 +335,13 @@ def _bm25_exact_statement(*, filtered: bool) -> str:
                        <= %(max_postings)s AS affordable
         ), seen AS MATERIALIZED (
             SELECT ct.chunk_id, sum({_contribution("d.idf")} ORDER BY d.rarity) AS score
-            FROM deciding d CROSS JOIN stats
-            JOIN chunk_terms ct ON ct.store_id = %(store)s AND ct.term = d.term
+            FROM deciding d CROSS JOIN stats CROSS JOIN LATERAL (
+                -- Each term's postings through the density index, as the bounded pass reads them:
+                -- joined instead, a small table's plan may scan every term's postings.
+                SELECT chunk_id, tf, chunk_length FROM chunk_terms
+                WHERE store_id = %(store)s AND term = d.term
+                ORDER BY tf::float8 / greatest(chunk_length, 1) DESC, chunk_id
+            ) ct
             -- An uncorrelated condition: checked once, before any posting is read.
             WHERE (SELECT affordable FROM plan)
             GROUP BY ct.chunk_id
