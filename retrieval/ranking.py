@@ -10,12 +10,6 @@ from dataclasses import dataclass
 from stores.lexical import OR_OPERATOR, is_exclusion
 
 RRF_K = 60
-# Document-aware lexical scoring (issue 21): a chunk's BM25 score plus this share of the scores of
-# the other chunks of its document among the best BM25_DOCUMENT_POOL. Off: measured on TIME, any
-# share loses (0.25: lexical −0.019, hybrid −0.022 nDCG@10; 0.5: −0.050 / −0.029; 1: −0.067 /
-# −0.032), summing chunks favouring long documents (docs/benchmarks.md, "Issue 21").
-DOCUMENT_EVIDENCE_WEIGHT = 0.0
-BM25_DOCUMENT_POOL = 50
 # Unknown words corrected per query at most: each costs a trigram lookup in the vocabulary, and a
 # pasted page of unknown words (4000 characters, 570 words) took a second without a bound.
 MAX_TYPO_CORRECTIONS = 32
@@ -60,22 +54,6 @@ def positive_text(query: str) -> str:
     quotes removed. A lower-case "or" is a word like any other."""
     kept = [w for w in query.split() if not is_exclusion(w) and w != OR_OPERATOR]
     return " ".join(" ".join(kept).replace('"', " ").split())
-
-
-def with_document_evidence(rows: Iterable[tuple[int, int, float]], *, weight: float) -> list[tuple[int, float]]:
-    """(chunk id, score) from (chunk id, document id, chunk score) rows: each chunk's score plus
-    ``weight`` times the summed scores of the other rows of its document, best first, ties by
-    chunk id. A document's chunks keep their order among themselves, and with ``weight`` 0 (or
-    one row per document) the scores are the chunks' own."""
-    rows = list(rows)
-    document_total: dict[int, float] = {}
-    for _, document_id, score in rows:
-        document_total[document_id] = document_total.get(document_id, 0.0) + score
-    scored = [
-        (chunk_id, score + weight * (document_total[document_id] - score) if weight else score)
-        for chunk_id, document_id, score in rows
-    ]
-    return sorted(scored, key=lambda pair: (-pair[1], pair[0]))
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,6 @@ from ragmux.core import metrics
 from ragmux.core.errors import Conflict, Unavailable, UpstreamFailed
 from retrieval import pg_search, sql
 from retrieval.ranking import (
-    BM25_DOCUMENT_POOL,
-    DOCUMENT_EVIDENCE_WEIGHT,
     MAX_TYPO_CORRECTIONS,
     Correction,
     apply_corrections,
@@ -30,7 +28,6 @@ from retrieval.ranking import (
     phrase_and_exclusion_filter,
     positive_text,
     typo_limit,
-    with_document_evidence,
     within_distance,
 )
 from stores.index import format_vector
@@ -194,20 +191,15 @@ def _corrections(store: RagStore, query: str) -> list[Correction]:
 
 def bm25_candidates(store: RagStore, query: str, limit: int) -> list[tuple[int, float]]:
     """The bm25 backend's lexical side for a query: its positive words score, its phrases and
-    exclusions filter, both split at punctuation like the index. With document evidence on, the
-    best BM25_DOCUMENT_POOL chunks (or ``limit``, if more) are ranked with it
-    (ranking.with_document_evidence) and the best ``limit`` returned."""
+    exclusions filter, both split at punctuation like the index."""
     filter_query = phrase_and_exclusion_filter(query)
-    rows = sql.bm25_candidates(
+    return sql.bm25_candidates(
         store_id=store.pk,
         config=store.query_config,
         scoring_text=lexical_text(positive_text(query)),
         filter_query=lexical_query(filter_query) if filter_query else None,
-        # The pool is only widened for document evidence (off by default): the exact pass's
-        # threshold is the pool's last score, and a lower one reads more postings.
-        limit=max(limit, BM25_DOCUMENT_POOL) if DOCUMENT_EVIDENCE_WEIGHT else limit,
+        limit=limit,
     )
-    return with_document_evidence(rows, weight=DOCUMENT_EVIDENCE_WEIGHT)[:limit]
 
 
 def _lexical_side(

@@ -126,14 +126,14 @@ def _contribution(idf: str) -> str:
 
 def bm25_candidates(
     *, store_id: int, config: str, scoring_text: str, filter_query: str | None, limit: int
-) -> list[tuple[int, int, float]]:
+) -> list[tuple[int, float]]:
     """BM25 in Lucene's form — Σ idf · tf / (tf + k1 · (1 − b + b · length / average length)) with
     idf = ln(1 + (N − df + 0.5) / (df + 0.5)), k1 1.2, b 0.75 — over the store's term statistics,
     the query tokenised by ``config``, the configuration the store's index is built with.
 
     ``filter_query`` (websearch syntax) restricts the result to chunks matching its phrases and
     exclusions; scoring uses the positive terms of ``scoring_text`` only. Rows are (chunk id,
-    its document's id, score), best first, ties by chunk id.
+    score), best first, ties by chunk id.
 
     Every returned score is exact, and so is the top ``limit`` whenever finding it is cheap:
     the bounded pass (:func:`_bm25_statement`) is full scoring when the query's postings fit
@@ -164,9 +164,9 @@ def bm25_candidates(
             },
         )
         bounded = cursor.fetchall()
-        if not bounded or all(complete for *_, complete in bounded):
-            return [(chunk_id, document_id, score) for chunk_id, document_id, score, _ in bounded]
-        threshold = bounded[-1][2] if len(bounded) >= limit else 0.0
+        if not bounded or all(complete for _, _, complete in bounded):
+            return [(chunk_id, score) for chunk_id, score, _ in bounded]
+        threshold = bounded[-1][1] if len(bounded) >= limit else 0.0
         cursor.execute(
             _bm25_exact_statement(filtered=bool(filter_query)),
             {
@@ -178,7 +178,7 @@ def bm25_candidates(
         )
         exact = cursor.fetchall()
     if not exact:  # the deciding terms' postings are too many to read: the approximation stands
-        return [(chunk_id, document_id, score) for chunk_id, document_id, score, _ in bounded]
+        return [(chunk_id, score) for chunk_id, score, _ in bounded]
     return exact
 
 
@@ -280,8 +280,7 @@ def _bm25_statement(*, filtered: bool) -> str:
             ORDER BY score DESC, chunk_id LIMIT %(candidates)s
         )
         -- Each kept chunk's exact score (_RESCORE_CHUNK).
-        SELECT k.chunk_id, (SELECT c.document_id FROM chunks c WHERE c.id = k.chunk_id) AS document_id,
-               sum(ct.part ORDER BY ct.rarity) AS score, bool_and(q.complete) AS complete
+        SELECT k.chunk_id, sum(ct.part ORDER BY ct.rarity) AS score, bool_and(q.complete) AS complete
         FROM kept k CROSS JOIN query q CROSS JOIN stats CROSS JOIN LATERAL (
             {_RESCORE_CHUNK.format(contribution=_contribution("q.idfs[r.rarity]"), chunk="k.chunk_id")}
         ) ct
@@ -356,8 +355,7 @@ def _bm25_exact_statement(*, filtered: bool) -> str:
         ), query AS MATERIALIZED (
             SELECT array_agg(term ORDER BY rarity) AS terms, array_agg(idf ORDER BY rarity) AS idfs FROM terms
         )
-        SELECT k.chunk_id, (SELECT c.document_id FROM chunks c WHERE c.id = k.chunk_id) AS document_id,
-               sum(ct.part ORDER BY ct.rarity) AS score
+        SELECT k.chunk_id, sum(ct.part ORDER BY ct.rarity) AS score
         FROM kept k CROSS JOIN query q CROSS JOIN stats CROSS JOIN LATERAL (
             {_RESCORE_CHUNK.format(contribution=_contribution("q.idfs[r.rarity]"), chunk="k.chunk_id")}
         ) ct

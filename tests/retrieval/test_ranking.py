@@ -12,7 +12,6 @@ from retrieval.ranking import (
     phrase_and_exclusion_filter,
     positive_text,
     uses_websearch_syntax,
-    with_document_evidence,
     within_distance,
 )
 
@@ -146,15 +145,3 @@ def test_a_stemmed_word_is_compared_by_its_stem_within_what_both_lengths_allow()
 def test_corrections_replace_whole_words_case_insensitively():
     fixed = apply_corrections("Prnter tray prnterX", [Correction("prnter", "printer", 1)])
     assert fixed == "printer tray prnterX"
-
-
-def test_document_evidence_adds_a_share_of_the_other_chunks_of_the_same_document():
-    rows = [(1, 10, 3.0), (2, 20, 2.6), (3, 20, 1.0), (4, 30, 0.5)]
-    ranked = with_document_evidence(rows, weight=0.5)
-    assert ranked == [(2, pytest.approx(3.1)), (1, 3.0), (3, pytest.approx(2.3)), (4, 0.5)]
-
-
-def test_without_weight_or_siblings_the_chunk_scores_and_their_order_stand():
-    rows = [(5, 10, 2.0), (3, 20, 2.0), (9, 20, 1.0)]
-    assert with_document_evidence(rows, weight=0) == [(3, 2.0), (5, 2.0), (9, 1.0)]  # a tie: lower id first
-    assert with_document_evidence([(1, 10, 2.0), (2, 20, 1.0)], weight=0.5) == [(1, 2.0), (2, 1.0)]

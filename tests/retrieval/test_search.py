@@ -4,10 +4,9 @@ import pytest
 from django.db import connection
 
 from ingestion.services import IncomingFile, document_upload
-from retrieval import search
 from retrieval.ranking import MAX_TYPO_CORRECTIONS
 from retrieval.search import matching_words, store_search
-from stores.models import Chunk, RagStore
+from stores.models import RagStore
 from stores.services import store_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -268,20 +267,6 @@ def test_a_hyphen_that_does_not_start_a_word_excludes_nothing(build_store, backe
     for query in ("x- and y-axis", "axis -- x", '"y axis"-x'):
         assert "axis.txt" in names(store_search(store=store, query=query, overrides=overrides)), query
     assert names(store_search(store=store, query="axis -x", overrides=overrides)) == ["other.txt"]
-
-
-def test_a_document_matching_in_several_chunks_outranks_one_matching_in_one(build_store, monkeypatch):
-    filler = " ".join(f"filler{n}" for n in range(40))
-    # spread.txt: "turbine" once in each of its two chunks; single.txt: twice in its one chunk,
-    # the best single chunk (BM25 saturates: 2 occurrences score less than 1.5 times one).
-    texts = {"spread.txt": f"turbine {filler}\n\nturbine {filler}", "single.txt": f"turbine turbine {filler}"}
-    store = build_store(texts, chunk_size=500, chunk_overlap=0)
-    assert Chunk.objects.filter(document__filename="spread.txt").count() == 2
-    overrides = {"mode": "lexical", "backend": "bm25"}
-    # Off by default (it loses on TIME): the best single chunk leads.
-    assert names(store_search(store=store, query="turbine", overrides=overrides))[0] == "single.txt"
-    monkeypatch.setattr(search, "DOCUMENT_EVIDENCE_WEIGHT", 0.5)
-    assert names(store_search(store=store, query="turbine", overrides=overrides))[0] == "spread.txt"
 
 
 def test_typo_tolerance_corrects_at_most_the_first_words_of_a_long_query(build_store):
