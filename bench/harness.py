@@ -22,7 +22,12 @@ from pathlib import Path
 import psutil
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_DATASET = REPO.parent / "shared" / "data" / "cranfield"
+# Cranfield lives in the team's shared folder beside the checkout (/work/shared next to
+# /work/main), or further up for a worktree (/work/wt/NAME): the first one found going up.
+DEFAULT_DATASET = next(
+    (folder / "shared" / "data" / "cranfield" for folder in REPO.parents if (folder / "shared" / "data").is_dir()),
+    REPO.parent / "shared" / "data" / "cranfield",
+)
 sys.path.insert(0, str(REPO))
 
 

@@ -25,6 +25,10 @@ The reference is recomputed twice, without and with English stemming and stop wo
 headline is compared with the one that matches the store's index language (stemmed for the
 default `english`).
 
+The variant rows rerun lexical and hybrid bm25 on the same store with one of issue 21's
+behaviours taken back (a module constant patched for those searches only): no exact BM25 pass
+(the posting budget's approximation); so its effect shows on the same store and queries.
+
 ``--index-config NAME`` then rebuilds the store's lexical index with that text search
 configuration (timed: chunks per second) and adds its lexical and hybrid bm25 rows, with the
 same paired comparisons (``--index-config simple`` shows what stemming adds).
@@ -39,7 +43,9 @@ import logging
 import math
 import re
 from collections.abc import Iterable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 from harness import (
@@ -72,18 +78,19 @@ EMBED_BATCH = 32
 
 HEADLINE = "hybrid bm25"  # the default store's own search, the one the acceptance figures judge
 HEADLINE_OVERRIDES = {"mode": "hybrid", "backend": "bm25"}
+LEXICAL_OVERRIDES = {"mode": "lexical", "backend": "bm25"}
 # (name, search overrides); everything not named comes from the store's default settings.
 CONFIGURATIONS: list[tuple[str, dict]] = [
     ("vector", {"mode": "vector"}),
     ("lexical pgvector (ts_rank_cd)", {"mode": "lexical", "backend": "pgvector"}),
-    ("lexical bm25", {"mode": "lexical", "backend": "bm25"}),
+    ("lexical bm25", LEXICAL_OVERRIDES),
     ("hybrid pgvector", {"mode": "hybrid", "backend": "pgvector"}),
     (HEADLINE, HEADLINE_OVERRIDES),
     ("hybrid bm25 + typo tolerance", {"mode": "hybrid", "backend": "bm25", "typo_tolerance": True}),
     ("hybrid bm25 weights 1:1.5", {"mode": "hybrid", "backend": "bm25", "fusion_weights": WEIGHTED}),
 ]
 # Not a setting: the same search with the queries' websearch operators taken out, to measure what
-# reading natural questions containing "or" or "-word" as websearch syntax costs.
+# reading natural questions containing "OR", "-word" or quotes as websearch syntax costs.
 PLAIN_WORDS = ("hybrid bm25, plain-word queries (diagnostic)", {"mode": "hybrid", "backend": "bm25"})
 REFERENCE_LEXICAL = "reference bm25s, whole documents"
 REFERENCE_DENSE = "reference exact dense, whole documents"
@@ -94,8 +101,14 @@ NAIVE_WINDOW = 1000
 NAIVE_OVERLAP = 200
 NAIVE_WINDOWS = f"naive bm25s, {NAIVE_WINDOW}-char windows ({NAIVE_OVERLAP} overlap), \\w+ tokens"
 NAIVE_WHOLE = "naive bm25s, whole documents, \\w+ tokens"
+# (name, search overrides, {(module, constant): value}): the searches again with issue 21's exact
+# BM25 pass taken back.
+VARIANTS: list[tuple[str, dict, dict]] = [
+    (f"{name}, no exact pass (posting budget only)", overrides, {("retrieval.sql", "BM25_EXACT_POSTINGS"): 0})
+    for name, overrides in (("lexical bm25", LEXICAL_OVERRIDES), (HEADLINE, HEADLINE_OVERRIDES))
+]
 # Searches repeated after the --index-config rebuild, named with the configuration.
-REBUILT_CONFIGURATIONS = [("lexical bm25", {"mode": "lexical", "backend": "bm25"}), (HEADLINE, HEADLINE_OVERRIDES)]
+REBUILT_CONFIGURATIONS = [("lexical bm25", LEXICAL_OVERRIDES), (HEADLINE, HEADLINE_OVERRIDES)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -166,8 +179,8 @@ def paired_difference(
 
 
 def without_search_operators(query: str) -> str:
-    """The query as plain words: no `or`, no leading `-`, no quotes."""
-    words = (word.lstrip("-").replace('"', "") for word in query.split() if word.lower() != "or")
+    """The query as plain words: no `OR`, no hyphen starting a word, no quotes."""
+    words = (word.lstrip("-").replace('"', "") for word in query.split() if word != "OR")
     return " ".join(word for word in words if word)
 
 
@@ -464,6 +477,9 @@ def main() -> None:
         plain_words = {query_id: without_search_operators(text) for query_id, text in query_text.items()}
         name, overrides = PLAIN_WORDS
         rankings[name] = ragmux_rankings(store, plain_words, vectors, overrides)
+        for name, overrides, patches in VARIANTS:
+            with patched(patches):
+                rankings[name] = ragmux_rankings(store, query_text, vectors, overrides)
         syntax_queries = [query_id for query_id, text in query_text.items() if uses_websearch_syntax(text)]
 
         chunks = StoredChunks(store)
@@ -495,6 +511,7 @@ def main() -> None:
             rankings.update(reference_rankings(corpus, query_text, reference_dense, stemmed=stemmed))
         comparisons = [
             (HEADLINE, reference_for(store.index_config)),
+            ("lexical bm25", reference_for(store.index_config, REFERENCE_LEXICAL)),
             (HEADLINE, "vector"),
             ("lexical bm25", NAIVE_WINDOWS),
             (HEADLINE, naive_fusion_name(NAIVE_WINDOWS)),
@@ -513,7 +530,7 @@ def main() -> None:
 
         print(f"{len(chunks.ids)} chunks; document level, candidate pools of {POOL} chunks")
         print(
-            f"queries read as websearch syntax (`or`, `-word` or quotes): {len(syntax_queries)} "
+            f"queries read as websearch syntax (`OR`, `-word` or quotes): {len(syntax_queries)} "
             f"({' '.join(syntax_queries)})"
         )
         if rebuild:
@@ -560,9 +577,19 @@ def naive_fusion_name(name: str) -> str:
     return name.replace("naive bm25s,", "naive rrf(bm25s, dense),")
 
 
-def reference_for(config: str) -> str:
-    """The reference fusion an index built with ``config`` is judged against."""
-    return REFERENCE_FUSED + (STEMMED if config == STEMMED_CONFIG else "")
+def reference_for(config: str, reference: str = REFERENCE_FUSED) -> str:
+    """The reference row (the fusion, unless named) an index built with ``config`` is judged against."""
+    return reference + (STEMMED if config == STEMMED_CONFIG else "")
+
+
+def patched(patches: dict[tuple[str, str], object]) -> ExitStack:
+    """A context in which each (module, constant) has the given value."""
+    import importlib
+
+    stack = ExitStack()
+    for (module, name), value in patches.items():
+        stack.enter_context(mock.patch.object(importlib.import_module(module), name, value))
+    return stack
 
 
 def rebuilt_name(name: str, config: str) -> str:

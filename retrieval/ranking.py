@@ -7,17 +7,20 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from stores.lexical import OR_OPERATOR, is_exclusion
+
 RRF_K = 60
 # Unknown words corrected per query at most: each costs a trigram lookup in the vocabulary, and a
 # pasted page of unknown words (4000 characters, 570 words) took a second without a bound.
 MAX_TYPO_CORRECTIONS = 32
 _WORD = re.compile(r"\S+")
-_OR = re.compile(r"(?:^|\s)or(?:\s|$)", re.IGNORECASE)
 
 
 def uses_websearch_syntax(query: str) -> bool:
-    """Quoted phrases, the word ``or`` or a ``-term`` make a query websearch syntax."""
-    return '"' in query or bool(_OR.search(query)) or any(w.startswith("-") and len(w) > 1 for w in query.split())
+    """Quoted phrases, an upper-case ``OR`` or an excluded ``-term`` (stores.lexical.is_exclusion)
+    make a query websearch syntax. A lower-case "or" and hyphens within words are text."""
+    words = query.split()
+    return '"' in query or OR_OPERATOR in words or any(is_exclusion(word) for word in words)
 
 
 def or_query(query: str) -> str:
@@ -25,28 +28,32 @@ def or_query(query: str) -> str:
     websearch syntax is passed through unchanged."""
     if uses_websearch_syntax(query):
         return query
-    return " or ".join(_WORD.findall(query))
+    return f" {OR_OPERATOR} ".join(_WORD.findall(query))
 
 
-_PHRASE = re.compile(r'"[^"]*"')
+# A quoted phrase, excluded when a hyphen starting a word comes right before its opening quote.
+_PHRASE = re.compile(r'(?:(?<!\S)-)?"[^"]*"')
 
 
 def phrase_and_exclusion_filter(query: str) -> str | None:
     """The quoted phrases and ``-excluded`` terms of a query, as websearch syntax, or None.
 
     BM25 already ranks chunks by any of the query's words; only phrases and exclusions restrict
-    which chunks may match. A lowercase "or" in a question is an ordinary word here.
+    which chunks may match. A hyphen excludes only where it starts a word of the query as typed:
+    ``"exact"-word`` excludes nothing.
     """
-    phrases = [p for p in _PHRASE.findall(query) if p.strip('" ')]
-    outside = _PHRASE.sub(" ", query).replace('"', " ")
-    exclusions = [w for w in outside.split() if w.startswith("-") and len(w) > 1]
+    phrases = [p for p in _PHRASE.findall(query) if p.strip('-" ')]
+    # A phrase leaves a non-space mark behind, so a hyphen right after it does not start a word.
+    outside = _PHRASE.sub('""', query)
+    exclusions = [w.replace('"', "") for w in outside.split() if is_exclusion(w)]
     return " ".join(phrases + exclusions) or None
 
 
 def positive_text(query: str) -> str:
-    """The words that score: everything but ``-excluded`` terms (phrase quotes removed)."""
-    kept = [w for w in query.replace('"', " ").split() if not (w.startswith("-") and len(w) > 1)]
-    return " ".join(w for w in kept if w.lower() != "or")
+    """The words that score: everything but excluded terms and the ``OR`` operator, phrase
+    quotes removed. A lower-case "or" is a word like any other."""
+    kept = [w for w in query.split() if not is_exclusion(w) and w != OR_OPERATOR]
+    return " ".join(" ".join(kept).replace('"', " ").split())
 
 
 @dataclass(frozen=True)

@@ -108,6 +108,12 @@ BM25_CANDIDATES_PER_RESULT = 5
 # it (each check reads a chunk's tsvector): a rare phrase would otherwise have every candidate
 # checked.
 BM25_FILTER_CHECKS_PER_CANDIDATE = 4
+# When the budget left a term partly read, the exact pass (_bm25_exact_statement) reads the
+# postings of every term that can still decide the top ``limit`` in full, if they number at most
+# this many; beyond, the budget's approximation stands.
+BM25_EXACT_POSTINGS = 60000
+# The exact pass rescores at most this many of those chunks (one probe each), best bound first.
+BM25_EXACT_RESCORED = 1000
 
 
 def _contribution(idf: str) -> str:
@@ -126,31 +132,72 @@ def bm25_candidates(
     the query tokenised by ``config``, the configuration the store's index is built with.
 
     ``filter_query`` (websearch syntax) restricts the result to chunks matching its phrases and
-    exclusions; scoring uses the positive terms of ``scoring_text`` only.
+    exclusions; scoring uses the positive terms of ``scoring_text`` only. Rows are (chunk id,
+    score), best first, ties by chunk id.
 
-    Every returned score is exact. The candidates are drawn from a bounded number of postings, so
-    when the query's terms have more postings than BM25_POSTING_BUDGET the top ``limit`` is an
-    approximation of full scoring; below it, it is exactly full scoring. See :func:`_bm25_statement`.
+    Every returned score is exact, and so is the top ``limit`` whenever finding it is cheap:
+    the bounded pass (:func:`_bm25_statement`) is full scoring when the query's postings fit
+    BM25_POSTING_BUDGET; when they do not, its ``limit``-th score is a threshold no chunk holding
+    only the query's most frequent terms can reach, and the exact pass
+    (:func:`_bm25_exact_statement`) scores every chunk holding one of the others. Only when those
+    terms' postings exceed BM25_EXACT_POSTINGS does the bounded pass's approximation stand.
     """
+    parameters = {
+        "config": config,
+        "text": scoring_text,
+        "store": store_id,
+        "k1": BM25_K1,
+        "b": BM25_B,
+        "filter": filter_query,
+        "limit": limit,
+    }
     candidates = max(BM25_CANDIDATES_MIN, BM25_CANDIDATES_PER_RESULT * limit)
     with connection.cursor() as cursor:
         cursor.execute(
             _bm25_statement(filtered=bool(filter_query)),
             {
-                "config": config,
-                "text": scoring_text,
-                "store": store_id,
-                "k1": BM25_K1,
-                "b": BM25_B,
-                "filter": filter_query,
-                "limit": limit,
+                **parameters,
                 "budget": BM25_POSTING_BUDGET,
                 "min_postings": BM25_MIN_TERM_POSTINGS,
                 "candidates": candidates,
                 "checks": BM25_FILTER_CHECKS_PER_CANDIDATE * candidates,
             },
         )
-        return cursor.fetchall()
+        bounded = cursor.fetchall()
+        if not bounded or all(complete for _, _, complete in bounded):
+            return [(chunk_id, score) for chunk_id, score, _ in bounded]
+        threshold = bounded[-1][1] if len(bounded) >= limit else 0.0
+        cursor.execute(
+            _bm25_exact_statement(filtered=bool(filter_query)),
+            {
+                **parameters,
+                "threshold": threshold,
+                "max_postings": BM25_EXACT_POSTINGS,
+                "rescored": BM25_EXACT_RESCORED,
+            },
+        )
+        exact = cursor.fetchall()
+    if not exact:  # the deciding terms' postings are too many to read: the approximation stands
+        return [(chunk_id, score) for chunk_id, score, _ in bounded]
+    return exact
+
+
+# The first CTEs of both BM25 statements: the query's distinct lexemes and the store's chunk
+# count and average length.
+_QUERY_TERMS_AND_STATS = """WITH query_terms AS (
+            SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector(%(config)s::regconfig, %(text)s))
+        ), stats AS MATERIALIZED (
+            SELECT chunk_count::float8 AS n, greatest(token_total::float8 / greatest(chunk_count, 1), 1e-9) AS avgdl
+            FROM store_text_stats WHERE store_id = %(store)s
+        )"""
+
+
+def _passes_filter(ranked: str) -> str:
+    """The condition that the chunk ``ranked``.chunk_id matches the phrase and exclusion filter."""
+    return (
+        f"WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = {ranked}.chunk_id"
+        " AND c.tsv @@ websearch_to_tsquery(%(config)s::regconfig, %(filter)s))"
+    )
 
 
 @lru_cache(maxsize=2)
@@ -170,27 +217,18 @@ def _bm25_statement(*, filtered: bool) -> str:
        returned, ties by chunk id.
 
     When every term is read in full the ranking values are the exact scores and the result is
-    full scoring's. Otherwise a chunk is missed if it is among no rare term's postings and no
-    frequent term's densest, or if it ranks below the ``candidates``-th in step 2. A quoted
-    phrase or an exclusion only filters the candidates: a phrase whose chunks are none of them
-    returns fewer hits than full scoring would.
+    full scoring's; each row says so in its third column (``complete``). Otherwise a chunk may be
+    missed if it is among no rare term's postings and no frequent term's densest, or if it ranks
+    below the ``candidates``-th in step 2 (the exact pass then looks again). A quoted phrase or an
+    exclusion only filters the candidates: a phrase whose chunks are none of them returns fewer
+    hits than full scoring would.
     """
     contribution = _contribution("w.idf")
-    passes_filter = (
-        "WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = ranked.chunk_id"
-        " AND c.tsv @@ websearch_to_tsquery(%(config)s::regconfig, %(filter)s))"
-        if filtered
-        else ""
-    )
+    passes_filter = _passes_filter("ranked") if filtered else ""
     in_budget = "postings_through <= %(budget)s"
     checked = "LIMIT %(checks)s" if filtered else ""
     return f"""
-        WITH query_terms AS (
-            SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector(%(config)s::regconfig, %(text)s))
-        ), stats AS MATERIALIZED (
-            SELECT chunk_count::float8 AS n, greatest(token_total::float8 / greatest(chunk_count, 1), 1e-9) AS avgdl
-            FROM store_text_stats WHERE store_id = %(store)s
-        ), ranked_terms AS MATERIALIZED (
+        {_QUERY_TERMS_AND_STATS}, ranked_terms AS MATERIALIZED (
             -- postings_through: the postings of this term and of every rarer one.
             SELECT st.term, st.df, ln(1 + (stats.n - st.df + 0.5) / (st.df + 0.5)) AS idf,
                    row_number() OVER (ORDER BY st.df, st.term) AS rarity,
@@ -228,7 +266,10 @@ def _bm25_statement(*, filtered: bool) -> str:
             SELECT p.chunk_id, sum(p.score - u.expected ORDER BY p.rarity) AS score
             FROM postings p JOIN unseen u ON u.rarity = p.rarity GROUP BY p.chunk_id
         ), query AS MATERIALIZED (
-            SELECT array_agg(term ORDER BY rarity) AS terms, array_agg(idf ORDER BY rarity) AS idfs FROM weights
+            -- complete: every term read in full, so the ranking above was full scoring.
+            SELECT array_agg(term ORDER BY rarity) AS terms, array_agg(idf ORDER BY rarity) AS idfs,
+                   bool_and(depth >= df) AS complete
+            FROM weights
         ), kept AS MATERIALIZED (
             -- The inner sort (kept apart by OFFSET 0) lets the planner check the filter in score
             -- order, only until enough chunks passed, and on ``checks`` chunks at most.
@@ -238,16 +279,85 @@ def _bm25_statement(*, filtered: bool) -> str:
             {passes_filter}
             ORDER BY score DESC, chunk_id LIMIT %(candidates)s
         )
-        -- Per kept chunk, one probe of the postings primary key for the query's terms, answered
-        -- from the index. OFFSET 0 keeps the probe per chunk: flattened into a join, the planner
-        -- (which estimates every CTE at a few rows) reads the terms' whole postings lists
-        -- instead. A term's idf is looked up by its position in the query's arrays, not joined,
-        -- for the same reason.
+        -- Each kept chunk's exact score (_RESCORE_CHUNK).
+        SELECT k.chunk_id, sum(ct.part ORDER BY ct.rarity) AS score, bool_and(q.complete) AS complete
+        FROM kept k CROSS JOIN query q CROSS JOIN stats CROSS JOIN LATERAL (
+            {_RESCORE_CHUNK.format(contribution=_contribution("q.idfs[r.rarity]"), chunk="k.chunk_id")}
+        ) ct
+        GROUP BY k.chunk_id
+        ORDER BY score DESC, k.chunk_id LIMIT %(limit)s
+    """
+
+
+# One kept chunk's parts of the score: one probe of the postings primary key for the query's
+# terms, answered from the index. OFFSET 0 keeps the probe per chunk: flattened into a join, the
+# planner (which estimates every CTE at a few rows) reads the terms' whole postings lists
+# instead. A term's idf is looked up by its position in the query's arrays, not joined, for the
+# same reason.
+_RESCORE_CHUNK = """
+    SELECT r.rarity, {contribution} AS part
+    FROM chunk_terms ct CROSS JOIN LATERAL array_position(q.terms, ct.term) r(rarity)
+    WHERE ct.chunk_id = {chunk} AND ct.term = ANY(q.terms) OFFSET 0
+"""
+
+
+@lru_cache(maxsize=2)
+def _bm25_exact_statement(*, filtered: bool) -> str:
+    """The exact top-n once a ``threshold`` is known (the n-th score of chunks scored exactly),
+    in the manner of MaxScore.
+
+    A term adds less than its idf to any chunk (tf / (tf + k1 · …) < 1). The query's terms are
+    taken by idf, lowest first, while their idfs sum below ``threshold``: a chunk holding none
+    but those scores below the threshold and cannot be in the top n. Every other term — the
+    deciding ones, the rarer — is read in full (when their postings number at most
+    ``max_postings``; else nothing is returned), each chunk found is bounded by what those
+    postings add plus the sum of the skipped terms' idfs, and the chunks whose bound reaches the
+    threshold, best bound first (at most ``rescored``, and only those passing the filter), are
+    rescored exactly over every term. The best n of those are exactly full scoring's.
+    """
+    passes_filter = _passes_filter("bounded") if filtered else ""
+    return f"""
+        {_QUERY_TERMS_AND_STATS}, terms AS MATERIALIZED (
+            SELECT st.term, st.df, ln(1 + (stats.n - st.df + 0.5) / (st.df + 0.5)) AS idf,
+                   row_number() OVER (ORDER BY st.df, st.term) AS rarity
+            FROM store_terms st, stats
+            WHERE st.store_id = %(store)s AND st.term IN (SELECT term FROM query_terms)
+        ), bounds AS MATERIALIZED (
+            -- bound_through: the idfs of this term and of every more frequent one.
+            SELECT term, df, idf, rarity, sum(idf) OVER (ORDER BY idf, term) AS bound_through FROM terms
+        ), deciding AS MATERIALIZED (
+            SELECT term, idf, rarity FROM bounds WHERE bound_through >= %(threshold)s::float8
+        ), plan AS MATERIALIZED (
+            SELECT coalesce((SELECT max(bound_through) FROM bounds WHERE bound_through < %(threshold)s::float8), 0)
+                       AS skipped_bound,
+                   coalesce((SELECT sum(df) FROM bounds WHERE bound_through >= %(threshold)s::float8), 0)
+                       <= %(max_postings)s AS affordable
+        ), seen AS MATERIALIZED (
+            SELECT ct.chunk_id, sum({_contribution("d.idf")} ORDER BY d.rarity) AS score
+            FROM deciding d CROSS JOIN stats CROSS JOIN LATERAL (
+                -- Each term's postings through the density index, as the bounded pass reads them:
+                -- joined instead, a small table's plan may scan every term's postings.
+                SELECT chunk_id, tf, chunk_length FROM chunk_terms
+                WHERE store_id = %(store)s AND term = d.term
+                ORDER BY tf::float8 / greatest(chunk_length, 1) DESC, chunk_id
+            ) ct
+            -- An uncorrelated condition: checked once, before any posting is read.
+            WHERE (SELECT affordable FROM plan)
+            GROUP BY ct.chunk_id
+        ), bounded AS MATERIALIZED (
+            SELECT s.chunk_id, s.score + plan.skipped_bound AS bound
+            FROM seen s CROSS JOIN plan
+            WHERE s.score + plan.skipped_bound >= %(threshold)s::float8
+        ), kept AS MATERIALIZED (
+            SELECT chunk_id FROM (SELECT chunk_id, bound FROM bounded ORDER BY bound DESC, chunk_id OFFSET 0) bounded
+            {passes_filter}
+            ORDER BY bound DESC, chunk_id LIMIT %(rescored)s
+        ), query AS MATERIALIZED (
+            SELECT array_agg(term ORDER BY rarity) AS terms, array_agg(idf ORDER BY rarity) AS idfs FROM terms
+        )
         SELECT k.chunk_id, sum(ct.part ORDER BY ct.rarity) AS score
         FROM kept k CROSS JOIN query q CROSS JOIN stats CROSS JOIN LATERAL (
-            SELECT r.rarity, {_contribution("q.idfs[r.rarity]")} AS part
-            FROM chunk_terms ct CROSS JOIN LATERAL array_position(q.terms, ct.term) r(rarity)
-            WHERE ct.chunk_id = k.chunk_id AND ct.term = ANY(q.terms) OFFSET 0
+            {_RESCORE_CHUNK.format(contribution=_contribution("q.idfs[r.rarity]"), chunk="k.chunk_id")}
         ) ct
         GROUP BY k.chunk_id
         ORDER BY score DESC, k.chunk_id LIMIT %(limit)s

@@ -20,6 +20,17 @@ _PUNCTUATION = re.compile(r"[^\w\s]+")
 # The same, sparing the double quote, which marks a phrase in websearch syntax.
 _PUNCTUATION_BUT_QUOTES = re.compile(r'[^\w\s"]+')
 _QUOTE = '"'
+# The one operator word: upper-case OR between two words. A lower-case "or" is a word (stop word
+# or not, as the text search configuration decides): in a pasted sentence it is English.
+OR_OPERATOR = "OR"
+
+
+def is_exclusion(word: str) -> bool:
+    """Whether a whitespace-separated word of a query excludes: a hyphen that starts the word
+    (so comes after whitespace or at the start) followed by a letter, digit or a quoted phrase.
+    A hyphen inside or after a word ("well-known", "x-"), or before punctuation ("--", "- "), is
+    text."""
+    return len(word) > 1 and word[0] == "-" and (word[1] == _QUOTE or word[1].isalnum() or word[1] == "_")
 
 
 def lexical_text(text: str) -> str:
@@ -29,11 +40,19 @@ def lexical_text(text: str) -> str:
 
 def lexical_query(query: str) -> str:
     """A websearch-syntax query split the way :func:`lexical_text` splits text, its operators
-    kept: quotes still delimit phrases, ``or`` stays a word, and a leading ``-`` still excludes.
-    An excluded word that splits into several ("-heat-transfer") excludes them as a phrase."""
+    kept: quotes still delimit phrases, upper-case ``OR`` stays the operator and a lower-case
+    ``or`` is quoted (PostgreSQL's websearch syntax reads "or" in any case as the operator), and
+    an :func:`is_exclusion` word still excludes. An excluded word that splits into several
+    ("-heat-transfer") excludes them as a phrase."""
     words = []
     for word in query.split():
-        excluded = len(word) > 1 and word.startswith("-")
+        if word == OR_OPERATOR:
+            words.append(word)
+            continue
+        if word.lower() == "or":
+            words.append(f"{_QUOTE}{word}{_QUOTE}")
+            continue
+        excluded = is_exclusion(word)
         body = _PUNCTUATION_BUT_QUOTES.sub(" ", word[1:] if excluded else word).split()
         if not body:
             continue

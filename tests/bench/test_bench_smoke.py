@@ -83,6 +83,8 @@ QUALITY_CONFIGS = [
     "hybrid bm25 + typo tolerance",
     "hybrid bm25 weights 1:1.5",
     "hybrid bm25, plain-word queries (diagnostic)",
+    "lexical bm25, no exact pass (posting budget only)",
+    "hybrid bm25, no exact pass (posting budget only)",
     "baseline bm25s",
     "baseline exact dense",
     "baseline rrf(bm25s, dense)",
@@ -125,9 +127,10 @@ def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(ru
     )
     assert [(c["config"], c["against"]) for c in result["comparisons"]] == [
         ("hybrid bm25", "reference rrf, whole documents, English stemming + stop words"),
+        ("lexical bm25", "reference bm25s, whole documents, English stemming + stop words"),
         ("hybrid bm25", "vector"),
-        ("lexical bm25", QUALITY_CONFIGS[11]),
-        ("hybrid bm25", QUALITY_CONFIGS[12]),
+        ("lexical bm25", "naive bm25s, 1000-char windows (200 overlap), \\w+ tokens"),
+        ("hybrid bm25", "naive rrf(bm25s, dense), 1000-char windows (200 overlap), \\w+ tokens"),
         *rebuilt_comparisons,
     ]
     assert result["settings"]["index_config"] == "english"

@@ -2,6 +2,7 @@
 query's postings fit the budget, the top n must be exactly what full scoring gives: same chunks,
 same order (ties by chunk id), same scores as bm25s."""
 
+import json
 import random
 
 import bm25s
@@ -100,15 +101,70 @@ def class_queries(store: RagStore, query_class: str, count: int) -> list[str]:
     return queries
 
 
-@pytest.mark.parametrize("query_class", ["typical", "common", "paragraph", "phrase"])
-def test_over_the_budget_the_top_n_overlaps_full_scoring(zipf_store, monkeypatch, query_class):
-    # A budget under nearly every query's postings (as on a large store), 40 candidates of the
-    # store's 186 chunks: the classes are approximated, and most of the exact top 10 must still
-    # be found, with exact scores.
+@pytest.fixture
+def small_budget(monkeypatch):
+    """A budget under nearly every query's postings (as on a large store), 40 candidates of the
+    store's 186 chunks."""
     monkeypatch.setattr(sql, "BM25_POSTING_BUDGET", 200)
     monkeypatch.setattr(sql, "BM25_MIN_TERM_POSTINGS", 10)
     monkeypatch.setattr(sql, "BM25_CANDIDATES_MIN", 40)
     monkeypatch.setattr(sql, "BM25_CANDIDATES_PER_RESULT", 3)
+
+
+@pytest.mark.parametrize("query_class", ["typical", "common", "paragraph", "phrase"])
+def test_over_the_budget_the_exact_pass_finds_full_scorings_top_n(zipf_store, small_budget, query_class):
+    over_budget = 0
+    for query in class_queries(zipf_store, query_class, 12):
+        assert_same_top(zipf_store, query, 10)
+        terms = set(query_tokens(positive_text(query), zipf_store.query_config))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT coalesce(sum(df), 0) FROM store_terms WHERE store_id = %s AND term = ANY(%s)",
+                [zipf_store.pk, list(terms)],
+            )
+            over_budget += cursor.fetchone()[0] > sql.BM25_POSTING_BUDGET
+    assert over_budget >= 10
+
+
+def test_the_exact_pass_skips_the_terms_that_cannot_decide_the_top_n(zipf_store, small_budget):
+    # A rare word and the store's most frequent ones: the threshold set by the chunks holding the
+    # rare word is out of the frequent words' reach, so their postings are not read in full.
+    query = f"{WORDS[-1]} {WORDS[0]} {WORDS[1]} {WORDS[2]}"
+    statements = []
+
+    def record(execute, sql_text, params, many, context):
+        statements.append((sql_text, params))
+        return execute(sql_text, params, many, context)
+
+    with connection.execute_wrapper(record):
+        assert_same_top(zipf_store, query, 3)
+    exact_pass = [(text, params) for text, params in statements if "bound_through" in text]
+    assert len(exact_pass) == 1
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + exact_pass[0][0], exact_pass[0][1])
+        plan = cursor.fetchone()[0]
+        cursor.execute(
+            "SELECT sum(df) FILTER (WHERE term = %s), sum(df) FROM store_terms WHERE store_id = %s AND term = ANY(%s)",
+            [WORDS[-1], zipf_store.pk, WORDS[:3] + [WORDS[-1]]],
+        )
+        rare_postings, all_postings = cursor.fetchone()
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+
+    def postings_scanned(node) -> int:
+        """Rows the plan read from chunk_terms, those a filter removed included, every loop counted."""
+        own = 0
+        if node.get("Relation Name") == "chunk_terms":
+            own = (node["Actual Rows"] + node.get("Rows Removed by Filter", 0)) * node["Actual Loops"]
+        return own + sum(postings_scanned(child) for child in node.get("Plans", []))
+
+    assert postings_scanned(plan[0]["Plan"]) < all_postings - rare_postings
+
+
+@pytest.mark.parametrize("query_class", ["typical", "common", "paragraph", "phrase"])
+def test_over_the_budget_the_top_n_overlaps_full_scoring(zipf_store, small_budget, monkeypatch, query_class):
+    # The exact pass cannot afford the deciding postings either: the classes are approximated,
+    # and most of the exact top 10 must still be found, with exact scores.
+    monkeypatch.setattr(sql, "BM25_EXACT_POSTINGS", 0)
     ids, tokens = chunk_tokens(zipf_store)
     reference = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
     reference.index(tokens, show_progress=False)

@@ -49,7 +49,8 @@ def test_a_cut_off_of_zero_is_off():
 @pytest.mark.parametrize(
     ("query", "expected"),
     [
-        ("what is the return policy", "what or is or the or return or policy"),
+        ("what is the return policy", "what OR is OR the OR return OR policy"),
+        ("tea or coffee", "tea OR or OR coffee"),
         ('"return policy" refunds', '"return policy" refunds'),
         ("cats OR dogs", "cats OR dogs"),
         ("refunds -shipping", "refunds -shipping"),
@@ -62,10 +63,27 @@ def test_plain_queries_are_or_ed_and_websearch_syntax_passes_through(query, expe
 
 def test_websearch_syntax_detection():
     assert uses_websearch_syntax('"exact phrase"')
-    assert uses_websearch_syntax("a or b")
+    assert uses_websearch_syntax("a OR b")
     assert uses_websearch_syntax("-excluded word")
+    assert uses_websearch_syntax("word -excluded")
     assert not uses_websearch_syntax("oregon orchards")
     assert not uses_websearch_syntax("well-known ERR-4521")
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "is it exact or approximate",  # a lower-case or is a word
+        "Or is it approximate",
+        "pressure -- and what follows",  # a dash between words
+        "x- and y-axis",  # a hyphen after a word
+        "- a list item",
+        "values of-6 dB",
+    ],
+)
+def test_natural_language_is_not_websearch_syntax(query):
+    assert not uses_websearch_syntax(query)
+    assert phrase_and_exclusion_filter(query) is None
 
 
 @pytest.mark.parametrize(
@@ -73,6 +91,8 @@ def test_websearch_syntax_detection():
     [
         ("what is the speed of sound", None),
         ("exact or approximate methods", None),  # a plain question: "or" is just a word to BM25
+        ('"return policy"-shipping', '"return policy"'),  # the hyphen does not start a word
+        ('refunds -"heat transfer"', '-"heat transfer"'),
         ('"return policy" refunds -shipping', '"return policy" -shipping'),
         ("refunds -shipping -fees", "-shipping -fees"),
         ('say "" nothing', None),
@@ -82,8 +102,12 @@ def test_only_phrases_and_exclusions_restrict_bm25(query, expected):
     assert phrase_and_exclusion_filter(query) == expected
 
 
-def test_positive_text_keeps_phrases_and_drops_exclusions():
-    assert positive_text('"return policy" refunds -shipping or fees') == "return policy refunds fees"
+def test_positive_text_keeps_phrases_and_drops_exclusions_and_the_or_operator():
+    assert positive_text('"return policy" refunds -shipping OR fees') == "return policy refunds fees"
+
+
+def test_positive_text_keeps_a_lower_case_or_and_hyphens_within_words():
+    assert positive_text("tea or coffee -- well-known x- brands") == "tea or coffee -- well-known x- brands"
 
 
 @pytest.mark.parametrize(

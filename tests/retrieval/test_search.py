@@ -248,6 +248,27 @@ def test_a_question_with_or_in_it_still_ranks_by_any_word_under_bm25(build_store
     assert sorted(names(result)) == ["approx.txt", "exact.txt"]
 
 
+@pytest.mark.parametrize("backend", ["pgvector", "bm25"])
+def test_a_lower_case_or_is_a_word_and_an_upper_case_or_the_operator(build_store, backend):
+    # Under `simple` "or" is indexed: a lower-case "or" is searched for like any other word, so
+    # the chunk holding it ranks first (the other one would win the tie on its lower id).
+    texts = {"and.txt": "tea and coffee", "or.txt": "tea or coffee", "juice.txt": "juice"}
+    store = build_store(texts, index_config="simple")
+    overrides = {"mode": "lexical", "backend": backend}
+    assert names(store_search(store=store, query="tea or coffee", overrides=overrides)) == ["or.txt", "and.txt"]
+    operator = store_search(store=store, query="tea OR juice", overrides=overrides)
+    assert sorted(names(operator)) == ["and.txt", "juice.txt", "or.txt"]
+
+
+@pytest.mark.parametrize("backend", ["pgvector", "bm25"])
+def test_a_hyphen_that_does_not_start_a_word_excludes_nothing(build_store, backend):
+    store = build_store({"axis.txt": "the x axis and the y axis", "other.txt": "axis of rotation"})
+    overrides = {"mode": "lexical", "backend": backend}
+    for query in ("x- and y-axis", "axis -- x", '"y axis"-x'):
+        assert "axis.txt" in names(store_search(store=store, query=query, overrides=overrides)), query
+    assert names(store_search(store=store, query="axis -x", overrides=overrides)) == ["other.txt"]
+
+
 def test_typo_tolerance_corrects_at_most_the_first_words_of_a_long_query(build_store):
     vocabulary = [f"zq{a}{b}{c}" for a in "bcdf" for b in "ghjk" for c in "mnpq"][: MAX_TYPO_CORRECTIONS + 8]
     store = build_store({"a.txt": " ".join(vocabulary)})

@@ -37,7 +37,9 @@ def test_line_structure_survives():
         ("refund -shipping", "refund -shipping"),
         ("refund -heat-transfer", 'refund -"heat transfer"'),
         ('refund -"heat-transfer"', 'refund -"heat transfer"'),
-        ("cats or dogs", "cats or dogs"),
+        ("cats OR dogs", "cats OR dogs"),
+        ("cats or dogs", 'cats "or" dogs'),  # PostgreSQL would read any "or" as the operator
+        ('"cats" Or dogs', '"cats" "Or" dogs'),
         ("what is -- this ?", "what is this"),
         ("- alone", "alone"),
     ],
