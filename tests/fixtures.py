@@ -215,3 +215,17 @@ def page(browser, live_server):
     context = browser.new_context(base_url=live_server.url)
     yield context.new_page()
     context.close()
+
+
+@pytest.fixture
+def falcon_store(fake_connection, ingest_now):
+    """A store holding one handbook with a planted fact, so a call grounded in it has a source."""
+    from ingestion.services import IncomingFile, document_upload
+    from stores.services import store_create
+    from tests.helpers import PLANTED_FACT
+
+    store = store_create(name="falcon", values={"embedding_connection_id": fake_connection.id, "top_k": 3})
+    document = f"# Handbook\n\n## Launch procedures\n\n{PLANTED_FACT}"
+    assert document_upload(store=store, files=[IncomingFile("handbook.md", document.encode())]).refusal is None
+    ingest_now()
+    return store

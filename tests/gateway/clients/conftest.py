@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from ragmux.launch.embedded import free_port
-from tests.helpers import PLANTED_FACT, SYSTEM_PROMPT
+from tests.helpers import SYSTEM_PROMPT
 
 
 @pytest.fixture
@@ -31,18 +31,6 @@ def v1(asgi_url, transactional_db):
     deadline = time.monotonic() + 5
     while pending_writes() and time.monotonic() < deadline:
         time.sleep(0.02)
-
-
-@pytest.fixture
-def falcon_store(fake_connection, ingest_now):
-    from ingestion.services import IncomingFile, document_upload
-    from stores.services import store_create
-
-    store = store_create(name="falcon", values={"embedding_connection_id": fake_connection.id, "top_k": 3})
-    document = f"# Handbook\n\n## Launch procedures\n\n{PLANTED_FACT}"
-    assert document_upload(store=store, files=[IncomingFile("handbook.md", document.encode())]).refusal is None
-    ingest_now()
-    return store
 
 
 @pytest.fixture(params=["provider cannot embed", "key does not decrypt"])

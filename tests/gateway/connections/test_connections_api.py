@@ -21,6 +21,16 @@ def openai_body(fake_upstream, **overrides):
     return body
 
 
+def anthropic_body(fake_upstream):
+    return openai_body(
+        fake_upstream,
+        name="claude",
+        provider_type="anthropic",
+        base_url=fake_upstream.url,
+        model_name="claude-sonnet-4-5",
+    )
+
+
 def test_admin_creates_a_connection_and_the_key_is_only_ever_masked(api, fake_upstream):
     admin = api("admin")
     created = admin.post("/admin/api/models", json=openai_body(fake_upstream))
@@ -109,13 +119,7 @@ def test_a_chat_only_connection_gets_a_one_token_chat_probe(api, fake_upstream):
     admin = api("admin")
     created = admin.post(
         "/admin/api/models",
-        json={
-            "name": "claude",
-            "provider_type": "anthropic",
-            "base_url": fake_upstream.url,
-            "model_name": "claude-sonnet-4-5",
-            "api_key": SECRET,
-        },
+        json=anthropic_body(fake_upstream),
     ).json()
     outcome = admin.post(f"/admin/api/models/{created['id']}/test").json()
     assert (outcome["ok"], outcome["mode"], outcome["dimensions"]) == (True, "chat", None)
@@ -157,13 +161,7 @@ def test_a_failing_chat_probe_is_reported_redacted_and_recorded(api, fake_upstre
     fake_upstream.configure("anthropic.messages", status=401)
     created = admin.post(
         "/admin/api/models",
-        json={
-            "name": "claude",
-            "provider_type": "anthropic",
-            "base_url": fake_upstream.url,
-            "model_name": "claude-sonnet-4-5",
-            "api_key": SECRET,
-        },
+        json=anthropic_body(fake_upstream),
     ).json()
     outcome = admin.post(f"/admin/api/models/{created['id']}/test").json()
     assert outcome["ok"] is False

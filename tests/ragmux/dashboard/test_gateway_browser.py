@@ -11,26 +11,13 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.factories import PASSWORD
-from tests.helpers import PLANTED_FACT, sign_in, wait_for_logs
+from tests.helpers import sign_in, wait_for_logs
 
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture
-def handbook(fake_connection, ingest_now):
-    """A store holding one document, so a chat call grounded in it has a source."""
-    from ingestion.services import IncomingFile, document_upload
-    from stores.services import store_create
-
-    store = store_create(name="handbook", values={"embedding_connection_id": fake_connection.id, "top_k": 3})
-    document = f"# Handbook\n\n## Launch procedures\n\n{PLANTED_FACT}"
-    assert document_upload(store=store, files=[IncomingFile("handbook.md", document.encode())]).refusal is None
-    ingest_now()
-    return store
-
-
 def test_an_admin_creates_a_project_and_a_key_and_finds_its_call_in_the_request_log(
-    wide_page, personas, chat_connection, handbook, asgi_url, shots
+    wide_page, personas, chat_connection, falcon_store, asgi_url, shots
 ):
     from gateway.clients.models import Project
 
@@ -42,7 +29,7 @@ def test_an_admin_creates_a_project_and_a_key_and_finds_its_call_in_the_request_
     page.get_by_role("link", name="New project").click()
     page.get_by_label("Name").fill("falcon-bot")
     page.get_by_label("Chat connection").select_option(label="fake-chat")
-    page.get_by_label("RAG store").select_option(label="handbook")
+    page.get_by_label("RAG store").select_option(label="falcon")
     page.get_by_label("System prompt").fill("You are the Falcon support assistant.")
     shots(page, "project-form")
     page.get_by_role("button", name="Create the project").click()
