@@ -113,6 +113,10 @@ class RequestLog(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     embedding_tokens = models.PositiveIntegerField(default=0)
+    # Of the prompt tokens, those read from the provider's prompt cache and those written to it,
+    # each priced at its own rate.
+    cached_prompt_tokens = models.PositiveIntegerField(default=0)
+    cache_write_tokens = models.PositiveIntegerField(default=0)
     tokens_estimated = models.BooleanField(default=False)
     cost_micros = models.BigIntegerField(default=0)
     cost_source = models.CharField(max_length=16, default="unpriced")

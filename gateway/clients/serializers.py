@@ -99,6 +99,9 @@ REQUEST_LOG_COLUMNS = (
     "streamed",
     "error",
     "created_at",
+    # Appended: a spreadsheet reading the export by column position keeps working.
+    "cached_prompt_tokens",
+    "cache_write_tokens",
 )
 REQUEST_LOG_MAX_PAGE = 500
 _STATUS = re.compile(r"^(?:[1-5]xx|[1-5][0-9][0-9])$")

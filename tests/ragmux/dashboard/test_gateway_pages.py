@@ -221,6 +221,8 @@ def test_a_call_shows_its_tokens_cost_latency_first_byte_and_sources(as_role, pr
         model="gpt-4o-mini",
         prompt_tokens=120,
         completion_tokens=30,
+        cached_prompt_tokens=70,
+        cache_write_tokens=40,
         cost_micros=1234,
         latency_ms=840,
         ttfb_ms=95,
@@ -230,6 +232,8 @@ def test_a_call_shows_its_tokens_cost_latency_first_byte_and_sources(as_role, pr
     page = text(as_role("viewer").get(f"/admin/request-logs/{row.pk}"))
     for fact in (
         "Prompt tokens 120",
+        "of them read from the prompt cache 70",
+        "of them written to the prompt cache 40",
         "Completion tokens 30",
         "Cost $0.001234",
         "Latency 840 ms",
