@@ -38,6 +38,7 @@ class Spend:
     prompt_tokens: int
     completion_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass
@@ -51,6 +52,7 @@ class Call:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
     embedding_tokens: int = 0
     tokens_estimated: bool = False
     rag_hits: int = 0
@@ -120,6 +122,7 @@ def price(spends: list[Spend], rows: list[ModelPrice]) -> tuple[int, str]:
             prompt_tokens=spend.prompt_tokens,
             completion_tokens=spend.completion_tokens,
             cached_tokens=spend.cached_tokens,
+            cache_write_tokens=spend.cache_write_tokens,
         )
         total += cost.micros
         if cost.source == UNPRICED:
@@ -139,6 +142,8 @@ def _row(finished: _Finished, prices: list[ModelPrice]) -> RequestLog:
         prompt_tokens=call.prompt_tokens,
         completion_tokens=call.completion_tokens,
         embedding_tokens=call.embedding_tokens,
+        cached_prompt_tokens=call.cached_tokens,
+        cache_write_tokens=call.cache_write_tokens,
         tokens_estimated=call.tokens_estimated,
         cost_micros=cost_micros,
         cost_source=cost_source,

@@ -18,7 +18,36 @@ def all_scopes() -> list[str]:
     return list(Scope.values)
 
 
-class Project(models.Model):
+class SpendLimits(models.Model):
+    """The rate limits and budgets of a project and of each of its keys; 0 is no limit.
+
+    Windows are fixed UTC minutes, days and calendar months. Dollar budgets are integer
+    micro-dollars (`ragmux.core.units`), compared with the calls' priced cost (`cost_micros`).
+    """
+
+    rate_limit_rpm = models.PositiveIntegerField(default=0)
+    rate_limit_tpm = models.PositiveIntegerField(default=0)
+    # `bigint`: a month of a busy project passes the 2.1 billion tokens of an `integer`.
+    budget_daily_tokens = models.PositiveBigIntegerField(default=0)
+    budget_monthly_tokens = models.PositiveBigIntegerField(default=0)
+    budget_daily_usd_micros = models.PositiveBigIntegerField(default=0)
+    budget_monthly_usd_micros = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+LIMIT_FIELDS = (
+    "rate_limit_rpm",
+    "rate_limit_tpm",
+    "budget_daily_tokens",
+    "budget_monthly_tokens",
+    "budget_daily_usd_micros",
+    "budget_monthly_usd_micros",
+)
+
+
+class Project(SpendLimits):
     """What a gateway key may do: the chat model it talks to, and the store it is grounded in."""
 
     name = models.CharField(max_length=100, unique=True)
@@ -40,7 +69,7 @@ class Project(models.Model):
         return self.name
 
 
-class GatewayKey(models.Model):
+class GatewayKey(SpendLimits):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="keys")
     name = models.CharField(max_length=100)
     # The first characters of the key, to recognise it; the key itself is only kept hashed.
@@ -84,6 +113,10 @@ class RequestLog(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     embedding_tokens = models.PositiveIntegerField(default=0)
+    # Of the prompt tokens, those read from the provider's prompt cache and those written to it,
+    # each priced at its own rate.
+    cached_prompt_tokens = models.PositiveIntegerField(default=0)
+    cache_write_tokens = models.PositiveIntegerField(default=0)
     tokens_estimated = models.BooleanField(default=False)
     cost_micros = models.BigIntegerField(default=0)
     cost_source = models.CharField(max_length=16, default="unpriced")

@@ -7,11 +7,32 @@ import re
 from rest_framework import serializers
 
 from gateway.clients.models import Endpoint, GatewayKey, Project, RequestLog, Scope
-from ragmux.core.serializers import StrictInput
+from ragmux.core.serializers import MAX_BIGINT, MicroDollarsField, StrictInput
 from retrieval.serializers import API_MAX_TOP_K
 
 
-class ProjectInput(StrictInput):
+class LimitsInput(StrictInput):
+    """A project's or a key's limits (`SpendLimits`; 0 is none), each optional: one left out keeps
+    its value, on a full update too."""
+
+    rate_limit_rpm = serializers.IntegerField(min_value=0, required=False)
+    rate_limit_tpm = serializers.IntegerField(min_value=0, required=False)
+    budget_daily_tokens = serializers.IntegerField(min_value=0, max_value=MAX_BIGINT, required=False)
+    budget_monthly_tokens = serializers.IntegerField(min_value=0, max_value=MAX_BIGINT, required=False)
+    budget_daily_usd = MicroDollarsField(source="budget_daily_usd_micros", required=False)
+    budget_monthly_usd = MicroDollarsField(source="budget_monthly_usd_micros", required=False)
+
+
+# The limits as the API names them, in the order of its objects.
+API_LIMIT_FIELDS = tuple(LimitsInput._declared_fields)
+
+
+class LimitsOutput(serializers.ModelSerializer):
+    budget_daily_usd = MicroDollarsField(source="budget_daily_usd_micros", read_only=True)
+    budget_monthly_usd = MicroDollarsField(source="budget_monthly_usd_micros", read_only=True)
+
+
+class ProjectInput(LimitsInput):
     name = serializers.CharField(max_length=100)
     chat_connection_id = serializers.IntegerField()
     embedding_connection_id = serializers.IntegerField(required=False, allow_null=True, default=None)
@@ -21,7 +42,7 @@ class ProjectInput(StrictInput):
     )
 
 
-class ProjectOutput(serializers.ModelSerializer):
+class ProjectOutput(LimitsOutput):
     class Meta:
         model = Project
         fields = [
@@ -31,12 +52,13 @@ class ProjectOutput(serializers.ModelSerializer):
             "embedding_connection_id",
             "store_id",
             "system_prompt",
+            *API_LIMIT_FIELDS,
             "created_at",
             "updated_at",
         ]
 
 
-class KeyInput(StrictInput):
+class KeyInput(LimitsInput):
     name = serializers.CharField(max_length=100)
     scopes = serializers.ListField(
         child=serializers.ChoiceField(choices=Scope.choices), required=False, allow_null=True, default=None
@@ -44,10 +66,10 @@ class KeyInput(StrictInput):
     expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
 
 
-class KeyOutput(serializers.ModelSerializer):
+class KeyOutput(LimitsOutput):
     class Meta:
         model = GatewayKey
-        fields = ["id", "name", "prefix", "scopes", "created_at", "last_used_at", "expires_at"]
+        fields = ["id", "name", "prefix", "scopes", *API_LIMIT_FIELDS, "created_at", "last_used_at", "expires_at"]
 
 
 class IssuedKeyOutput(serializers.Serializer):
@@ -77,12 +99,13 @@ REQUEST_LOG_COLUMNS = (
     "streamed",
     "error",
     "created_at",
+    # Appended: a spreadsheet reading the export by column position keeps working.
+    "cached_prompt_tokens",
+    "cache_write_tokens",
 )
 REQUEST_LOG_MAX_PAGE = 500
 _STATUS = re.compile(r"^(?:[1-5]xx|[1-5][0-9][0-9])$")
 _CURSOR_PREFIX = "before:"
-# The largest value of PostgreSQL's `bigint`, the type of the ledger's ids.
-_MAX_ID = 2**63 - 1
 
 
 def encode_cursor(before_id: int) -> str:
@@ -96,7 +119,7 @@ def _decode_cursor(cursor: str) -> int:
     except (binascii.Error, UnicodeDecodeError):
         raise ValueError(cursor) from None
     number = text.removeprefix(_CURSOR_PREFIX)
-    if not text.startswith(_CURSOR_PREFIX) or not number.isdigit() or not 0 < int(number) <= _MAX_ID:
+    if not text.startswith(_CURSOR_PREFIX) or not number.isdigit() or not 0 < int(number) <= MAX_BIGINT:
         raise ValueError(cursor)
     return int(number)
 

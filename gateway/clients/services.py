@@ -5,21 +5,49 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
+from typing import TypedDict, Unpack
 
 from django.db import transaction
 from django.utils import timezone
 
 from gateway.clients.gateway_keys import DISPLAY_PREFIX_LENGTH, hash_key, new_key
-from gateway.clients.models import GatewayKey, Project, RequestLog, Scope
+from gateway.clients.models import LIMIT_FIELDS, GatewayKey, Project, RequestLog, Scope, SpendLimits
 from gateway.connections.models import Capability, ModelConnection, why_cannot
 from gateway.connections.selectors import connection_named_by
 from ragmux.core.audit import audit_change, snapshot
 from ragmux.core.errors import Conflict, InvalidInput
 from stores.models import RagStore
 
-PROJECT_FIELDS = ("name", "chat_connection_id", "embedding_connection_id", "store_id", "system_prompt")
+PROJECT_FIELDS = ("name", "chat_connection_id", "embedding_connection_id", "store_id", "system_prompt", *LIMIT_FIELDS)
 # A key is audited by its display prefix; its hash never leaves the table.
-KEY_FIELDS = ("project_id", "name", "prefix", "scopes", "expires_at", "revoked_at")
+KEY_FIELDS = ("project_id", "name", "prefix", "scopes", "expires_at", "revoked_at", *LIMIT_FIELDS)
+
+
+class Limits(TypedDict, total=False):
+    """Values of `SpendLimits` fields (micro-dollars for the dollar budgets)."""
+
+    rate_limit_rpm: int
+    rate_limit_tpm: int
+    budget_daily_tokens: int
+    budget_monthly_tokens: int
+    budget_daily_usd_micros: int
+    budget_monthly_usd_micros: int
+
+
+class ProjectChanges(Limits, total=False):
+    name: str
+    chat_connection_id: int
+    embedding_connection_id: int | None
+    store_id: int | None
+    system_prompt: str
+
+
+class KeyChanges(Limits, total=False):
+    name: str
+    # None: every scope.
+    scopes: list[str] | None
+    # None: the key never expires.
+    expires_at: datetime | None
 
 
 _audit_project = partial(audit_change, object_type="project")
@@ -55,31 +83,43 @@ def _store(store_id: int | None) -> RagStore | None:
     return store
 
 
-def _apply(
-    project: Project,
-    *,
-    name: str,
-    chat_connection_id: int,
-    embedding_connection_id: int | None,
-    store_id: int | None,
-    system_prompt: str,
-) -> Project:
+def _required_name(name: str) -> str:
     name = name.strip()
     if not name:
         raise InvalidInput("name is required", field="name")
-    if Project.objects.filter(name=name).exclude(pk=project.pk).exists():
-        raise Conflict(f"a project named {name!r} already exists", code="duplicate_name")
-    project.name = name
-    if chat_connection_id is None:
-        raise InvalidInput("chat_connection_id is required", field="chat_connection_id")
-    project.chat_connection = _connection_that_can(
-        chat_connection_id, field="chat_connection_id", capability=Capability.CHAT
-    )
-    project.embedding_connection = _connection_that_can(
-        embedding_connection_id, field="embedding_connection_id", capability=Capability.EMBED
-    )
-    project.store = _store(store_id)
-    project.system_prompt = system_prompt
+    return name
+
+
+def _set_limits(target: SpendLimits, limits: Limits) -> None:
+    for field in LIMIT_FIELDS:
+        if field in limits:
+            if limits[field] < 0:
+                raise InvalidInput("rate limits and budgets must be 0 (unlimited) or positive", field=field)
+            setattr(target, field, limits[field])
+
+
+def _apply(project: Project, changes: ProjectChanges) -> Project:
+    """Sets the fields ``changes`` names, each validated; the others keep their values."""
+    if "name" in changes:
+        name = _required_name(changes["name"])
+        if Project.objects.filter(name=name).exclude(pk=project.pk).exists():
+            raise Conflict(f"a project named {name!r} already exists", code="duplicate_name")
+        project.name = name
+    if "chat_connection_id" in changes:
+        if changes["chat_connection_id"] is None:
+            raise InvalidInput("chat_connection_id is required", field="chat_connection_id")
+        project.chat_connection = _connection_that_can(
+            changes["chat_connection_id"], field="chat_connection_id", capability=Capability.CHAT
+        )
+    if "embedding_connection_id" in changes:
+        project.embedding_connection = _connection_that_can(
+            changes["embedding_connection_id"], field="embedding_connection_id", capability=Capability.EMBED
+        )
+    if "store_id" in changes:
+        project.store = _store(changes["store_id"])
+    if "system_prompt" in changes:
+        project.system_prompt = changes["system_prompt"]
+    _set_limits(project, changes)
     project.save()
     return project
 
@@ -93,40 +133,29 @@ def project_create(
     store_id: int | None,
     system_prompt: str,
     actor=None,
+    **limits: Unpack[Limits],
 ) -> Project:
     project = _apply(
         Project(),
-        name=name,
-        chat_connection_id=chat_connection_id,
-        embedding_connection_id=embedding_connection_id,
-        store_id=store_id,
-        system_prompt=system_prompt,
+        ProjectChanges(
+            name=name,
+            chat_connection_id=chat_connection_id,
+            embedding_connection_id=embedding_connection_id,
+            store_id=store_id,
+            system_prompt=system_prompt,
+            **limits,
+        ),
     )
     _audit_project(project, actor=actor, action="project.create", after=snapshot(project, PROJECT_FIELDS))
     return project
 
 
 @transaction.atomic
-def project_update(
-    *,
-    project: Project,
-    name: str,
-    chat_connection_id: int,
-    embedding_connection_id: int | None,
-    store_id: int | None,
-    system_prompt: str,
-    actor=None,
-) -> Project:
+def project_update(*, project: Project, actor=None, **changes: Unpack[ProjectChanges]) -> Project:
+    """Changes the fields given (a full update gives all but the limits it leaves as they are)."""
     locked = Project.objects.select_for_update().get(pk=project.pk)
     before = snapshot(locked, PROJECT_FIELDS)
-    project = _apply(
-        locked,
-        name=name,
-        chat_connection_id=chat_connection_id,
-        embedding_connection_id=embedding_connection_id,
-        store_id=store_id,
-        system_prompt=system_prompt,
-    )
+    project = _apply(locked, changes)
     _audit_project(
         project, actor=actor, action="project.update", before=before, after=snapshot(project, PROJECT_FIELDS)
     )
@@ -158,20 +187,49 @@ def _set_secret(api_key: GatewayKey) -> str:
     return key
 
 
-@transaction.atomic
-def key_create(
-    *, project: Project, name: str, scopes: list[str] | None, expires_at: datetime | None, actor=None
-) -> IssuedKey:
-    name = name.strip()
-    if not name:
-        raise InvalidInput("name is required", field="name")
+def _future(expires_at: datetime | None) -> datetime | None:
     if expires_at is not None and expires_at <= timezone.now():
         raise InvalidInput("expires_at must be in the future", field="expires_at")
-    api_key = GatewayKey(project=project, name=name, scopes=_validated_scopes(scopes), expires_at=expires_at)
+    return expires_at
+
+
+@transaction.atomic
+def key_create(
+    *,
+    project: Project,
+    name: str,
+    scopes: list[str] | None,
+    expires_at: datetime | None,
+    actor=None,
+    **limits: Unpack[Limits],
+) -> IssuedKey:
+    api_key = GatewayKey(
+        project=project, name=_required_name(name), scopes=_validated_scopes(scopes), expires_at=_future(expires_at)
+    )
+    _set_limits(api_key, limits)
     key = _set_secret(api_key)
     api_key.save()
     _audit_key(api_key, actor=actor, action="key.create", after=snapshot(api_key, KEY_FIELDS))
     return IssuedKey(key=key, api_key=api_key)
+
+
+@transaction.atomic
+def key_update(*, api_key: GatewayKey, actor=None, **changes: Unpack[KeyChanges]) -> GatewayKey:
+    """Changes the fields given; the secret stays (`key_rotate` changes it)."""
+    api_key = GatewayKey.objects.select_for_update().get(pk=api_key.pk)
+    if api_key.revoked_at is not None:
+        raise Conflict("a revoked key cannot be changed; create a new key", code="key_revoked")
+    before = snapshot(api_key, KEY_FIELDS)
+    if "name" in changes:
+        api_key.name = _required_name(changes["name"])
+    if "scopes" in changes:
+        api_key.scopes = _validated_scopes(changes["scopes"])
+    if "expires_at" in changes:
+        api_key.expires_at = _future(changes["expires_at"])
+    _set_limits(api_key, changes)
+    api_key.save()
+    _audit_key(api_key, actor=actor, action="key.update", before=before, after=snapshot(api_key, KEY_FIELDS))
+    return api_key
 
 
 @transaction.atomic

@@ -30,6 +30,7 @@ from gateway.clients.offloop import off_loop
 from gateway.clients.serializers import ChatInput, EmbeddingsInput, RetrieveInput
 from gateway.connections.models import ModelConnection
 from gateway.connections.providers.chat import NoChat, chat_provider
+from gateway.connections.providers.chat_reply import count
 from gateway.connections.providers.embeddings import embedding_provider, estimate_tokens
 from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import (
@@ -213,8 +214,9 @@ def _count_usage(call: Call, usage: Any) -> bool:
         return False
     call.prompt_tokens, call.completion_tokens = prompt, completion
     details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    call.cached_tokens = cached if isinstance(cached, int) else 0
+    details = details if isinstance(details, dict) else {}
+    call.cached_tokens = count(details.get("cached_tokens"))
+    call.cache_write_tokens = count(details.get("cache_write_tokens"))
     return True
 
 
@@ -231,6 +233,7 @@ def _settle_tokens(call: Call, connection: ModelConnection, sent: list[dict], an
             call.prompt_tokens,
             call.completion_tokens,
             call.cached_tokens,
+            call.cache_write_tokens,
         ),
     )
 

@@ -49,8 +49,15 @@ class ProjectApi(APIView):
         return Response(ProjectOutput(selectors.project_get(project_id=project_id)).data)
 
     def put(self, request, project_id: int):
+        """Every field; the limits left out keep their values."""
+        return self._update(request, project_id, partial=False)
+
+    def patch(self, request, project_id: int):
+        return self._update(request, project_id, partial=True)
+
+    def _update(self, request, project_id: int, *, partial: bool):
         project = selectors.project_get(project_id=project_id)
-        data = ProjectInput(data=request.data)
+        data = ProjectInput(data=request.data, partial=partial)
         data.is_valid(raise_exception=True)
         return Response(
             ProjectOutput(services.project_update(project=project, **data.validated_data, actor=request.user)).data
@@ -88,6 +95,13 @@ class KeyRotateApi(APIView):
 
 class KeyApi(APIView):
     permission_classes = [AdminWrites]
+
+    def patch(self, request, key_id: int):
+        """The key's name, scopes, expiry and limits: those given change."""
+        api_key = selectors.key_get(key_id=key_id)
+        data = KeyInput(data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        return Response(KeyOutput(services.key_update(api_key=api_key, **data.validated_data, actor=request.user)).data)
 
     def delete(self, request, key_id: int):
         services.key_revoke(api_key=selectors.key_get(key_id=key_id), actor=request.user)

@@ -102,7 +102,9 @@ class ModelPrice(models.Model):
     model = models.CharField(max_length=128)
     input_per_mtok = models.DecimalField(max_digits=14, decimal_places=6, default=0)
     output_per_mtok = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    # Prompt tokens read from and written to the provider's prompt cache; None: the input rate.
     cached_input_per_mtok = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    cache_write_per_mtok = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
     per_search_unit = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
     source = models.CharField(max_length=16, choices=PriceSource.choices, default=PriceSource.USER)
     created_at = models.DateTimeField(auto_now_add=True)

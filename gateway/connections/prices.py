@@ -11,38 +11,40 @@ from typing import Any
 
 from django.db import transaction
 
-# USD per million tokens: (provider_type, model, input, output, cached input, per search unit)
-BUILTIN_PRICES: list[tuple[str, str, str, str, str | None, str | None]] = [
-    ("openai", "text-embedding-3-small", "0.02", "0", None, None),
-    ("openai", "text-embedding-3-large", "0.13", "0", None, None),
-    ("openai", "text-embedding-ada-002", "0.10", "0", None, None),
-    ("openai", "gpt-4o", "2.50", "10.00", "1.25", None),
-    ("openai", "gpt-4o-mini", "0.15", "0.60", "0.075", None),
-    ("openai", "gpt-4.1", "2.00", "8.00", "0.50", None),
-    ("openai", "gpt-4.1-mini", "0.40", "1.60", "0.10", None),
-    ("openai", "gpt-4.1-nano", "0.10", "0.40", "0.025", None),
-    ("openai", "gpt-5", "1.25", "10.00", "0.125", None),
-    ("openai", "gpt-5-mini", "0.25", "2.00", "0.025", None),
-    ("openai", "gpt-5-nano", "0.05", "0.40", "0.005", None),
-    ("anthropic", "claude-opus-4-5*", "5.00", "25.00", "0.50", None),
-    ("anthropic", "claude-opus-4*", "15.00", "75.00", "1.50", None),
-    ("anthropic", "claude-sonnet-4*", "3.00", "15.00", "0.30", None),
-    ("anthropic", "claude-haiku-4-5*", "1.00", "5.00", "0.10", None),
-    ("anthropic", "claude-3-5-haiku*", "0.80", "4.00", "0.08", None),
-    ("gemini", "gemini-2.5-pro*", "1.25", "10.00", "0.31", None),
-    ("gemini", "gemini-2.5-flash*", "0.30", "2.50", "0.075", None),
-    ("gemini", "gemini-2.5-flash-lite*", "0.10", "0.40", "0.025", None),
-    ("gemini", "gemini-embedding-001", "0.15", "0", None, None),
-    ("gemini", "text-embedding-004", "0", "0", None, None),
-    ("ollama", "*", "0", "0", None, None),
-    ("local", "*", "0", "0", None, None),
-    ("cohere_rerank", "rerank-v3.5", "0", "0", None, "0.002"),
-    ("cohere_rerank", "rerank-english-v3.0", "0", "0", None, "0.002"),
-    ("cohere_rerank", "rerank-multilingual-v3.0", "0", "0", None, "0.002"),
-    ("voyage_rerank", "rerank-2.5", "0.05", "0", None, None),
-    ("voyage_rerank", "rerank-2.5-lite", "0.02", "0", None, None),
-    ("voyage_rerank", "rerank-2", "0.05", "0", None, None),
-    ("voyage_rerank", "rerank-2-lite", "0.02", "0", None, None),
+# USD per million tokens: (provider_type, model, input, output, cached input, cache write, per
+# search unit). A cache write is what Anthropic bills for its default five-minute cache, 1.25
+# times the input rate; OpenAI and Gemini bill none for their implicit caches and report none.
+BUILTIN_PRICES: list[tuple[str, str, str, str, str | None, str | None, str | None]] = [
+    ("openai", "text-embedding-3-small", "0.02", "0", None, None, None),
+    ("openai", "text-embedding-3-large", "0.13", "0", None, None, None),
+    ("openai", "text-embedding-ada-002", "0.10", "0", None, None, None),
+    ("openai", "gpt-4o", "2.50", "10.00", "1.25", None, None),
+    ("openai", "gpt-4o-mini", "0.15", "0.60", "0.075", None, None),
+    ("openai", "gpt-4.1", "2.00", "8.00", "0.50", None, None),
+    ("openai", "gpt-4.1-mini", "0.40", "1.60", "0.10", None, None),
+    ("openai", "gpt-4.1-nano", "0.10", "0.40", "0.025", None, None),
+    ("openai", "gpt-5", "1.25", "10.00", "0.125", None, None),
+    ("openai", "gpt-5-mini", "0.25", "2.00", "0.025", None, None),
+    ("openai", "gpt-5-nano", "0.05", "0.40", "0.005", None, None),
+    ("anthropic", "claude-opus-4-5*", "5.00", "25.00", "0.50", "6.25", None),
+    ("anthropic", "claude-opus-4*", "15.00", "75.00", "1.50", "18.75", None),
+    ("anthropic", "claude-sonnet-4*", "3.00", "15.00", "0.30", "3.75", None),
+    ("anthropic", "claude-haiku-4-5*", "1.00", "5.00", "0.10", "1.25", None),
+    ("anthropic", "claude-3-5-haiku*", "0.80", "4.00", "0.08", "1.00", None),
+    ("gemini", "gemini-2.5-pro*", "1.25", "10.00", "0.31", None, None),
+    ("gemini", "gemini-2.5-flash*", "0.30", "2.50", "0.075", None, None),
+    ("gemini", "gemini-2.5-flash-lite*", "0.10", "0.40", "0.025", None, None),
+    ("gemini", "gemini-embedding-001", "0.15", "0", None, None, None),
+    ("gemini", "text-embedding-004", "0", "0", None, None, None),
+    ("ollama", "*", "0", "0", None, None, None),
+    ("local", "*", "0", "0", None, None, None),
+    ("cohere_rerank", "rerank-v3.5", "0", "0", None, None, "0.002"),
+    ("cohere_rerank", "rerank-english-v3.0", "0", "0", None, None, "0.002"),
+    ("cohere_rerank", "rerank-multilingual-v3.0", "0", "0", None, None, "0.002"),
+    ("voyage_rerank", "rerank-2.5", "0.05", "0", None, None, None),
+    ("voyage_rerank", "rerank-2.5-lite", "0.02", "0", None, None, None),
+    ("voyage_rerank", "rerank-2", "0.05", "0", None, None, None),
+    ("voyage_rerank", "rerank-2-lite", "0.02", "0", None, None, None),
 ]
 
 
@@ -57,7 +59,8 @@ def builtin_values(provider_type: str, model: str) -> dict[str, Any] | None:
                 "input_per_mtok": Decimal(row[2]),
                 "output_per_mtok": Decimal(row[3]),
                 "cached_input_per_mtok": _decimal(row[4]),
-                "per_search_unit": _decimal(row[5]),
+                "cache_write_per_mtok": _decimal(row[5]),
+                "per_search_unit": _decimal(row[6]),
             }
     return None
 

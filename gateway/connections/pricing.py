@@ -21,6 +21,7 @@ class PriceRow(Protocol):
     input_per_mtok: Decimal
     output_per_mtok: Decimal
     cached_input_per_mtok: Decimal | None
+    cache_write_per_mtok: Decimal | None
 
 
 @dataclass(frozen=True)
@@ -41,15 +42,29 @@ def matching_price(rows: Iterable[PriceRow], model: str) -> PriceRow | None:
     return best
 
 
-def token_cost(row: PriceRow | None, *, prompt_tokens: int, completion_tokens: int = 0, cached_tokens: int = 0) -> Cost:
-    """``prompt_tokens`` includes ``cached_tokens``, which are billed at the cached rate when the
-    row has one."""
+def token_cost(
+    row: PriceRow | None,
+    *,
+    prompt_tokens: int,
+    completion_tokens: int = 0,
+    cached_tokens: int = 0,
+    cache_write_tokens: int = 0,
+) -> Cost:
+    """``prompt_tokens`` includes ``cached_tokens`` (read from the provider's prompt cache) and
+    ``cache_write_tokens`` (written to it), each billed at its own rate when the row has one and
+    at the input rate when it has none."""
     if row is None:
         return Cost(0, UNPRICED)
-    cached = min(cached_tokens, prompt_tokens) if row.cached_input_per_mtok is not None else 0
+    cached = max(min(cached_tokens, prompt_tokens), 0)
+    written = max(min(cache_write_tokens, prompt_tokens - cached), 0)
     micros = (
-        Decimal(prompt_tokens - cached) * row.input_per_mtok
-        + Decimal(cached) * (row.cached_input_per_mtok or 0)
-        + Decimal(completion_tokens) * row.output_per_mtok
+        Decimal(max(prompt_tokens - cached - written, 0)) * row.input_per_mtok
+        + Decimal(cached) * _or_input(row.cached_input_per_mtok, row)
+        + Decimal(written) * _or_input(row.cache_write_per_mtok, row)
+        + Decimal(max(completion_tokens, 0)) * row.output_per_mtok
     )
     return Cost(int(micros.quantize(Decimal(1), rounding=ROUND_HALF_UP)), PRICE_TABLE)
+
+
+def _or_input(rate: Decimal | None, row: PriceRow) -> Decimal:
+    return row.input_per_mtok if rate is None else rate

@@ -69,6 +69,7 @@ class PriceValuesInput(StrictInput):
     input_per_mtok = _money(default=0)
     output_per_mtok = _money(default=0)
     cached_input_per_mtok = _money(required=False, allow_null=True, default=None)
+    cache_write_per_mtok = _money(required=False, allow_null=True, default=None)
     per_search_unit = _money(required=False, allow_null=True, default=None)
 
 
@@ -81,6 +82,7 @@ class PriceOutput(serializers.ModelSerializer):
     input_per_mtok = serializers.FloatField()
     output_per_mtok = serializers.FloatField()
     cached_input_per_mtok = serializers.FloatField(allow_null=True)
+    cache_write_per_mtok = serializers.FloatField(allow_null=True)
     per_search_unit = serializers.FloatField(allow_null=True)
 
     class Meta:
@@ -92,6 +94,7 @@ class PriceOutput(serializers.ModelSerializer):
             "input_per_mtok",
             "output_per_mtok",
             "cached_input_per_mtok",
+            "cache_write_per_mtok",
             "per_search_unit",
             "source",
             "created_at",

@@ -43,6 +43,7 @@ AUDITED_PRICE_FIELDS = (
     "input_per_mtok",
     "output_per_mtok",
     "cached_input_per_mtok",
+    "cache_write_per_mtok",
     "per_search_unit",
     "source",
 )
@@ -286,6 +287,7 @@ def price_create(
     input_per_mtok: Decimal,
     output_per_mtok: Decimal,
     cached_input_per_mtok: Decimal | None,
+    cache_write_per_mtok: Decimal | None,
     per_search_unit: Decimal | None,
     actor=None,
 ) -> ModelPrice:
@@ -298,6 +300,7 @@ def price_create(
                 input_per_mtok=input_per_mtok,
                 output_per_mtok=output_per_mtok,
                 cached_input_per_mtok=cached_input_per_mtok,
+                cache_write_per_mtok=cache_write_per_mtok,
                 per_search_unit=per_search_unit,
                 source=PriceSource.USER,
             )
@@ -316,6 +319,7 @@ def price_update(
     input_per_mtok: Decimal,
     output_per_mtok: Decimal,
     cached_input_per_mtok: Decimal | None,
+    cache_write_per_mtok: Decimal | None,
     per_search_unit: Decimal | None,
     actor=None,
 ) -> ModelPrice:
@@ -324,6 +328,7 @@ def price_update(
     price.input_per_mtok = input_per_mtok
     price.output_per_mtok = output_per_mtok
     price.cached_input_per_mtok = cached_input_per_mtok
+    price.cache_write_per_mtok = cache_write_per_mtok
     price.per_search_unit = per_search_unit
     price.source = PriceSource.USER
     price.save()

@@ -32,6 +32,8 @@ SYSTEM = "system"
 MASKED = "(hidden)"
 # A value under a name containing one of these is never stored, whatever the caller passed.
 SECRET_WORDS = ("password", "secret", "token", "sealed", "hash")
+# ...but a count of tokens (`budget_daily_tokens`) is no secret.
+TOKEN_COUNT = "tokens"
 
 
 def _plain(value: Any) -> Any:
@@ -51,11 +53,14 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def _secret_name(name: str) -> bool:
+    words = name.lower().replace(TOKEN_COUNT, "")
+    return any(word in words for word in SECRET_WORDS)
+
+
 def _masked(values: Mapping[str, Any]) -> dict[str, Any]:
     return {
-        name: MASKED
-        if value not in (None, "") and any(word in name.lower() for word in SECRET_WORDS)
-        else _plain(value)
+        name: MASKED if value not in (None, "") and _secret_name(name) else _plain(value)
         for name, value in values.items()
     }
 

@@ -8,6 +8,7 @@ it can never overflow a database column.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 
 from django.core.validators import MaxValueValidator
 from django.db.models import QuerySet
@@ -17,9 +18,12 @@ from ragmux.core.audit import OBJECT_TYPES, audit_list
 from ragmux.core.models import AuditEntry
 from ragmux.core.paging import PAGE_SIZE, without_page
 from ragmux.core.roles import ROLES
+from ragmux.core.units import DOLLAR_PLACES, dollars_to_micros, micros_to_dollars
 
 # The largest value of PostgreSQL's `integer`, the narrowest column an API integer lands in.
 MAX_INTEGER = 2**31 - 1
+# The largest value of PostgreSQL's `bigint` (ids, byte counts, budgets).
+MAX_BIGINT = 2**63 - 1
 
 
 class StrictInput(serializers.Serializer):
@@ -41,6 +45,28 @@ class StrictInput(serializers.Serializer):
             if errors:
                 raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
+
+
+class MicroDollarsField(serializers.DecimalField):
+    """An amount of money: decimal dollars in the API (at most six places, never negative),
+    integer micro-dollars in the database (`ragmux.core.units`), bounded by a `bigint` column."""
+
+    def __init__(self, **kwargs):
+        super().__init__(
+            max_digits=len(str(MAX_BIGINT)),
+            decimal_places=DOLLAR_PLACES,
+            min_value=Decimal(0),
+            max_value=micros_to_dollars(MAX_BIGINT),
+            **kwargs,
+        )
+
+    def run_validation(self, data=serializers.empty) -> int | None:
+        # Converted after the bounds, which are in dollars, have been checked.
+        dollars = super().run_validation(data)
+        return None if dollars is None else dollars_to_micros(dollars)
+
+    def to_representation(self, value: int) -> float:
+        return float(micros_to_dollars(value))
 
 
 # Django's hashers take any length; this bound only keeps a request from hashing megabytes.
@@ -84,7 +110,7 @@ class PageQuery(serializers.Serializer):
 class AuditQuery(PageQuery):
     actor = serializers.CharField(max_length=150, required=False)
     object_type = serializers.ChoiceField(choices=OBJECT_TYPES, required=False)
-    object_id = serializers.IntegerField(min_value=1, max_value=2**63 - 1, required=False)
+    object_id = serializers.IntegerField(min_value=1, max_value=MAX_BIGINT, required=False)
     since = serializers.DateTimeField(required=False)
     until = serializers.DateTimeField(required=False)
     page_size = serializers.IntegerField(min_value=1, max_value=500, default=PAGE_SIZE)

@@ -19,11 +19,13 @@ from gateway.connections.prices import builtin_values
 from gateway.connections.pricing import token_cost
 from gateway.connections.serializers import ConnectionInput, PriceCreateInput, PriceValuesInput
 from ragmux.core.errors import status_for
+from ragmux.core.units import DOLLAR_PLACES, micros_to_dollars
 from ragmux.dashboard.access import page
 from ragmux.dashboard.forms import Form, attempt
 
 CONNECTION_FIELDS = ("name", "provider_type", "base_url", "model_name", "dimensions", "api_key")
-PRICE_VALUES = ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok", "per_search_unit")
+OPTIONAL_PRICES = ("cached_input_per_mtok", "cache_write_per_mtok", "per_search_unit")
+PRICE_VALUES = ("input_per_mtok", "output_per_mtok", *OPTIONAL_PRICES)
 # The request every price row is previewed with.
 PREVIEW_INPUT_TOKENS = 1000
 PREVIEW_OUTPUT_TOKENS = 500
@@ -130,7 +132,7 @@ def connection_test(request, connection_id: int):
 
 
 def dollars(micros: int) -> str:
-    return f"${Decimal(micros) / 1_000_000:.6f}"
+    return f"${micros_to_dollars(micros):.{DOLLAR_PLACES}f}"
 
 
 def figure(value: Decimal | None) -> str:
@@ -168,7 +170,7 @@ class PriceRow:
 
 def _price_values_input(form: Form) -> dict:
     data = {name: str(form.values.get(name) or "").strip() for name in PRICE_VALUES}
-    for optional in ("cached_input_per_mtok", "per_search_unit"):
+    for optional in OPTIONAL_PRICES:
         data[optional] = data[optional] or None
     return data
 

@@ -7,23 +7,89 @@ message, the session or its cookie."""
 
 from __future__ import annotations
 
+from datetime import UTC
 from functools import partial
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
 
 from gateway.clients import selectors, services
-from gateway.clients.models import Scope
-from gateway.clients.serializers import KeyInput, ProjectInput
+from gateway.clients.models import Scope, SpendLimits
+from gateway.clients.serializers import API_LIMIT_FIELDS, KeyInput, LimitsInput, ProjectInput
 from gateway.connections.models import Capability, why_cannot
 from gateway.connections.selectors import connection_list
+from ragmux.core.serializers import MicroDollarsField
+from ragmux.core.units import micros_to_dollars
 from ragmux.dashboard.access import page
+from ragmux.dashboard.connections import figure
 from ragmux.dashboard.forms import Form
 from stores.selectors import store_list
 
 PROJECT_FIELDS = ("name", "chat_connection_id", "embedding_connection_id", "store_id", "system_prompt")
 OPTIONAL_IDS = ("embedding_connection_id", "store_id")
 KEY_FIELDS = ("name", "expires_at")
+KEY_EDIT_FIELDS = (*KEY_FIELDS, *API_LIMIT_FIELDS)
+# What each limit is called on the pages, in the API's order.
+LIMIT_LABELS = dict(
+    zip(
+        API_LIMIT_FIELDS,
+        (
+            "Requests a minute",
+            "Tokens a minute",
+            "Tokens a day",
+            "Tokens a month",
+            "Dollars a day",
+            "Dollars a month",
+        ),
+        strict=True,
+    )
+)
+# A `datetime-local` input's value.
+LOCAL_MINUTE = "%Y-%m-%dT%H:%M"
+
+
+def limit_values(target: SpendLimits) -> dict[str, str]:
+    """Each limit of a project or key as its input shows it: a whole number, or dollars as typed
+    ("2.5", not micro-dollars)."""
+    values = {}
+    for name, field in LimitsInput().fields.items():
+        stored = getattr(target, field.source)
+        values[name] = figure(micros_to_dollars(stored)) if isinstance(field, MicroDollarsField) else str(stored)
+    return values
+
+
+def limit_facts(target: SpendLimits, *, only_set: bool = False) -> list[tuple[str, str]]:
+    """Each limit's label and value as the pages say it ("no limit" for 0, left out when
+    ``only_set``)."""
+    facts = []
+    for name, value in limit_values(target).items():
+        if value == "0":
+            if only_set:
+                continue
+            value = "no limit"
+        elif name.endswith("_usd"):
+            value = f"${value}"
+        facts.append((LIMIT_LABELS[name], value))
+    return facts
+
+
+def limit_inputs(form: Form) -> list[dict]:
+    """The limit inputs of a form, each with its label, value and messages."""
+    return [
+        {
+            "name": name,
+            "label": label,
+            "value": form.values.get(name),
+            "errors": form.errors.get(name),
+            "inputmode": "decimal" if name.endswith("_usd") else "numeric",
+        }
+        for name, label in LIMIT_LABELS.items()
+    ]
+
+
+def _limits_input(form: Form) -> dict:
+    """The limit inputs of a form; an emptied one is no limit."""
+    return {name: str(form.values.get(name) or "").strip() or "0" for name in API_LIMIT_FIELDS}
 
 
 def _project_input(form: Form) -> dict:
@@ -92,13 +158,19 @@ def project_delete(request, project_id: int):
     return render(request, "dashboard/project_delete.html", {"project": project})
 
 
-def _project_page(request, project, *, key_form: Form | None = None, issued=None, status: int = 200):
+def _project_page(
+    request, project, *, key_form: Form | None = None, limits_form: Form | None = None, issued=None, status: int = 200
+):
+    limits_form = limits_form or Form(names=API_LIMIT_FIELDS, initial=limit_values(project))
     return render(
         request,
         "dashboard/project.html",
         {
             "project": project,
-            "keys": list(selectors.key_list(project=project)),
+            "limits": limit_facts(project),
+            "limits_form": limits_form,
+            "limit_inputs": limit_inputs(limits_form),
+            "keys": [(api_key, limit_facts(api_key, only_set=True)) for api_key in selectors.key_list(project=project)],
             "key_form": key_form or Form(names=KEY_FIELDS, initial={"scopes": Scope.values}),
             "scopes": Scope.values,
             "issued": issued,
@@ -111,6 +183,18 @@ def _project_page(request, project, *, key_form: Form | None = None, issued=None
 def project_detail(request, project_id: int):
     project = selectors.project_get(project_id=project_id)
     return _project_page(request, project)
+
+
+@page("admin", methods=("POST",))
+def project_limits(request, project_id: int):
+    project = selectors.project_get(project_id=project_id)
+    form = Form(request, names=API_LIMIT_FIELDS)
+    save = partial(services.project_update, project=project, actor=request.user)
+    if form.submit(ProjectInput, _limits_input(form), save, partial=True):
+        messages.success(request, f"Saved the limits of the project “{project.name}”.")
+        return redirect("dashboard:project", project.pk)
+    messages.error(request, "The limits were not saved: see the messages beside the fields.")
+    return _project_page(request, project, limits_form=form, status=400)
 
 
 @page("admin", methods=("POST",))
@@ -136,3 +220,30 @@ def key_revoke(request, key_id: int):
     services.key_revoke(api_key=api_key, actor=request.user)
     messages.success(request, f"Revoked the key “{api_key.name}”: it stops working at its next request.")
     return redirect("dashboard:project", api_key.project_id)
+
+
+@page("admin", methods=("GET", "POST"))
+def key_edit(request, key_id: int):
+    """A key's name, scopes, expiry and limits; its secret stays."""
+    api_key = selectors.key_get(key_id=key_id)
+    expires = api_key.expires_at.astimezone(UTC).strftime(LOCAL_MINUTE) if api_key.expires_at else ""
+    saved = {"name": api_key.name, "scopes": api_key.scopes, "expires_at": expires, **limit_values(api_key)}
+    form = Form(request, names=KEY_EDIT_FIELDS, lists=("scopes",), initial=saved)
+    if request.method == "POST":
+        data = {
+            "name": form.values["name"],
+            "scopes": form.values["scopes"],
+            "expires_at": form.values["expires_at"] or None,
+            **_limits_input(form),
+        }
+        save = partial(services.key_update, api_key=api_key, actor=request.user)
+        if form.submit(KeyInput, data, save, partial=True):
+            messages.success(request, f"Saved the key “{form.result.name}”.")
+            return redirect("dashboard:project", api_key.project_id)
+        messages.error(request, "The key was not saved: see the messages beside the fields.")
+    return render(
+        request,
+        "dashboard/key_form.html",
+        {"api_key": api_key, "form": form, "scopes": Scope.values, "limit_inputs": limit_inputs(form)},
+        status=400 if form.errors else 200,
+    )

@@ -14,6 +14,7 @@ from django.utils import timezone
 from gateway.clients import selectors
 from gateway.clients.models import Endpoint
 from gateway.clients.serializers import RequestLogPageQuery, encode_cursor
+from ragmux.core.units import micros_to_dollars
 from ragmux.dashboard.access import page
 from ragmux.dashboard.connections import dollars
 from ragmux.dashboard.forms import Form
@@ -94,7 +95,7 @@ class Usage:
             "x": [int(start.timestamp()) for start in self.starts],
             "requests": self.requests,
             "tokens": self.tokens,
-            "cost": [micros / 1_000_000 for micros in self.cost_micros],
+            "cost": [float(micros_to_dollars(micros)) for micros in self.cost_micros],
         }
 
 

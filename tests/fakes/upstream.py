@@ -19,6 +19,9 @@ Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``
 - ``tool_call``: the chat answer is a call of the function of that name with
   :data:`TOOL_ARGUMENTS`;
 - ``error_reason``: Gemini's error details carry this reason (``API_KEY_INVALID``).
+- ``prompt_cache``: ``(read, written)``: the chat usage says that many prompt tokens were read
+  from and written to the provider's prompt cache, each in the provider's own fields (OpenAI
+  and Gemini report reads only).
 
 Failures (``status``) answer in the route's provider's own error format.
 
@@ -70,6 +73,7 @@ class Knobs:
     error_reason: str | None = None
     # Seconds sent as `Retry-After` with a failure.
     retry_after: int | None = None
+    prompt_cache: tuple[int, int] | None = None
 
 
 @dataclass
@@ -354,10 +358,13 @@ def _register_embedding_routes(upstream: FakeUpstream) -> None:
         return json_reply({"embeddings": [{"values": v} for v in _vectors(up, texts, knobs)]})
 
 
-def _chat_usage(payload: dict) -> dict:
+def _chat_usage(payload: dict, knobs: Knobs) -> dict:
     prompt = sum(len(str(m.get("content", "")).split()) for m in payload.get("messages", []))
     completion = len(CHAT_ANSWER.split())
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    if knobs.prompt_cache:
+        usage["prompt_tokens_details"] = {"cached_tokens": knobs.prompt_cache[0]}
+    return usage
 
 
 def _register_chat_routes(upstream: FakeUpstream) -> None:
@@ -373,7 +380,7 @@ def _register_chat_routes(upstream: FakeUpstream) -> None:
                 ],
             }
             if not knobs.omit_usage:
-                reply["usage"] = _chat_usage(payload)
+                reply["usage"] = _chat_usage(payload, knobs)
             return json_reply(reply)
 
         def frame(choices: list, **extra) -> bytes:
@@ -392,7 +399,7 @@ def _register_chat_routes(upstream: FakeUpstream) -> None:
                 yield frame([{"index": 0, "delta": delta, "finish_reason": None}])
             yield frame([{"index": 0, "delta": {}, "finish_reason": "stop"}])
             if (payload.get("stream_options") or {}).get("include_usage") and not knobs.omit_usage:
-                yield frame([], usage=_chat_usage(payload))
+                yield frame([], usage=_chat_usage(payload, knobs))
             yield b"data: [DONE]\n\n"
 
         return 200, {"Content-Type": "text/event-stream"}, events()
@@ -469,7 +476,8 @@ def _register_anthropic_routes(upstream: FakeUpstream) -> None:
     def messages(up, payload, match, knobs):
         words, cut = _answer_words(payload.get("max_tokens"))
         usage = {"input_tokens": _prompt_words(payload), "output_tokens": len(words)}
-        usage.update(cache_creation_input_tokens=0, cache_read_input_tokens=2)
+        read, written = knobs.prompt_cache or (2, 0)
+        usage.update(cache_creation_input_tokens=written, cache_read_input_tokens=read)
         stop = "max_tokens" if cut else "end_turn"
         if knobs.tool_call:
             blocks = [{"type": "tool_use", "id": "toolu_fake1", "name": knobs.tool_call, "input": TOOL_ARGUMENTS}]
@@ -512,6 +520,7 @@ def _register_anthropic_routes(upstream: FakeUpstream) -> None:
         frames.append(_sse({"type": "content_block_stop", "index": 0}, "content_block_stop"))
         final = {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}}
         if not knobs.omit_usage:
+            # The input and cache counts came with `message_start` only.
             final["usage"] = {"output_tokens": len(words)}
         frames += [_sse(final, "message_delta"), _sse({"type": "message_stop"}, "message_stop")]
         error = _sse(anthropic_error(529, knobs), "error")
@@ -546,7 +555,7 @@ def _gemini_reply(payload: dict, knobs: Knobs, parts: list[dict], finish: str | 
             "promptTokenCount": prompt,
             "candidatesTokenCount": answer,
             "thoughtsTokenCount": 2,
-            "cachedContentTokenCount": 1,
+            "cachedContentTokenCount": knobs.prompt_cache[0] if knobs.prompt_cache else 1,
             "totalTokenCount": prompt + answer + 2,
         }
     return reply

@@ -115,10 +115,16 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
         ("admin/api/projects", "post"): Json(project),
         ("admin/api/projects/<id:project_id>", "get"): NoInput(),
         ("admin/api/projects/<id:project_id>", "put"): Json(project),
+        ("admin/api/projects/<id:project_id>", "patch"): Json(
+            {"rate_limit_rpm": 60, "budget_daily_usd": 2.5}, empty_is_valid=True
+        ),
         ("admin/api/projects/<id:project_id>", "delete"): NoInput(),
         ("admin/api/projects/<id:project_id>/keys", "get"): NoInput(),
         ("admin/api/projects/<id:project_id>/keys", "post"): Json({"name": "k", "scopes": ["chat"]}),
         ("admin/api/projects/<id:project_id>/logs", "get"): NoInput(),
+        ("admin/api/keys/<id:key_id>", "patch"): Json(
+            {"name": "k2", "scopes": ["chat"], "budget_monthly_tokens": 1000}, empty_is_valid=True
+        ),
         ("admin/api/keys/<id:key_id>", "delete"): NoInput(),
         ("admin/api/keys/<id:key_id>/rotate", "post"): NoInput(),
         ("admin/api/request-logs", "get"): Query({**log_filters, "cursor": "YmVmb3JlOjEwMA", "limit": 10}),

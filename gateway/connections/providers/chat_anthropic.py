@@ -51,9 +51,10 @@ _STATUSES = {529: 503}
 def _usage(usage: Any) -> dict[str, Any]:
     usage = usage if isinstance(usage, dict) else {}
     cache_read = count(usage.get("cache_read_input_tokens"))
+    cache_write = count(usage.get("cache_creation_input_tokens"))
     # Anthropic counts the cached and the cache-written parts apart from `input_tokens`.
-    prompt = count(usage.get("input_tokens")) + count(usage.get("cache_creation_input_tokens")) + cache_read
-    return usage_object(prompt, count(usage.get("output_tokens")), cached=cache_read)
+    prompt = count(usage.get("input_tokens")) + cache_write + cache_read
+    return usage_object(prompt, count(usage.get("output_tokens")), cached=cache_read, cache_write=cache_write)
 
 
 class AnthropicChat(ChatProvider):

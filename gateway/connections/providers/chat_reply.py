@@ -13,12 +13,17 @@ def new_id(prefix: str = "chatcmpl-") -> str:
     return prefix + secrets.token_hex(12)
 
 
-def usage_object(prompt: int, completion: int, *, cached: int = 0, reasoning: int = 0) -> dict[str, Any]:
+def usage_object(
+    prompt: int, completion: int, *, cached: int = 0, cache_write: int = 0, reasoning: int = 0
+) -> dict[str, Any]:
+    """OpenAI's usage object. ``prompt`` counts every prompt token, the ``cached`` ones read from
+    the provider's prompt cache and the ``cache_write`` ones written to it included; OpenAI has
+    no name for the last, which is said as OpenRouter says it (`cache_write_tokens`)."""
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": cached},
+        "prompt_tokens_details": {"cached_tokens": cached, "cache_write_tokens": cache_write},
         "completion_tokens_details": {"reasoning_tokens": reasoning},
     }
 

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
 import httpx
+import pytest
 
 from tests.helpers import wait_for_logs
 
@@ -27,6 +28,55 @@ def test_a_chat_row_is_priced_from_the_connections_rows(v1, project, project_key
     assert row.cost_micros == usage["prompt_tokens"] * 1000 + usage["completion_tokens"] * 2000 + (
         row.embedding_tokens * 10
     )
+    assert row.cost_source == "price_table"
+
+
+# Where each provider's chat routes are, and the model priced for it.
+CACHING_PROVIDERS = {
+    "openai": ("/v1", "gpt-4o-mini", ("openai.chat",)),
+    "anthropic": ("", "claude-sonnet-4-5", ("anthropic.messages",)),
+    "gemini": ("/v1beta", "gemini-2.5-flash", ("gemini.generate", "gemini.stream")),
+}
+CACHE_READ, CACHE_WRITE = 4, 6
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("provider", sorted(CACHING_PROVIDERS))
+def test_prompt_cache_reads_and_writes_are_logged_and_priced_to_the_micro_dollar(
+    v1, project, project_key, fake_upstream, provider, stream
+):
+    from gateway.connections.models import ModelConnection, ModelPrice
+
+    path, model, routes = CACHING_PROVIDERS[provider]
+    ModelConnection.objects.filter(pk=project.chat_connection_id).update(
+        provider_type=provider, base_url=f"{fake_upstream.url}{path}", model_name=model
+    )
+    ModelPrice.objects.update_or_create(
+        provider_type=provider,
+        model=model,
+        defaults={
+            "input_per_mtok": Decimal(2),
+            "output_per_mtok": Decimal(10),
+            "cached_input_per_mtok": Decimal("0.5"),
+            "cache_write_per_mtok": Decimal("2.5"),
+        },
+    )
+    # The query's embedding costs nothing here: the row's cost is the chat's alone.
+    ModelPrice.objects.filter(provider_type="openai", model="text-embedding-3-small").update(input_per_mtok=0)
+    # Only Anthropic reports cache writes.
+    written = CACHE_WRITE if provider == "anthropic" else 0
+    for route in routes:
+        fake_upstream.configure(route, prompt_cache=(CACHE_READ, written))
+    body = {"messages": MESSAGES, "stream": stream, **({"stream_options": {"include_usage": True}} if stream else {})}
+    response = v1(project_key).post("/chat/completions", json=body)
+    assert response.status_code == 200, response.text
+    [row] = wait_for_logs(1, project=project)
+    assert (row.status_code, row.tokens_estimated, row.streamed) == (200, False, stream)
+    assert (row.cached_prompt_tokens, row.cache_write_tokens) == (CACHE_READ, written)
+    uncached = row.prompt_tokens - CACHE_READ - written
+    assert uncached > 0
+    # Micro-dollars per token: input 2, cache read 0.5, cache write 2.5, output 10.
+    assert row.cost_micros == uncached * 2 + CACHE_READ // 2 + written * 5 // 2 + row.completion_tokens * 10
     assert row.cost_source == "price_table"
 
 

@@ -152,6 +152,8 @@ def test_a_chat_completes_in_openai_shape(sdk, provider, spec, fake_upstream, pr
     [row] = wait_for_logs(1, project=provider_project)
     assert (row.status_code, row.model, row.tokens_estimated, row.rag_hits) == (200, spec["model"], False, 1)
     assert (row.prompt_tokens, row.completion_tokens) == (usage.prompt_tokens, usage.completion_tokens)
+    # Ollama reports no prompt cache; the others' cache reads are logged (writes: test_ledger).
+    assert (row.cached_prompt_tokens, row.cache_write_tokens) == (spec["cached"], 0)
 
 
 def test_a_chat_streams_in_openai_shape(sdk, provider, spec, fake_upstream, provider_project):

@@ -41,6 +41,8 @@ def ledger(db, fake_connection):
                 status_code=statuses[n % len(statuses)],
                 prompt_tokens=n * 10,
                 completion_tokens=n,
+                cached_prompt_tokens=n * 3,
+                cache_write_tokens=n * 2,
                 tokens_estimated=n % 3 == 0,
                 cost_micros=n * 100,
                 latency_ms=50 + n,
@@ -101,6 +103,7 @@ def test_a_row_has_every_ledger_column(api, ledger):
         row.key_id,
         row.model,
     )
+    assert (listed["cached_prompt_tokens"], listed["cache_write_tokens"]) == (12, 8)
 
 
 def _iso(moment) -> str:
@@ -170,6 +173,12 @@ def test_the_csv_has_every_column_and_neutralises_formulas(api, ledger):
     assert as_csv["created_at"] == as_json["created_at"]
     assert (as_csv["tokens_estimated"], as_csv["streamed"], as_csv["ttfb_ms"]) == ("true", "true", "20")
     assert by_id[ledger["rows"][1].id]["ttfb_ms"] == ""  # null is an empty cell
+    # New columns come last, so a reader by position keeps working.
+    assert list(as_csv)[-2:] == ["cached_prompt_tokens", "cache_write_tokens"]
+    assert (by_id[ledger["rows"][5].id]["cached_prompt_tokens"], by_id[ledger["rows"][5].id]["cache_write_tokens"]) == (
+        "15",
+        "10",
+    )
 
 
 def test_the_csv_streams_under_asgi(asgi_url, transactional_db, ledger, personas):

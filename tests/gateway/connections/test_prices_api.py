@@ -15,6 +15,10 @@ def test_built_in_prices_are_there_after_migrate(api):
     assert embedding["source"] == "builtin"
     cohere = find(prices, "cohere_rerank", "rerank-v3.5")
     assert cohere["per_search_unit"] == 0.002
+    # Anthropic's published five-minute cache writes: 1.25 times the input rate.
+    sonnet = find(prices, "anthropic", "claude-sonnet-4*")
+    assert (sonnet["input_per_mtok"], sonnet["cached_input_per_mtok"], sonnet["cache_write_per_mtok"]) == (3, 0.3, 3.75)
+    assert find(prices, "openai", "gpt-4o")["cache_write_per_mtok"] is None
 
 
 def test_filter_by_provider_type(api):
@@ -31,6 +35,12 @@ def test_admin_adds_a_pattern_price(api):
     assert created.status_code == 201
     assert created.json()["source"] == "user"
     assert created.json()["cached_input_per_mtok"] is None
+    assert created.json()["cache_write_per_mtok"] is None
+    edited = admin.put(
+        f"/admin/api/model-prices/{created.json()['id']}",
+        json={"input_per_mtok": 0.2, "output_per_mtok": 0.6, "cache_write_per_mtok": "0.25"},
+    )
+    assert edited.json()["cache_write_per_mtok"] == 0.25
     again = admin.post("/admin/api/model-prices", json={"provider_type": "custom_openai", "model": "llama-3*"})
     assert again.status_code == 409
     assert again.json()["error"]["code"] == "duplicate_price"
@@ -42,6 +52,7 @@ def test_admin_adds_a_pattern_price(api):
         ({"provider_type": "openai", "model": "a*b"}, "model"),
         ({"provider_type": "openai", "model": "x", "input_per_mtok": -1}, "input_per_mtok"),
         ({"provider_type": "openai", "model": "x", "output_per_mtok": 100001}, "output_per_mtok"),
+        ({"provider_type": "openai", "model": "x", "cache_write_per_mtok": -0.5}, "cache_write_per_mtok"),
         ({"provider_type": "nope", "model": "x"}, "provider_type"),
     ],
 )

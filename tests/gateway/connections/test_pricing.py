@@ -10,6 +10,7 @@ class Row:
     input_per_mtok: Decimal = Decimal(0)
     output_per_mtok: Decimal = Decimal(0)
     cached_input_per_mtok: Decimal | None = None
+    cache_write_per_mtok: Decimal | None = None
 
 
 def test_the_exact_name_wins_then_the_longest_pattern():
@@ -32,6 +33,20 @@ def test_a_rate_per_million_tokens_is_micro_dollars_per_token():
 
 def test_cached_tokens_without_a_cached_rate_cost_the_input_rate():
     assert token_cost(Row("m", Decimal("1")), prompt_tokens=10, cached_tokens=10).micros == 10
+
+
+def test_cache_writes_are_billed_at_their_own_rate_beside_reads_and_plain_input():
+    # Anthropic's rates for Claude Sonnet 4.x: input 3, output 15, cache read 0.30, cache write 3.75.
+    row = Row("m", Decimal("3"), Decimal("15"), Decimal("0.30"), Decimal("3.75"))
+    cost = token_cost(row, prompt_tokens=1000, completion_tokens=10, cached_tokens=200, cache_write_tokens=300)
+    assert cost == Cost(500 * 3 + 60 + 1125 + 150, PRICE_TABLE)
+    # Counts that do not add up never bill more prompt tokens than the prompt had.
+    assert token_cost(row, prompt_tokens=100, cached_tokens=80, cache_write_tokens=80).micros == 24 + 75
+
+
+def test_cache_writes_without_a_cache_write_rate_cost_the_input_rate():
+    row = Row("m", Decimal("2"), cached_input_per_mtok=Decimal("0.5"))
+    assert token_cost(row, prompt_tokens=10, cached_tokens=4, cache_write_tokens=6).micros == 2 + 12
 
 
 def test_no_row_is_unpriced():

@@ -5,6 +5,7 @@ secret reaches a page."""
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import User
@@ -161,16 +162,24 @@ def test_prices_show_their_source_units_and_the_cost_of_one_request(as_role, pri
 
     assert "USD / 1M tokens" in page and "Per search unit USD" in page
     # 1,000 input tokens at $0.15 and 500 output at $0.60 per million.
-    assert price_row(page, "gpt-4o-mini") == "gpt-4o-mini 0.15 0.075 0.6 — built-in $0.000450"
-    assert "gpt-4o 3 1.25 10 — yours, overrides the built-in price $0.008000" in page
-    assert "in-house 1 — 2 — yours $0.002000" in page
-    assert "rerank-v3.5 0 — 0 0.002 built-in $0.000000" in page
+    assert price_row(page, "gpt-4o-mini") == "gpt-4o-mini 0.15 0.075 — 0.6 — built-in $0.000450"
+    assert "gpt-4o 3 1.25 — 10 — yours, overrides the built-in price $0.008000" in page
+    assert "in-house 1 — — 2 — yours $0.002000" in page
+    assert "rerank-v3.5 0 — — 0 0.002 built-in $0.000000" in page
+    # Anthropic's cache writes: 1.25 times the input rate.
+    assert "claude-sonnet-4* 3 0.3 3.75 15 — built-in" in page
 
 
 def test_a_price_preview_does_not_save_and_saving_changes_the_cost(as_role, price):
     admin = as_role("admin")
     url = f"/admin/prices/{price.pk}/edit"
-    values = {"input_per_mtok": "2", "output_per_mtok": "4", "cached_input_per_mtok": "", "per_search_unit": ""}
+    values = {
+        "input_per_mtok": "2",
+        "output_per_mtok": "4",
+        "cached_input_per_mtok": "",
+        "cache_write_per_mtok": "2.5",
+        "per_search_unit": "",
+    }
 
     preview = post(admin, url, {**values, "preview": "1"})
     assert "costs $0.004000" in text(preview)
@@ -179,7 +188,10 @@ def test_a_price_preview_does_not_save_and_saving_changes_the_cost(as_role, pric
 
     saved = admin.post(url, {"csrfmiddlewaretoken": csrf_token(admin), **values}, follow=True)
     assert "one request now costs $0.004000" in text(saved)
-    assert price_row(text(saved), "gpt-4o-mini") == "gpt-4o-mini 2 — 4 — yours, overrides the built-in price $0.004000"
+    saved_row = "gpt-4o-mini 2 — 2.5 4 — yours, overrides the built-in price $0.004000"
+    assert price_row(text(saved), "gpt-4o-mini") == saved_row
+    price.refresh_from_db()
+    assert price.cache_write_per_mtok == Decimal("2.5")
 
     restored = admin.post(f"/admin/prices/{price.pk}/delete", {"csrfmiddlewaretoken": csrf_token(admin)}, follow=True)
     assert "Restored the built-in price of openai gpt-4o-mini." in text(restored)

@@ -89,3 +89,57 @@ def test_an_admin_creates_a_project_and_a_key_and_finds_its_call_in_the_request_
     expect(page.locator("[data-range=week] .requests")).to_have_text("1")
     expect(page.locator("[data-chart] canvas")).to_have_count(6)
     shots(page, "overview-usage")
+
+
+def test_an_admin_sets_the_limits_of_a_project_and_of_one_of_its_keys(wide_page, personas, chat_connection, shots):
+    from gateway.clients.models import GatewayKey, Project
+    from gateway.clients.services import key_create, project_create
+
+    project = project_create(
+        name="falcon-bot",
+        chat_connection_id=chat_connection.id,
+        embedding_connection_id=None,
+        store_id=None,
+        system_prompt="",
+    )
+    key_create(project=project, name="support-app", scopes=None, expires_at=None)
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.get_by_role("link", name="Projects").click()
+    page.get_by_role("link", name="falcon-bot", exact=True).click()
+
+    limits = page.get_by_role("form", name="The project's limits")
+    limits.get_by_label("Requests a minute").fill("60")
+    limits.get_by_label("Dollars a day").fill("2.5")
+    limits.get_by_label("Dollars a month").fill("-1")
+    limits.get_by_role("button", name="Save the limits").click()
+    expect(page.locator("#errors_budget_monthly_usd")).to_contain_text("greater than or equal to 0")
+    expect(page.get_by_label("Dollars a month")).to_have_attribute("aria-invalid", "true")
+    page.get_by_label("Dollars a month").fill("40")
+    page.get_by_role("button", name="Save the limits").click()
+    expect(page.locator(".flash p").first).to_contain_text("Saved the limits of the project “falcon-bot”")
+    expect(page.locator("dl.limits dd")).to_have_text(["60", "no limit", "no limit", "no limit", "$2.5", "$40"])
+    expect(page.get_by_label("Dollars a day")).to_have_value("2.5")
+    shots(page, "project-limits")
+    project.refresh_from_db()
+    assert (project.rate_limit_rpm, project.budget_daily_usd_micros, project.budget_monthly_usd_micros) == (
+        60,
+        2_500_000,
+        40_000_000,
+    )
+
+    row = page.locator("tr[data-key=support-app]")
+    expect(row.locator(".key-limits")).to_have_text("none")
+    row.get_by_role("link", name="Edit support-app").click()
+    page.get_by_label("Key name").fill("support-web")
+    page.get_by_label("rerank").uncheck()
+    page.get_by_label("Tokens a day").fill("100000")
+    page.get_by_label("Dollars a month").fill("7.25")
+    shots(page, "key-form")
+    page.get_by_role("button", name="Save the key").click()
+    expect(page.locator(".flash p").first).to_contain_text("Saved the key “support-web”")
+    row = page.locator("tr[data-key=support-web]")
+    expect(row.locator(".key-limits")).to_have_text("Tokens a day: 100000; Dollars a month: $7.25")
+    expect(row).to_contain_text("chat, retrieve, models")
+    key = GatewayKey.objects.get(project=Project.objects.get(name="falcon-bot"))
+    assert (key.name, key.budget_daily_tokens, key.budget_monthly_usd_micros) == ("support-web", 100_000, 7_250_000)

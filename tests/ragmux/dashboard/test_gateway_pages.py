@@ -66,11 +66,13 @@ def test_forged_posts_with_a_valid_csrf_token_are_refused(as_role, project, issu
         (f"/admin/projects/{project.pk}/keys", {"name": "stolen", "scopes": "chat"}),
         (f"/admin/keys/{key.pk}/rotate", {}),
         (f"/admin/keys/{key.pk}/revoke", {}),
+        (f"/admin/projects/{project.pk}/limits", {"rate_limit_rpm": "5"}),
+        (f"/admin/keys/{key.pk}/edit", {"name": "stolen", "scopes": "chat", "rate_limit_rpm": "5"}),
     ):
         assert post(editor, url, data).status_code == 403, url
     key.refresh_from_db()
-    assert (key.revoked_at, key.key_hash) == (None, hash_key(issued.key))
-    assert list(Project.objects.values_list("name", flat=True)) == ["support"]
+    assert (key.revoked_at, key.key_hash, key.name, key.rate_limit_rpm) == (None, hash_key(issued.key), "app", 0)
+    assert list(Project.objects.values_list("name", "rate_limit_rpm")) == [("support", 0)]
     assert list(GatewayKey.objects.values_list("name", flat=True)) == ["app"]
 
 
@@ -116,7 +118,95 @@ def test_a_project_form_error_is_shown_beside_its_field(as_role, project, local_
     assert Project.objects.count() == 1
 
 
+LIMITS = {
+    "rate_limit_rpm": "60",
+    "rate_limit_tpm": "",
+    "budget_daily_tokens": "100000",
+    "budget_monthly_tokens": "0",
+    "budget_daily_usd": "2.5",
+    "budget_monthly_usd": "40",
+}
+
+
+def test_an_admin_sets_a_projects_limits_on_its_page_and_every_role_reads_them(as_role, project):
+    admin = as_role("admin")
+    url = f"/admin/projects/{project.pk}/limits"
+    response = post(admin, url, LIMITS)
+    assert response.status_code == 302 and response.url == f"/admin/projects/{project.pk}/"
+    project.refresh_from_db()
+    assert (project.rate_limit_rpm, project.rate_limit_tpm, project.budget_daily_tokens) == (60, 0, 100_000)
+    assert (project.budget_daily_usd_micros, project.budget_monthly_usd_micros) == (2_500_000, 40_000_000)
+    assert (project.name, project.system_prompt) == ("support", "Be brief.")
+    page = text(as_role("viewer").get(f"/admin/projects/{project.pk}/"))
+    for fact in (
+        "Requests a minute 60",
+        "Tokens a minute no limit",
+        "Tokens a day 100000",
+        "Tokens a month no limit",
+        "Dollars a day $2.5",
+        "Dollars a month $40",
+    ):
+        assert fact in page, fact
+    assert "Save the limits" not in page
+
+    refused = post(admin, url, {**LIMITS, "rate_limit_rpm": "-1", "budget_daily_usd": "0.0000001"})
+    assert refused.status_code == 400
+    html = refused.content.decode()
+    assert 'id="errors_rate_limit_rpm"' in html and 'id="errors_budget_daily_usd"' in html
+    assert 'value="0.0000001"' in html  # what was typed stays in its input
+    project.refresh_from_db()
+    assert project.rate_limit_rpm == 60
+
+
 # --- keys -------------------------------------------------------------------------------------
+
+
+def test_an_admin_edits_a_keys_name_scopes_expiry_and_limits_and_its_row_shows_them(as_role, project, issued):
+    admin = as_role("admin")
+    key = issued.api_key
+    url = f"/admin/keys/{key.pk}/edit"
+    form = admin.get(url)
+    assert form.status_code == 200 and "Save the key" in text(form)
+    assert 'name="budget_daily_usd"' in form.content.decode()
+    expires = (timezone.now() + timedelta(days=3)).replace(second=0, microsecond=0)
+    response = post(
+        admin,
+        url,
+        {
+            "name": "app2",
+            "scopes": ["chat", "models"],
+            "expires_at": expires.strftime("%Y-%m-%dT%H:%M"),
+            **LIMITS,
+            "budget_daily_usd": "",
+            "budget_monthly_usd": "7.25",
+        },
+    )
+    assert response.status_code == 302 and response.url == f"/admin/projects/{project.pk}/"
+    key.refresh_from_db()
+    assert (key.name, key.scopes, key.expires_at, key.key_hash) == (
+        "app2",
+        ["chat", "models"],
+        expires,
+        hash_key(issued.key),
+    )
+    assert (
+        key.rate_limit_rpm,
+        key.budget_daily_tokens,
+        key.budget_daily_usd_micros,
+        key.budget_monthly_usd_micros,
+    ) == (
+        60,
+        100_000,
+        0,
+        7_250_000,
+    )
+    page = text(admin.get(response.url))
+    assert "Requests a minute: 60; Tokens a day: 100000; Dollars a month: $7.25" in page
+
+    refused = post(admin, url, {"name": "app2", "scopes": [], "expires_at": "", **LIMITS})
+    assert refused.status_code == 400 and 'id="errors_scopes"' in refused.content.decode()
+    key.refresh_from_db()
+    assert key.scopes == ["chat", "models"]
 
 
 def test_a_new_key_is_shown_once_and_kept_nowhere_but_as_its_hash(as_role, project):
@@ -221,6 +311,8 @@ def test_a_call_shows_its_tokens_cost_latency_first_byte_and_sources(as_role, pr
         model="gpt-4o-mini",
         prompt_tokens=120,
         completion_tokens=30,
+        cached_prompt_tokens=70,
+        cache_write_tokens=40,
         cost_micros=1234,
         latency_ms=840,
         ttfb_ms=95,
@@ -230,6 +322,8 @@ def test_a_call_shows_its_tokens_cost_latency_first_byte_and_sources(as_role, pr
     page = text(as_role("viewer").get(f"/admin/request-logs/{row.pk}"))
     for fact in (
         "Prompt tokens 120",
+        "of them read from the prompt cache 70",
+        "of them written to the prompt cache 40",
         "Completion tokens 30",
         "Cost $0.001234",
         "Latency 840 ms",

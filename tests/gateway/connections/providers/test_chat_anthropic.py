@@ -249,7 +249,7 @@ def test_a_reply_becomes_a_completion(stop_reason, finish):
         "prompt_tokens": 35,
         "completion_tokens": 7,
         "total_tokens": 42,
-        "prompt_tokens_details": {"cached_tokens": 20},
+        "prompt_tokens_details": {"cached_tokens": 20, "cache_write_tokens": 5},
         "completion_tokens_details": {"reasoning_tokens": 0},
     }
 
@@ -267,7 +267,18 @@ def test_a_reply_without_content_blocks_is_malformed():
 
 
 EVENTS = [
-    {"type": "message_start", "message": {"id": "msg_9", "usage": {"input_tokens": 12, "output_tokens": 1}}},
+    {
+        "type": "message_start",
+        "message": {
+            "id": "msg_9",
+            "usage": {
+                "input_tokens": 12,
+                "cache_read_input_tokens": 20,
+                "cache_creation_input_tokens": 5,
+                "output_tokens": 1,
+            },
+        },
+    },
     {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
     {"type": "ping"},
     {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}},
@@ -292,8 +303,10 @@ def test_a_stream_becomes_chunks_ending_with_the_finish_and_the_usage():
         None,
     ]
     assert chunks[-2]["choices"][0]["finish_reason"] == "tool_calls"
-    # The last counts replace those of message_start.
-    assert (chunks[-1]["usage"]["prompt_tokens"], chunks[-1]["usage"]["completion_tokens"]) == (12, 9)
+    # The last counts replace those of message_start; the cache counts come with message_start only.
+    usage = chunks[-1]["usage"]
+    assert (usage["prompt_tokens"], usage["completion_tokens"]) == (12 + 20 + 5, 9)
+    assert usage["prompt_tokens_details"] == {"cached_tokens": 20, "cache_write_tokens": 5}
 
 
 def test_a_stream_that_ends_before_message_stop_is_truncated():

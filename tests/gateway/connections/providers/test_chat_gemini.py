@@ -255,7 +255,7 @@ def test_a_reply_becomes_a_completion(reason, parts, finish):
         "prompt_tokens": 12,
         "completion_tokens": 8,
         "total_tokens": 20,
-        "prompt_tokens_details": {"cached_tokens": 4},
+        "prompt_tokens_details": {"cached_tokens": 4, "cache_write_tokens": 0},
         "completion_tokens_details": {"reasoning_tokens": 3},
     }
 
