@@ -121,6 +121,14 @@ class SearchOptions:
         """Candidates per side, so fusion has more than top_k to choose from."""
         return 3 * self.top_k
 
+    def ranks_by_vector(self) -> bool:
+        return self.mode in (SearchMode.VECTOR, SearchMode.HYBRID)
+
+    def embeds_query(self, store: RagStore) -> bool:
+        """Whether searching ``store`` embeds the query: to rank by its vector or to cut off by
+        distance (a store with nothing ingested has no width to search yet)."""
+        return (self.ranks_by_vector() or self.max_distance > 0) and store.dimensions is not None
+
 
 @dataclass
 class Hit:
@@ -258,12 +266,11 @@ def store_search(
     if store.dimensions is None:
         # Recorded by the first ingest, possibly after the caller loaded the store.
         store.dimensions = RagStore.objects.values_list("dimensions", flat=True).get(pk=store.pk)
-    wants_vector = options.mode in (SearchMode.VECTOR, SearchMode.HYBRID)
-    needs_distance = wants_vector or options.max_distance > 0
+    wants_vector = options.ranks_by_vector()
     result = SearchResult(hits=[], mode=options.mode, backend=options.backend, fts_config=options.fts_config)
 
     vector_text = None
-    if needs_distance and store.dimensions is not None:
+    if options.embeds_query(store):
         started = time.monotonic()
         if query_vector is None:
             embedded = embed_query(store, query)
