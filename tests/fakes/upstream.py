@@ -69,8 +69,8 @@ class Knobs:
     error_after: int | None = None
     tool_call: str | None = None
     error_reason: str | None = None
-    # Seconds sent as `Retry-After` with a failure.
-    retry_after: int | None = None
+    # Sent as `Retry-After` with a failure: seconds, or an HTTP-date.
+    retry_after: int | str | None = None
 
 
 @dataclass
@@ -81,6 +81,8 @@ class RecordedRequest:
     headers: dict[str, str]
     body: bytes
     client_port: int = 0
+    # When it arrived (time.monotonic()).
+    received: float = 0.0
 
     def json(self):
         return json.loads(self.body)
@@ -233,7 +235,7 @@ class FakeUpstream:
             match = route.pattern.fullmatch(path.split("?", 1)[0])
             if route.method != method or not match:
                 continue
-            request = RecordedRequest(route.name, method, path, headers, body, client_port)
+            request = RecordedRequest(route.name, method, path, headers, body, client_port, time.monotonic())
             with self._lock:
                 self.requests.append(request)
                 self._counts[route.name] += 1
