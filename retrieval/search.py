@@ -16,7 +16,6 @@ from psycopg.errors import QueryCanceled
 
 from gateway.connections.providers.embeddings import Embeddings, NoEmbeddings, embedding_provider
 from ragmux.core import metrics
-from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import Conflict, Unavailable, UpstreamFailed
 from retrieval import pg_search, sql
 from retrieval.ranking import (
@@ -169,11 +168,6 @@ def embed_query(store: RagStore, query: str) -> Embeddings:
         provider = embedding_provider(connection)
     except NoEmbeddings as exc:
         raise StoreCannotEmbed(f"the store cannot embed the query: {exc}") from None
-    except DecryptionFailed:
-        raise StoreCannotEmbed(
-            f'the store cannot embed the query: the API key of connection "{connection.name}" '
-            "does not decrypt with this server's encryption key"
-        ) from None
     try:
         return provider.embed([query])
     except UpstreamFailed as exc:

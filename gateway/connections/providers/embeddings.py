@@ -18,6 +18,7 @@ from gateway.connections import http
 from gateway.connections.credentials import open_api_key
 from gateway.connections.models import Capability, ModelConnection, ProviderType, why_cannot
 from gateway.connections.providers.upstream_errors import by_status, malformed, refusal
+from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import Conflict, UpstreamFailed
 
 # Rate limits, conflicts and every server error may pass; ingestion retries them with backoff.
@@ -226,7 +227,7 @@ def effective_base_url(provider_type: str, base_url: str) -> str:
 
 
 class NoEmbeddings(Conflict):
-    """The connection's provider type cannot embed."""
+    """The connection cannot embed: its provider type cannot, or its API key does not decrypt."""
 
     code = "embedding_unavailable"
 
@@ -237,9 +238,13 @@ def embedding_provider(connection: ModelConnection, *, timeout: float | None = N
         raise NoEmbeddings(refusal)
     if connection.provider_type == ProviderType.LOCAL:
         return LocalEmbeddings(model=connection.model_name, dimensions=connection.dimensions)
+    try:
+        api_key = open_api_key(connection)
+    except DecryptionFailed as exc:
+        raise NoEmbeddings(exc.message) from None
     return _HTTP_PROVIDERS[connection.provider_type](
         base_url=effective_base_url(connection.provider_type, connection.base_url),
-        api_key=open_api_key(connection),
+        api_key=api_key,
         model=connection.model_name,
         dimensions=connection.dimensions,
         timeout=timeout,

@@ -84,6 +84,19 @@ def test_retrieving_from_a_store_that_cannot_embed_is_409(v1, project_key, proje
     assert (row.endpoint, row.status_code, row.error) == ("retrieve", 409, error["message"])
 
 
+def test_embedding_with_a_connection_that_cannot_embed_is_409_in_the_words_retrieval_uses(
+    v1, project_key, project, store_cannot_embed
+):
+    response = v1(project_key).post("/embeddings", json={"input": "launch code"})
+    assert response.status_code == 409, response.text
+    error = error_of(response)
+    assert (error["type"], error["code"]) == ("invalid_request_error", "embedding_unavailable")
+    retrieved = error_of(v1(project_key).post("/retrieve", json={"query": "launch code"}))
+    assert retrieved["message"] == f"the store cannot embed the query: {error['message']}"
+    rows = wait_for_logs(2, project=project)
+    assert [(r.endpoint, r.status_code) for r in rows] == [("embeddings", 409), ("retrieve", 409)]
+
+
 def test_upstream_500_is_relayed_with_its_status(v1, project_key, project, fake_upstream):
     fake_upstream.configure("openai.chat", status=500)
     response = v1(project_key).post("/chat/completions", json={"messages": MESSAGES})
