@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from psycopg.errors import QueryCanceled
 
-from gateway.connections.providers.embeddings import Embeddings, NoEmbeddings, embedding_provider
+from gateway.connections.providers.embeddings import EmbeddingProvider, Embeddings, NoEmbeddings, embedding_provider
 from ragmux.core import metrics
 from ragmux.core.errors import Conflict, Unavailable, UpstreamFailed
 from retrieval import pg_search, sql
@@ -162,16 +162,32 @@ class SearchResult:
     embedding_tokens_reported: bool = True
 
 
-def embed_query(store: RagStore, query: str) -> Embeddings:
-    connection = store.embedding_connection
+def _query_embedder(store: RagStore) -> EmbeddingProvider:
     try:
-        provider = embedding_provider(connection)
+        return embedding_provider(store.embedding_connection)
     except NoEmbeddings as exc:
         raise StoreCannotEmbed(f"the store cannot embed the query: {exc}") from None
+
+
+def _embedding_failed(exc: UpstreamFailed) -> UpstreamFailed:
+    return UpstreamFailed(f"embedding the query failed: {exc}", code="embedding_failed")
+
+
+def embed_query(store: RagStore, query: str) -> Embeddings:
+    provider = _query_embedder(store)
     try:
         return provider.embed([query])
     except UpstreamFailed as exc:
-        raise UpstreamFailed(f"embedding the query failed: {exc}", code="embedding_failed") from None
+        raise _embedding_failed(exc) from None
+
+
+async def embed_query_async(store: RagStore, query: str) -> Embeddings:
+    """:func:`embed_query` from the event loop: a caller that is cancelled ends the upstream call."""
+    provider = _query_embedder(store)
+    try:
+        return await provider.embed_async([query])
+    except UpstreamFailed as exc:
+        raise _embedding_failed(exc) from None
 
 
 def _vector_side(store: RagStore, query_vector: str, limit: int) -> list[tuple[int, float]]:

@@ -30,7 +30,7 @@ from gateway.clients.offloop import off_loop
 from gateway.clients.serializers import ChatInput, EmbeddingsInput, RetrieveInput
 from gateway.connections.models import ModelConnection
 from gateway.connections.providers.chat import NoChat, chat_provider
-from gateway.connections.providers.embeddings import embedding_provider, estimate_tokens
+from gateway.connections.providers.embeddings import Embeddings, embedding_provider, estimate_tokens
 from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import (
     InvalidInput,
@@ -45,7 +45,7 @@ from ragmux.core.errors import (
     validation_failed,
 )
 from retrieval import context as rag_context
-from retrieval.search import SearchOptions, SearchResult, store_search
+from retrieval.search import SearchOptions, SearchResult, embed_query_async, store_search
 from retrieval.serializers import HitOutput
 from stores.models import RagStore
 
@@ -181,10 +181,26 @@ def _count_embedding(call: Call, connection: ModelConnection, tokens: int, *, re
     call.spends.append(Spend(connection.provider_type, connection.model_name, tokens))
 
 
-def _estimate_search(call: Call, store: RagStore, query: str, overrides: dict[str, Any] | None = None) -> None:
-    """What a search abandoned by its client spent: its query's embedding, when it needs one."""
-    if SearchOptions.for_store(store, overrides).embeds_query(store):
-        _count_embedding(call, store.embedding_connection, estimate_tokens([query]), reported=False)
+async def _search(call: Call, store: RagStore, query: str, overrides: dict[str, Any] | None = None) -> SearchResult:
+    """:func:`store_search` with the query embedded here, on the event loop, so a client that leaves
+    ends that upstream call too; its tokens are counted even then (estimated when unanswered)."""
+    embeds = SearchOptions.for_store(store, overrides).embeds_query(store)
+    embedded: Embeddings | None = None
+
+    def spent_so_far() -> None:
+        if embedded is not None:
+            _count_embedding(call, store.embedding_connection, embedded.tokens, reported=embedded.tokens_reported)
+        elif embeds:
+            _count_embedding(call, store.embedding_connection, estimate_tokens([query]), reported=False)
+
+    with _estimated_if_cancelled(spent_so_far):
+        if embeds:
+            embedded = await embed_query_async(store, query)
+        vector = None if embedded is None else embedded.vectors[0]
+        result = await off_loop(store_search, store=store, query=query, overrides=overrides, query_vector=vector)
+    if embedded is not None:
+        result.embedding_tokens, result.embedding_tokens_reported = embedded.tokens, embedded.tokens_reported
+    return result
 
 
 def _record_search(call: Call, result: SearchResult) -> None:
@@ -208,10 +224,7 @@ async def _ground(call: Call, messages: list[dict]) -> tuple[str, list[dict]]:
     if store is None or not query:
         return "", []
     try:
-        with _estimated_if_cancelled(functools.partial(_estimate_search, call, store, query)):
-            result = await asyncio.wait_for(
-                off_loop(store_search, store=store, query=query), timeout=settings.SEARCH_TIMEOUT
-            )
+        result = await asyncio.wait_for(_search(call, store, query), timeout=settings.SEARCH_TIMEOUT)
     except TimeoutError:
         call.rag_skipped_reason = f"retrieval took longer than SEARCH_TIMEOUT ({settings.SEARCH_TIMEOUT:g}s)"
     except ServiceError as exc:
@@ -361,9 +374,7 @@ async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
     if store is None:
         raise InvalidInput("this project has no RAG store to retrieve from", code="no_store")
     call.model = store.embedding_connection.model_name
-    overrides = {"top_k": data["top_k"]}
-    with _estimated_if_cancelled(functools.partial(_estimate_search, call, store, data["query"], overrides)):
-        result = await off_loop(store_search, store=store, query=data["query"], overrides=overrides)
+    result = await _search(call, store, data["query"], {"top_k": data["top_k"]})
     _record_search(call, result)
     call.spends.append(_embedding_spend(store, result))
     return JsonResponse(
@@ -378,12 +389,12 @@ async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
     )
 
 
-def _embed_all(connection: ModelConnection, texts: list[str]) -> tuple[list[list[float]], int, bool]:
+async def _embed_all(connection: ModelConnection, texts: list[str]) -> tuple[list[list[float]], int, bool]:
     provider = embedding_provider(connection)
     vectors: list[list[float]] = []
     tokens, reported = 0, True
     for start in range(0, len(texts), provider.max_batch):
-        embedded = provider.embed(texts[start : start + provider.max_batch])
+        embedded = await provider.embed_async(texts[start : start + provider.max_batch])
         vectors.extend(embedded.vectors)
         tokens += embedded.tokens
         reported = reported and embedded.tokens_reported
@@ -405,7 +416,7 @@ async def embeddings(request: HttpRequest, call: Call) -> HttpResponse:
     call.model = connection.model_name
     estimate = functools.partial(_count_embedding, call, connection, estimate_tokens(data["input"]), reported=False)
     with _estimated_if_cancelled(estimate):
-        vectors, tokens, reported = await off_loop(_embed_all, connection, data["input"])
+        vectors, tokens, reported = await _embed_all(connection, data["input"])
     _count_embedding(call, connection, tokens, reported=reported)
     return JsonResponse(
         {

@@ -7,6 +7,7 @@ import json
 import re
 import socket
 import time
+from decimal import Decimal
 
 import httpx
 import pytest
@@ -18,6 +19,8 @@ MESSAGES = [{"role": "user", "content": "What is the launch code for Project Fal
 ABANDONED = {
     "chat": ("chat", "openai.chat", "/v1/chat/completions", {"messages": MESSAGES}),
     "chat stream": ("chat", "openai.chat", "/v1/chat/completions", {"messages": MESSAGES, "stream": True}),
+    "embeddings": ("embeddings", "openai.embeddings", "/v1/embeddings", {"input": ["falcon launch", "amber code"]}),
+    "retrieve": ("retrieve", "openai.embeddings", "/v1/retrieve", {"query": "launch code"}),
 }
 
 
@@ -55,7 +58,10 @@ def test_a_client_that_leaves_before_the_first_byte_ends_the_upstream_call_and_i
 ):
     from gateway.clients.ledger import flush
     from gateway.clients.models import RequestLog
+    from gateway.connections.models import ModelPrice
 
+    # Prices high enough that a few estimated tokens cost whole micro-dollars.
+    ModelPrice.objects.filter(model__in=("gpt-4o-mini", "text-embedding-3-small")).update(input_per_mtok=Decimal(1000))
     endpoint, route, path, body = ABANDONED[call]
     counted_before = client_closed_count(asgi_url, endpoint)
     fake_upstream.configure(route, latency=10)
