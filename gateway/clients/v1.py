@@ -307,7 +307,7 @@ async def chat_completions(request: HttpRequest, call: Call) -> HttpResponse:
     context, sources = await _ground(call, data["messages"])
     body["messages"] = inject(data["messages"], context=context, system_prompt=call.project.system_prompt)
 
-    unanswered = functools.partial(_settle_tokens, call, connection, body["messages"], 0, False)
+    unanswered = functools.partial(_settle_tokens, call, connection, body["messages"], answer_chars=0, reported=False)
     with _estimated_if_cancelled(unanswered):
         if data["stream"]:
             call.streamed = True
