@@ -3,8 +3,9 @@
 ``provider.embed(texts)`` makes one upstream call for at most ``provider.max_batch`` texts and
 returns the vectors in input order with the tokens spent: the upstream's own count when it
 reports one, otherwise an estimate of characters / 4. ``await provider.embed_async(texts)`` is
-the same call made from the event loop (the client API), ended when its caller is cancelled. Every failure is an
-:class:`~ragmux.core.errors.UpstreamFailed` whose ``retryable`` says whether trying again may help.
+the same call made from the event loop (the client API), ended when its caller is cancelled.
+Every failure is an :class:`~ragmux.core.errors.UpstreamFailed` whose ``retryable`` says whether
+trying again may help.
 """
 
 from __future__ import annotations
