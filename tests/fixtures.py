@@ -37,6 +37,32 @@ def _forget_failed_sign_ins():
 
 
 @pytest.fixture
+def redis_unreachable():
+    """Redis, as this process reaches it (the shared client and Celery's broker), is a closed
+    port on loopback for the test; the suite's own Redis keeps serving every other test."""
+    from django.test import override_settings
+
+    from ragmux.celery import app
+    from ragmux.core.redis import redis_outage, shared_redis
+    from ragmux.launch.embedded import free_port
+
+    def point_at(url: str) -> None:
+        app.conf.broker_url = url
+        # Celery keeps its connection and producer pools for the life of the process.
+        app._pool = None
+        app.amqp._producer_pool = None
+        shared_redis.cache_clear()
+
+    working = app.conf.broker_url
+    closed = f"redis://127.0.0.1:{free_port()}/0"
+    with override_settings(REDIS_URL=closed):
+        point_at(closed)
+        yield closed
+    point_at(working)
+    redis_outage.succeeded()
+
+
+@pytest.fixture
 def personas(db) -> dict:
     """One user per role, plus an outsider: signed in, but in no role."""
     from tests.factories import UserFactory
