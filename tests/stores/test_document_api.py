@@ -1,4 +1,5 @@
 import io
+import threading
 import zipfile
 
 import pytest
@@ -376,3 +377,17 @@ def test_an_upload_is_accepted_while_redis_is_unreachable_and_the_sweep_ingests_
     monkeypatch.setitem(app.conf, "task_always_eager", True)
     requeue_expired_leases()
     assert set(Document.objects.filter(store_id=store["id"]).values_list("status", flat=True)) == {"ready"}
+
+
+def test_an_upload_answers_within_seconds_while_redis_hangs(api, fake_connection, transactional_db, redis_hung):
+    store = make_store(api, fake_connection)
+    editor = api("editor")
+    answers = []
+    # A thread of its own, so that a wake-up that waits forever fails the test instead of hanging it.
+    sending = threading.Thread(
+        target=lambda: answers.append(upload(editor, store, text_file("a.txt", "alpha"), text_file("b.txt", "beta"))),
+        daemon=True,
+    )
+    sending.start()
+    sending.join(timeout=15)  # a publish gives up after about a second, and the second is not tried
+    assert [answer.status_code for answer in answers] == [202]
