@@ -90,9 +90,15 @@ class LocalWindows:
     """The failures of the sliding windows kept in this process, for while Redis is down: the
     limits still hold, but each web process counts only the attempts it saw itself."""
 
+    # Windows whose last failure has expired are dropped once there are more than this, and
+    # whenever their number doubled since: a guesser spraying names cannot fill the memory.
+    PRUNE_ABOVE = 1024
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._failures: dict[str, dict[str, float]] = {}
+        self._expires: dict[str, float] = {}
+        self._prune_above = self.PRUNE_ABOVE
 
     def add(self, key: str, member: str, now: float, window: float) -> tuple[float, int]:
         """Adds a failure and forgets those older than the window, as the Redis pipeline does;
@@ -102,7 +108,13 @@ class LocalWindows:
             failures[member] = now
             for expired in [m for m, at in failures.items() if at <= now - window]:
                 del failures[expired]
-            return min(failures.values()), len(failures)
+            self._expires[key] = now + window  # as the pipeline's EXPIRE
+            counted = min(failures.values()), len(failures)
+            if len(self._failures) > self._prune_above:
+                for gone in [k for k, at in self._expires.items() if at <= now]:
+                    del self._expires[gone], self._failures[gone]
+                self._prune_above = max(self.PRUNE_ABOVE, 2 * len(self._failures))
+            return counted
 
     def remove(self, keys: tuple[str, ...], member: str) -> None:
         with self._lock:
@@ -111,11 +123,17 @@ class LocalWindows:
                 failures.pop(member, None)
                 if not failures:
                     self._failures.pop(key, None)
+                    self._expires.pop(key, None)
+
+    def __len__(self) -> int:
+        """How many windows hold failures (expired ones not yet dropped included)."""
+        return len(self._failures)
 
     def clear(self) -> None:
         if self._failures:  # the common case, without taking the lock
             with self._lock:
                 self._failures.clear()
+                self._expires.clear()
 
 
 _in_process = LocalWindows()

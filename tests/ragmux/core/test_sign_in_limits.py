@@ -200,3 +200,16 @@ def test_failures_counted_in_the_process_leave_their_window():
     assert windows.add("user:admin", "c", now=160.0, window=60) == (130.0, 2)  # "a" is 60 s old
     windows.remove(("user:admin",), "b")
     assert windows.add("user:admin", "d", now=161.0, window=60) == (160.0, 2)
+
+
+def test_windows_kept_in_the_process_are_dropped_once_expired(monkeypatch):
+    from ragmux.core.signin import LocalWindows
+
+    monkeypatch.setattr(LocalWindows, "PRUNE_ABOVE", 4)
+    windows = LocalWindows()
+    for n in range(5):
+        windows.add(f"addr:203.0.113.{n}", "guess", now=100.0, window=60)
+    assert len(windows) == 5  # over four, but none has expired: the next pass waits for ten
+    for n in range(6):
+        windows.add(f"addr:198.51.100.{n}", "guess", now=200.0, window=60)
+    assert len(windows) == 6  # the eleventh window dropped the five expired ones
