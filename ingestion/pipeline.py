@@ -244,7 +244,7 @@ class Job:
         if not self._accept_width(result.dimensions):
             return False
         metrics.increment(
-            "ragmux_ingest_embed_tokens_total",
+            metrics.INGEST_EMBED_TOKENS,
             result.tokens,
             source="reported" if result.tokens_reported else "estimated",
         )
@@ -336,7 +336,7 @@ def _commit(store: RagStore, key: str, document: PreparedDocument, vectors: dict
         return
     document.timings["commit"] = time.monotonic() - started
     for stage, seconds in document.timings.items():
-        metrics.observe("ragmux_ingest_stage_seconds", seconds, stage=stage)
+        metrics.observe(metrics.INGEST_STAGE_SECONDS, seconds, stage=stage)
     logger.info(
         "document ingested document_id=%s store_id=%s chunks=%s embed_tokens=%s pages=%s %s",
         claim.document_id,

@@ -22,6 +22,7 @@ from ingestion.parsing import UnsupportedFormat, check_upload
 from ingestion.parsing.types import MAX_EXTRACTED_TEXT
 from ragmux.core.errors import Conflict, InvalidInput, LimitReached, ServiceError, TooLarge, Unavailable
 from ragmux.core.units import MIB
+from ragmux.core.wakeups import send_on_commit
 from stores.models import Document, DocumentStatus, RagStore
 from stores.quotas import quota_violation
 from stores.selectors import store_limits, store_usage
@@ -101,9 +102,9 @@ class UploadResult:
 
 
 def _wake_ingestion() -> None:
-    from ingestion.tasks import wake_ingestion
+    from ingestion.tasks import drain_queue
 
-    transaction.on_commit(wake_ingestion)
+    send_on_commit(drain_queue)
 
 
 def _refusal(incoming: IncomingFile) -> SkippedFile | str:

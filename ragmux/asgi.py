@@ -1,11 +1,12 @@
 import asyncio
 import logging
 import os
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
 from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
 from django.core.asgi import get_asgi_application
+from django.db import connections
 
 from ragmux.core.allocator import keep_large_blocks_mapped
 
@@ -21,7 +22,18 @@ django_application = get_asgi_application()
 
 from ragmux.launch.checks import run_startup_checks  # noqa: E402  (needs the app registry)
 
-run_startup_checks()
+
+def _checks_off_the_loop() -> None:
+    try:
+        run_startup_checks()
+    finally:
+        connections.close_all()
+
+
+# With WEB_WORKERS > 1 uvicorn imports this module in each worker's running event loop, where
+# Django refuses a query: the checks run in a thread of their own.
+with ThreadPoolExecutor(max_workers=1) as startup:
+    startup.submit(_checks_off_the_loop).result()
 
 from gateway.clients import ledger  # noqa: E402  (needs the app registry)
 from ragmux.core import asyncdb  # noqa: E402

@@ -8,7 +8,7 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("healthz", views.healthz),
     path("readyz", views.readyz),
-    path("", include("django_prometheus.urls")),
+    path("metrics", views.metrics),
     path("admin/login/", sign_in.DashboardLoginView.as_view(), name="login"),
     path("admin/logout/", sign_in.DashboardLogoutView.as_view(), name="logout"),
     path("admin/api/", include("ragmux.core.urls")),

@@ -1,4 +1,4 @@
-"""The health probes and the error pages every route shares."""
+"""The health probes, the metrics page and the error pages every route shares."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ from django.db import connection
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ragmux.core import metrics as process_metrics
 from ragmux.core.errors import MethodNotAllowed, NotFound, ServerFault, error_response
 from ragmux.core.middleware import is_api_path
+from stores.metrics import DatabaseGaugesCollector
 
 
 def probe(view):
@@ -52,6 +55,20 @@ def readyz(request):
     if problems:
         return JsonResponse({"ready": False, "problems": problems}, status=503)
     return JsonResponse({"ready": True})
+
+
+class _Scrape:
+    """What `/metrics` serves: this host's processes and the database's gauges."""
+
+    def collect(self):
+        yield from process_metrics.this_host().collect()
+        yield from DatabaseGaugesCollector().collect()
+
+
+@probe
+def metrics(request):
+    # Open, as django_prometheus's view was before it.
+    return HttpResponse(generate_latest(_Scrape()), content_type=CONTENT_TYPE_LATEST)
 
 
 def not_found(request, exception=None):

@@ -342,7 +342,7 @@ def store_search(
             )
         )
     result.database_ms = (time.monotonic() - started) * 1000
-    metrics.observe("ragmux_search_seconds", result.database_ms / 1000, mode=result.mode, backend=result.backend)
+    metrics.observe(metrics.SEARCH_SECONDS, result.database_ms / 1000, mode=result.mode, backend=result.backend)
     return result
 
 

@@ -17,6 +17,7 @@ from gateway.connections.selectors import connection_named_by
 from gateway.connections.services import embedding_width
 from ragmux.core.audit import audit_change, snapshot
 from ragmux.core.errors import Conflict, InvalidInput, UpstreamFailed
+from ragmux.core.wakeups import send_on_commit
 from stores import index, tasks
 from stores.backends import backend_available, text_search_config_exists
 from stores.choices import ChunkingStrategy, SearchBackend, UnknownStrategy
@@ -154,7 +155,7 @@ def store_update(*, store: RagStore, name: str, values: dict[str, Any], actor=No
         _audit(locked, actor=actor, action="store.update", before=before, after=_settings(locked))
         has_documents = Document.objects.filter(store=locked).exists()
         if locked.index_config != locked.indexed_config:
-            transaction.on_commit(partial(tasks.rebuild_lexical_index.delay, locked.pk))
+            send_on_commit(tasks.rebuild_lexical_index, locked.pk)
     warn_about_fts_config(locked)
     return StoreUpdate(store=locked, reprocess_recommended=shaping_changed and has_documents)
 

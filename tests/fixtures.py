@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import threading
 import time
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -34,6 +36,53 @@ def _forget_failed_sign_ins():
         keys = list(client.scan_iter(f"{PREFIX}:*"))
         if keys:
             client.delete(*keys)
+
+
+@contextmanager
+def _redis_at(url: str):
+    """Redis, as this process reaches it (the shared client and Celery's broker), is ``url`` for
+    the block; the suite's own Redis keeps serving every other test."""
+    from django.test import override_settings
+
+    from ragmux.celery import app
+    from ragmux.core.redis import redis_outage, shared_redis
+
+    def point_at(target: str) -> None:
+        app.conf.broker_url = target
+        # Celery keeps its connection and producer pools for the life of the process.
+        app._pool = None
+        app.amqp._producer_pool = None
+        shared_redis.cache_clear()
+
+    working = app.conf.broker_url
+    with override_settings(REDIS_URL=url):
+        point_at(url)
+        try:
+            yield url
+        finally:
+            point_at(working)
+            redis_outage.succeeded()
+
+
+@pytest.fixture
+def redis_unreachable():
+    """Redis refuses connections: a closed port on loopback."""
+    from ragmux.launch.embedded import free_port
+
+    with _redis_at(f"redis://127.0.0.1:{free_port()}/0") as url:
+        yield url
+
+
+@pytest.fixture
+def redis_hung():
+    """Redis accepts connections and never answers, as a stopped (SIGSTOP) server does: a
+    listening socket nobody accepts on. Closing it at the end resets what still waits on it."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+    try:
+        with _redis_at(f"redis://127.0.0.1:{listener.getsockname()[1]}/0") as url:
+            yield url
+    finally:
+        listener.close()
 
 
 @pytest.fixture

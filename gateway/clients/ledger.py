@@ -2,7 +2,7 @@
 
 A finished call only queues its record; one writer thread per process writes the queue in
 batches, so logging adds nothing to a client's latency and little to the process's work: a
-batch is one price query, one INSERT and one Redis round trip for its metrics, where each call
+batch is one price query and one INSERT (its metrics are kept in the process), where each call
 used to cost a thread hop, a connection checkout, a price query and an INSERT of its own. A
 batch collects for at most ``FLUSH_SECONDS`` after its first record, so a row is in the database
 well within the second the issue allows; the web process's shutdown waits for the queue
@@ -189,27 +189,25 @@ def write(records: list[_Finished | _Refused]) -> None:
         finally:
             # The writer thread outlives every request; its connection goes back to the pool.
             connections.close_all()
-    batch = metrics.Batch()  # one Redis round trip per batch, not one per metric
     for record in records:
         if isinstance(record, _Refused):
-            batch.increment("ragmux_v1_requests_total", endpoint=record.endpoint, status="401")
+            metrics.increment(metrics.V1_REQUESTS, endpoint=record.endpoint, status="401")
     # The costs of a batch that could not be priced are unknown, not zero: they are not counted.
     costs = [row.cost_micros for row in rows] if rows else [0] * len(finished)
     for record, cost_micros in zip(finished, costs, strict=True):
         call = record.call
         labels = {"endpoint": call.endpoint, "status": str(call.status)}
-        batch.increment("ragmux_v1_requests_total", **labels)
-        batch.observe("ragmux_v1_request_seconds", record.latency_ms / 1000, endpoint=call.endpoint)
+        metrics.increment(metrics.V1_REQUESTS, **labels)
+        metrics.observe(metrics.V1_REQUEST_SECONDS, record.latency_ms / 1000, endpoint=call.endpoint)
         if cost_micros:
-            batch.increment("ragmux_v1_cost_micros_total", cost_micros, **labels)
+            metrics.increment(metrics.V1_COST_MICROS, cost_micros, **labels)
         for kind, tokens in (
             ("prompt", call.prompt_tokens),
             ("completion", call.completion_tokens),
             ("embedding", call.embedding_tokens),
         ):
             if tokens:
-                batch.increment("ragmux_v1_tokens_total", tokens, endpoint=call.endpoint, kind=kind)
-    batch.send()
+                metrics.increment(metrics.V1_TOKENS, tokens, endpoint=call.endpoint, kind=kind)
 
 
 class _Writer:

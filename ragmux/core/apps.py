@@ -16,9 +16,7 @@ class CoreConfig(AppConfig):
         register_converter(IdConverter, "id")
 
         from ragmux.core.encryption_key_check import ensure_key_check
-        from ragmux.core.metrics import register_collector
         from ragmux.core.roles import ensure_role_groups
 
         post_migrate.connect(ensure_role_groups, sender=self)
         post_migrate.connect(ensure_key_check, sender=self)
-        register_collector()

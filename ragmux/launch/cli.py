@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -224,6 +225,19 @@ def _wait_until_ready(url: str, children: dict[str, subprocess.Popen]) -> None:
     raise _NotReady(f"the web server did not answer {url} within 120 s")
 
 
+def _share_metrics(name: str) -> Path:
+    """Puts the processes this command starts in prometheus_client's multiprocess mode, in a
+    folder of their own under the data folder, emptied first: counters start again with the
+    processes, as Prometheus expects of a restart. This process itself stays out of it."""
+    from ragmux.core.metrics import MULTIPROCESS_DIR
+
+    folder = _data_dir() / "metrics" / name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    os.environ[MULTIPROCESS_DIR] = str(folder)
+    return folder
+
+
 def _celery(*args: str) -> list[str]:
     return [sys.executable, "-m", "celery", "-A", "ragmux", *args]
 
@@ -306,6 +320,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 print(admin_notice, flush=True)
             print("Press Ctrl-C to stop.", flush=True)
 
+        # The web server's workers, and the worker and scheduler started with them, are summed
+        # by every web worker's /metrics.
+        _share_metrics(f"serve-{settings.PORT}")
         commands = {"web": web_command()}
         if not args.no_worker:
             commands["worker"] = worker_command()
@@ -317,7 +334,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     with environment():
+        from django.conf import settings
+        from prometheus_client import start_http_server
+
+        from ragmux.core.metrics import multiprocess_registry
+
         _refuse_a_bad_start()
+        if args.metrics_port is not None:
+            # Served from this process, which outlives the pool processes that do the work.
+            folder = _share_metrics(f"worker-{args.metrics_port}")
+            try:
+                start_http_server(args.metrics_port, addr=settings.HOST, registry=multiprocess_registry(str(folder)))
+            except OSError as exc:
+                sys.stderr.write(f"ragmux: cannot serve metrics on {settings.HOST}:{args.metrics_port}: {exc}\n")
+                return 1
         return _run_children({"worker": worker_command()})
 
 
@@ -371,7 +401,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-worker", action="store_true", help="start only the web server")
     serve.set_defaults(func=cmd_serve)
 
-    sub.add_parser("worker", help="start a Celery ingestion worker").set_defaults(func=cmd_worker)
+    worker = sub.add_parser("worker", help="start a Celery ingestion worker")
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve the worker's metrics on HOST:PORT/metrics (its pool processes summed)",
+    )
+    worker.set_defaults(func=cmd_worker)
     sub.add_parser("scheduler", help="start the periodic scheduler (lease recovery)").set_defaults(func=cmd_scheduler)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
 

@@ -1,4 +1,5 @@
 import io
+import threading
 import zipfile
 
 import pytest
@@ -354,3 +355,39 @@ def test_empty_files_are_never_duplicates_and_each_fails_as_empty(api, fake_conn
         ("471.txt", "failed", "the document contains no text"),
         ("995.txt", "failed", "the document contains no text"),
     ]
+
+
+def test_an_upload_is_accepted_while_redis_is_unreachable_and_the_sweep_ingests_it(
+    api, fake_connection, transactional_db, redis_unreachable, caplog, monkeypatch
+):
+    from ingestion.tasks import requeue_expired_leases
+    from ragmux.celery import app
+
+    store = make_store(api, fake_connection)
+    response = upload(api("editor"), store, text_file("a.txt", "alpha"), text_file("b.txt", "beta"))
+
+    assert response.status_code == 202
+    assert [d["status"] for d in response.json()["documents"]] == ["pending", "pending"]
+    lost = [record for record in caplog.records if record.name == "ragmux.wakeups"]
+    # Each document's wake-up is one warning line, without a traceback; the outage is one more.
+    assert [(record.levelname, record.exc_info) for record in lost] == [("WARNING", None)] * 2
+    assert [record.levelname for record in caplog.records if record.name == "ragmux.redis"] == ["WARNING"]
+    # The scheduler runs this sweep every INGEST_REQUEUE_INTERVAL; finding documents queued, it
+    # wakes a worker, which drains the queue (run here in this process, eagerly).
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
+    requeue_expired_leases()
+    assert set(Document.objects.filter(store_id=store["id"]).values_list("status", flat=True)) == {"ready"}
+
+
+def test_an_upload_answers_within_seconds_while_redis_hangs(api, fake_connection, transactional_db, redis_hung):
+    store = make_store(api, fake_connection)
+    editor = api("editor")
+    answers = []
+    # A thread of its own, so that a wake-up that waits forever fails the test instead of hanging it.
+    sending = threading.Thread(
+        target=lambda: answers.append(upload(editor, store, text_file("a.txt", "alpha"), text_file("b.txt", "beta"))),
+        daemon=True,
+    )
+    sending.start()
+    sending.join(timeout=15)  # a publish gives up after about a second, and the second is not tried
+    assert [answer.status_code for answer in answers] == [202]

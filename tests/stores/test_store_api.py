@@ -283,3 +283,16 @@ def test_the_deployment_sets_the_index_language_of_new_stores(api, fake_connecti
 def test_a_store_created_with_an_index_config_starts_ready(api, fake_connection):
     store = create_store(api("admin"), fake_connection, index_config="german")
     assert (store["lexical_index"]["config"], store["lexical_index"]["state"]) == ("german", "ready")
+
+
+def test_an_index_language_change_is_saved_while_redis_is_unreachable(
+    api, fake_connection, transactional_db, redis_unreachable, caplog
+):
+    admin = api("admin")
+    store = create_store(admin, fake_connection)
+    changed = admin.patch(f"/admin/api/rag-stores/{store['id']}", json={"index_config": "simple"})
+    assert changed.status_code == 200
+    assert changed.json()["lexical_index"]["state"] == "rebuilding"
+    assert "stores.rebuild_lexical_index not sent" in caplog.text
+    # What the scheduler's sweep (stores.sweep_lexical_indexes) starts a rebuild for.
+    assert rebuild.stores_needing_rebuild() == [store["id"]]

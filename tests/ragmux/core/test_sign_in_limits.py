@@ -154,3 +154,62 @@ def test_the_sign_in_form_is_throttled_too(api):
 def test_signing_in_stamps_last_login(api, bearer):
     body = api().post("/admin/api/login", json={"username": "viewer", "password": PASSWORD, "bearer": bearer}).json()
     assert body["user"]["last_login_at"] is not None
+
+
+def outage_lines(caplog) -> list[str]:
+    return [record.getMessage().split(" (")[0] for record in caplog.records if record.name == "ragmux.redis"]
+
+
+def test_with_redis_unreachable_signing_in_works_and_each_process_throttles(
+    api, redis_unreachable, caplog, monkeypatch
+):
+    monkeypatch.setattr("ragmux.core.redis.OUTAGE_RETRY_SECONDS", 0)  # every request tries Redis again
+    client = api()
+    assert login(client, "admin", PASSWORD).status_code == 200
+    remaining = [login(client, "admin", f"guess {n}").json()["error"]["attempts_remaining"] for n in range(5)]
+    assert remaining == [4, 3, 2, 1, 0]
+    refused = login(client, "admin", PASSWORD)
+    assert refused.status_code == 429
+    assert refused.headers["Retry-After"] == "60"
+    assert outage_lines(caplog) == ["Redis is unreachable"]  # once for the outage, not per request
+
+
+def test_with_redis_unreachable_the_sign_in_form_works_and_throttles(api, redis_unreachable, caplog):
+    def post(browser, password):
+        form = browser.get("/admin/login/")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
+        return browser.post(
+            "/admin/login/", data={"username": "editor", "password": password, "csrfmiddlewaretoken": token}
+        )
+
+    with api() as browser:
+        assert post(browser, PASSWORD).status_code == 302
+    with api() as browser:
+        for _ in range(5):
+            assert post(browser, "wrong").status_code == 200
+        assert post(browser, PASSWORD).status_code == 429
+    assert outage_lines(caplog) == ["Redis is unreachable"]
+
+
+def test_failures_counted_in_the_process_leave_their_window():
+    from ragmux.core.signin import LocalWindows
+
+    windows = LocalWindows()
+    assert windows.add("user:admin", "a", now=100.0, window=60) == (100.0, 1)
+    assert windows.add("user:admin", "b", now=130.0, window=60) == (100.0, 2)
+    assert windows.add("user:admin", "c", now=160.0, window=60) == (130.0, 2)  # "a" is 60 s old
+    windows.remove(("user:admin",), "b")
+    assert windows.add("user:admin", "d", now=161.0, window=60) == (160.0, 2)
+
+
+def test_windows_kept_in_the_process_are_dropped_once_expired(monkeypatch):
+    from ragmux.core.signin import LocalWindows
+
+    monkeypatch.setattr(LocalWindows, "PRUNE_ABOVE", 4)
+    windows = LocalWindows()
+    for n in range(5):
+        windows.add(f"addr:203.0.113.{n}", "guess", now=100.0, window=60)
+    assert len(windows) == 5  # over four, but none has expired: the next pass waits for ten
+    for n in range(6):
+        windows.add(f"addr:198.51.100.{n}", "guess", now=200.0, window=60)
+    assert len(windows) == 6  # the eleventh window dropped the five expired ones

@@ -266,3 +266,82 @@ def test_serve_restarts_a_killed_worker_while_the_web_keeps_answering(tmp_path, 
         assert served.process.poll() is None
     finally:
         assert served.stop() == 0
+
+
+COMMITS = 'ragmux_ingest_stage_seconds_count{stage="commit"}'
+REFUSED = 'ragmux_v1_requests_total{endpoint="models",status="401"}'
+
+
+def served_value(url: str, series: str) -> float | None:
+    try:
+        text = httpx.get(url).text
+    except httpx.TransportError:
+        return None
+    return next((float(line.rpartition(" ")[2]) for line in text.splitlines() if line.startswith(series)), None)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_the_web_workers_metrics_are_served_together_and_outlive_a_redis_restart(subprocess_env, tmp_path):
+    import redis
+    from django.conf import settings
+
+    port = free_port()
+    env = {
+        **subprocess_env,
+        "RAGMUX_DATA_DIR": str(tmp_path),
+        "PORT": str(port),
+        "WEB_WORKERS": "2",
+        "RAGMUX_ADMIN_PASSWORD": "a long enough password",
+    }
+    with open(tmp_path / "serve.log", "a") as log:
+        served = subprocess.Popen(
+            [sys.executable, "-m", "ragmux.launch.cli", "serve", "--no-worker"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        poll(lambda: served_value(f"{base}/metrics", "ragmux_") is not None or served.poll() is not None, "the server")
+        for _ in range(20):  # a new connection each, for either web worker to take
+            assert httpx.get(f"{base}/v1/models", headers={"Authorization": "Bearer sk-proj-wrong"}).status_code == 401
+        # Each scrape is answered by one of the workers, and counts the calls of both.
+        poll(lambda: [served_value(f"{base}/metrics", REFUSED) for _ in range(4)] == [20.0] * 4, "the 20 calls")
+        with redis.Redis.from_url(settings.REDIS_URL) as suite_redis:
+            suite_redis.flushdb()  # what a Redis restarted without its data holds
+        assert [served_value(f"{base}/metrics", REFUSED) for _ in range(6)] == [20.0] * 6
+    finally:
+        served.send_signal(signal.SIGINT)
+        served.wait(timeout=60)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_serves_the_metrics_of_its_pool_processes(subprocess_env, fake_connection, tmp_path):
+    from ingestion.services import IncomingFile, document_upload
+    from stores.services import store_create
+
+    port = free_port()
+    env = {**subprocess_env, "INGEST_WORKERS": "2", "RAGMUX_DATA_DIR": str(tmp_path)}
+    with open(tmp_path / "worker.log", "a") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "ragmux.launch.cli", "worker", "--metrics-port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    try:
+        store = store_create(name="kb", values={"embedding_connection_id": fake_connection.id})
+        files = [IncomingFile(filename=f"{n}.txt", data=f"text {n}".encode()) for n in range(4)]
+        document_upload(store=store, files=files)  # each committed, each waking the worker
+        poll(
+            lambda: served_value(f"http://127.0.0.1:{port}/metrics", COMMITS) == 4.0,
+            "the four documents in the worker's metrics",
+        )
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=60)
