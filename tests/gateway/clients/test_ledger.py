@@ -111,3 +111,32 @@ def test_a_stopping_server_writes_every_queued_row_first(second_web_process, pro
         assert second_web_process.process.poll() is None  # still writing its queue
     second_web_process.process.wait(timeout=30)
     assert RequestLog.objects.filter(project=project).count() == 24
+
+
+def test_rows_of_calls_finished_while_the_database_is_away_are_written_once_it_is_back(
+    transactional_db, monkeypatch, caplog
+):
+    from django.db import connection
+
+    from gateway.clients.ledger import Call, flush
+    from gateway.clients.models import Endpoint, RequestLog
+    from tests.factories import GatewayKeyFactory
+    from tests.fakes.tcp_proxy import TcpProxy
+
+    key = GatewayKeyFactory()
+    proxy = TcpProxy(int(connection.settings_dict["PORT"])).start()
+    try:
+        # The writer's connections (new ones) go through the proxy; the test's own stays direct.
+        monkeypatch.setitem(connection.settings_dict, "PORT", str(proxy.port))
+        proxy.refuse()
+        for _ in range(3):
+            Call(project=key.project, key=key, endpoint=Endpoint.MODELS).finish(200)
+        deadline = time.monotonic() + 10
+        while "request log rows wait to be written" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert RequestLog.objects.count() == 0
+        proxy.forward()
+        assert flush(10)
+    finally:
+        proxy.stop()
+    assert RequestLog.objects.filter(key=key, status_code=200).count() == 3
