@@ -309,6 +309,10 @@ def print_report(answered, phases, rows, resolved, samples: dict[str, dict[str, 
         ],
         ("started during", "kind", "status", "code", "requests"),
     )
+    outside = [a for a in answered if a.outcome != "200" and phase_of(a, phases) == "service"]
+    for answer in outside[:10]:
+        took = f"started at {answer.started:.2f}s, took {answer.seconds:.2f}s"
+        print(f"  outside the outages: {answer.kind} {answer.outcome} {took}")
     verdict = "equal" if rows == resolved else "NOT EQUAL"
     print(f"\nrequest log rows {rows}; /v1 calls that resolved their key {resolved}: {verdict}")
     longest = {}

@@ -21,13 +21,15 @@ import psycopg
 from django.db import connections
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
-from ragmux.core.postgresql import WAIT_SLICE, AsyncObservedConnection, CheckoutWait, outage
+from ragmux.core.postgresql import WAIT_SLICE, AsyncObservedConnection, CheckoutWait
 
 # Each statement here is a single indexed lookup; a few connections serve thousands a second.
 POOL_SIZE = 4
 
 # A pool's connections and tasks belong to the event loop that opened it.
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = weakref.WeakKeyDictionary()
+# Replaced pools being closed (a task nothing else refers to may be collected before it ends).
+_closing: set[asyncio.Task] = set()
 
 
 def _connection_kwargs() -> dict[str, Any]:
@@ -68,19 +70,21 @@ async def _reconnect() -> None:
     await (await AsyncObservedConnection.connect(**_connection_kwargs())).close()
     if stale is not None and _pools.get(loop) is stale:
         del _pools[loop]
-        await stale.close()
+        # In the background: its own attempts may still be hanging on a server that was stopped.
+        closing = loop.create_task(stale.close())
+        _closing.add(closing)
+        closing.add_done_callback(_closing.discard)
 
 
 async def _checkout() -> tuple[AsyncConnectionPool, psycopg.AsyncConnection]:
-    if outage.failure is not None:
-        await _reconnect()
     wait = CheckoutWait()
     while True:
         pool = await _pool()
         try:
             return pool, await pool.getconn(timeout=WAIT_SLICE)
-        except (PoolTimeout, PoolClosed) as exc:  # an empty slice, or a pool replaced meanwhile
-            wait.after_empty_slice(exc)
+        except (PoolTimeout, PoolClosed):  # an empty slice, or a pool replaced meanwhile
+            if wait.should_reconnect():
+                await _reconnect()
 
 
 async def fetch_one(sql: str, params: tuple) -> tuple | None:

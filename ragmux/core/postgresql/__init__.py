@@ -7,11 +7,14 @@ them in the background with a growing backoff while the client waits the pool's 
 Here every connection either pool of a process makes (Django's in the web server, and
 ``ragmux.core.asyncdb``'s on each event loop) goes through :class:`ObservedConnection`, which
 keeps the latest failure in :data:`outage` until a connection succeeds again. A checkout waits
-for its pool in short slices (:class:`CheckoutWait`): a pool that is merely busy is waited for
-up to :data:`POOL_WAIT` as before, one whose attempts failed meanwhile is given up on with that
-failure. While an outage is known, a checkout first tries one connection of its own (within
-``DATABASE_CONNECT_TIMEOUT``): it fails as fast as the server refuses, or, once the server is
-back, replaces the pool, whose own next attempt may still be seconds of backoff away.
+for its pool in short slices (:class:`CheckoutWait`), so a connection the pool has is still
+used (a server whose listener hangs keeps serving the connections it has), and a pool that is
+merely busy is waited for up to :data:`POOL_WAIT` as before. A checkout that sees one of the
+pool's attempts fail while it waits gives up with that failure. One that started while an
+outage was already known tries, after a slice without a connection, one connection of its own
+(within ``DATABASE_CONNECT_TIMEOUT``): that raises as soon as the server refuses it, or, once
+the server is back, the pool is replaced, as its own next attempt may still be seconds of
+backoff away (the stale pool is closed in the background: its attempts may still be hanging).
 """
 
 from __future__ import annotations
@@ -35,11 +38,6 @@ class Outage:
 
     def observe(self, failure: psycopg.OperationalError | None) -> None:
         self.failure = failure
-
-    def error(self) -> psycopg.OperationalError:
-        """A fresh exception saying the known failure (one object raised in several threads
-        would collect all their tracebacks)."""
-        return psycopg.OperationalError(f"the database is out of reach: {self.failure}")
 
 
 outage = Outage()
@@ -74,14 +72,21 @@ class CheckoutWait:
 
     def __init__(self) -> None:
         self.deadline = time.monotonic() + POOL_WAIT
+        self.known_failure = outage.failure
 
-    def after_empty_slice(self, exc: Exception) -> None:
-        """Raises once the pool's connection attempts fail or :data:`POOL_WAIT` is spent; returns
-        when the checkout should wait another slice."""
-        if outage.failure is not None:
-            raise outage.error() from exc
+    def should_reconnect(self) -> bool:
+        """After a slice without a connection: True when an outage was known before this checkout
+        (it then tries a connection of its own), False to wait another slice. Raises the failure
+        of a connection attempt made meanwhile, and PoolTimeout once :data:`POOL_WAIT` is spent."""
+        failure = outage.failure
+        if failure is not None and failure is not self.known_failure:
+            # A new exception: one object raised in several threads would gather their tracebacks.
+            raise psycopg.OperationalError(f"the database is out of reach: {failure}") from failure
+        if failure is not None:
+            return True
         if time.monotonic() >= self.deadline:
-            raise PoolTimeout(f"couldn't get a connection after {POOL_WAIT:g} sec") from None
+            raise PoolTimeout(f"couldn't get a connection after {POOL_WAIT:g} sec")
+        return False
 
 
 # Options for Django's pool (ragmux.asgi): its own timeout is one slice of a checkout's wait.

@@ -8,7 +8,7 @@ import threading
 from django.db.backends.postgresql.base import DatabaseWrapper as PostgresDatabaseWrapper
 from psycopg_pool import PoolClosed, PoolTimeout
 
-from ragmux.core.postgresql import CheckoutWait, ObservedConnection, outage
+from ragmux.core.postgresql import CheckoutWait, ObservedConnection
 
 _replacing_pool = threading.Lock()
 
@@ -17,14 +17,13 @@ class DatabaseWrapper(PostgresDatabaseWrapper):
     def get_new_connection(self, conn_params):
         if self.pool is None:
             return super().get_new_connection(conn_params)
-        if outage.failure is not None:
-            self._reconnect(conn_params)
         wait = CheckoutWait()
         while True:
             try:
                 return super().get_new_connection(conn_params)
-            except (PoolTimeout, PoolClosed) as exc:  # an empty slice, or a pool replaced meanwhile
-                wait.after_empty_slice(exc)
+            except (PoolTimeout, PoolClosed):  # an empty slice, or a pool replaced meanwhile
+                if wait.should_reconnect():
+                    self._reconnect(conn_params)
 
     def _reconnect(self, conn_params) -> None:
         """Raises if the database is still out of reach; else replaces the pool, which may be
@@ -32,5 +31,9 @@ class DatabaseWrapper(PostgresDatabaseWrapper):
         stale = self.pool
         ObservedConnection.connect(**conn_params).close()
         with _replacing_pool:
-            if self.pool is stale:
-                self.close_pool()
+            if self._connection_pools.get(self.alias) is not stale:
+                return  # another thread replaced it
+            # Django's registry of pools (close_pool() would close before forgetting): the next
+            # `self.pool` is a new one.
+            del self._connection_pools[self.alias]
+        threading.Thread(target=stale.close, name="close-stale-pool", daemon=True).start()
