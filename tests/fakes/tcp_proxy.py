@@ -72,11 +72,12 @@ class TcpProxy:
 
     async def _shut_down(self) -> None:
         await self._close_all()
-        # Connections still waiting for the server, or pumping: ended before the loop stops.
+        # The connections waiting for the server wake up, find themselves dropped and end, as do
+        # the pumps of the dropped ones, before the loop stops.
+        self._forwarding.set()
         tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)
 
     async def _accept(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         self._streams.add(client_writer)
