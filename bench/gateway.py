@@ -24,13 +24,10 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import numpy as np
-from harness import REPO, BenchEnvironment, fresh_store, percentile, print_table, report, wait_for
+from harness import BenchEnvironment, answers, fresh_store, percentile, print_table, report, started
 
 BENCH = Path(__file__).resolve().parent
 BODY = {"model": "bench", "messages": [{"role": "user", "content": "Say something short."}]}
@@ -39,26 +36,6 @@ STREAMS = 100
 RAG_CHUNKS = 10_000
 RAG_QUERY_WORDS = 6
 TARGETS = {"added_p50_ms": 5.0, "added_ttfb_p50_ms": 5.0, "requests_per_second": 200.0, "streams_ttfb_p95_ms": 500.0}
-
-
-@contextmanager
-def started(command: list[str], ready, what: str, **kwargs) -> Iterator[subprocess.Popen]:
-    process = subprocess.Popen(command, cwd=REPO, **kwargs)
-    try:
-        if not wait_for(lambda: process.poll() is None and ready(), timeout=60, poll=0.1):
-            raise SystemExit(f"{what} did not start")
-        yield process
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def _answers(url: str) -> bool:
-    try:
-        httpx.get(url, timeout=1)
-    except httpx.TransportError:
-        return False
-    return True
 
 
 def rag_store(connection, chunks: int, seed: int):
@@ -135,7 +112,7 @@ def main() -> None:
         BenchEnvironment(settings={"PORT": str(port), "WEB_WORKERS": "1", "LOG_LEVEL": "warning"}),
         started(
             [sys.executable, str(BENCH / "openai_upstream.py"), str(upstream_port)],
-            lambda: _answers(upstream_url),
+            lambda: answers(upstream_url),
             "the fake upstream",
         ),
     ):
@@ -196,7 +173,7 @@ def main() -> None:
         }
         with started(
             command,
-            lambda: _answers(f"http://127.0.0.1:{port}/healthz"),
+            lambda: answers(f"http://127.0.0.1:{port}/healthz"),
             "the web server",
             env=dict(os.environ),
             stderr=subprocess.DEVNULL,

@@ -17,8 +17,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import psutil
 
 REPO = Path(__file__).resolve().parent.parent
@@ -157,6 +160,28 @@ def load_beir(dataset: Path, *, limit: int | None = None):
 
 def document_text(document: dict) -> str:
     return "\n\n".join(part for part in (document.get("title", ""), document.get("text", "")) if part.strip())
+
+
+@contextmanager
+def started(command: list[str], ready, what: str, **kwargs) -> Iterator[subprocess.Popen]:
+    """A process of the bench (a server, a fake upstream), once ``ready()``; stopped afterwards."""
+    process = subprocess.Popen(command, cwd=REPO, **kwargs)
+    try:
+        if not wait_for(lambda: process.poll() is None and ready(), timeout=60, poll=0.1):
+            raise SystemExit(f"{what} did not start")
+        yield process
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def answers(url: str) -> bool:
+    """Whether anything answers HTTP at ``url``."""
+    try:
+        httpx.get(url, timeout=1)
+    except httpx.TransportError:
+        return False
+    return True
 
 
 def print_table(rows: list[tuple], headers: tuple[str, ...]) -> None:

@@ -9,6 +9,7 @@ from django.core.asgi import get_asgi_application
 from django.db import connections
 
 from ragmux.core.allocator import keep_large_blocks_mapped
+from ragmux.core.postgresql import POOL_OPTIONS
 
 # Before anything large is allocated: an upload's memory must go back after the request.
 keep_large_blocks_mapped()
@@ -17,7 +18,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ragmux.settings")
 # thread of its own whose connection is closed at the step's end, and opening a PostgreSQL
 # connection (authentication included) costs milliseconds. Only here: a Celery worker forks
 # after its start-up checks, and a pool opened before a fork cannot be shared by the children.
-settings.DATABASES["default"]["OPTIONS"]["pool"] = {"min_size": 2, "max_size": settings.WEB_DB_POOL_SIZE}
+settings.DATABASES["default"]["OPTIONS"]["pool"] = {
+    "min_size": 2,
+    "max_size": settings.WEB_DB_POOL_SIZE,
+    **POOL_OPTIONS,
+}
 django_application = get_asgi_application()
 
 from ragmux.launch.checks import run_startup_checks  # noqa: E402  (needs the app registry)

@@ -27,7 +27,9 @@ from ragmux.core.env import (
 from ragmux.core.paths import BASE_DIR, DEFAULT_DATA_DIR
 
 
-def parse_database_url(url: str) -> dict:
+def parse_database_url(url: str, *, connect_timeout: int) -> dict:
+    """Django's database settings for ``url``; ``connect_timeout`` (seconds) bounds each new
+    connection unless the URL's own query sets one."""
     parts = urlsplit(url)
     if parts.scheme not in ("postgres", "postgresql") or not parts.path.strip("/"):
         raise ConfigError(f"DATABASE_URL: {url!r} is not a postgres://user:password@host:port/name URL")
@@ -36,13 +38,14 @@ def parse_database_url(url: str) -> dict:
     except ValueError:
         raise ConfigError("DATABASE_URL: the port is not a number") from None
     return {
-        "ENGINE": "django.db.backends.postgresql",
+        # Django's backend, whose pool gives up at once on a database out of reach.
+        "ENGINE": "ragmux.core.postgresql",
         "NAME": unquote(parts.path.lstrip("/")),
         "USER": unquote(parts.username or ""),
         "PASSWORD": unquote(parts.password or ""),
         "HOST": parts.hostname or "",
         "PORT": str(port or ""),
-        "OPTIONS": dict(parse_qsl(parts.query)),
+        "OPTIONS": {"connect_timeout": str(connect_timeout), **dict(parse_qsl(parts.query))},
         "CONN_MAX_AGE": 0,
         "CONN_HEALTH_CHECKS": True,
     }
@@ -66,7 +69,10 @@ try:
             "DATABASE_URL: not set (start ragmux with `ragmux serve` for the embedded default, "
             "or set DATABASE_URL and REDIS_URL)"
         )
-    DATABASES = {"default": parse_database_url(_database_url)}
+    # Seconds a new database connection may take (libpq counts whole seconds, at least 2): a
+    # stopped (SIGSTOP) or unreachable server fails requests after this, not after a TCP timeout.
+    DATABASE_CONNECT_TIMEOUT = env_int("DATABASE_CONNECT_TIMEOUT", 5, minimum=2, maximum=600)
+    DATABASES = {"default": parse_database_url(_database_url, connect_timeout=DATABASE_CONNECT_TIMEOUT)}
     REDIS_URL = env_str("REDIS_URL")
     if REDIS_URL is None:
         raise ConfigError("REDIS_URL: not set")
@@ -202,6 +208,7 @@ MIDDLEWARE = [
     "ragmux.core.middleware.Messages",
     "ragmux.core.middleware.XFrameOptions",
     "ragmux.core.middleware.PrometheusAfter",
+    "ragmux.core.middleware.DatabaseUnavailableAnswer",
 ]
 
 ROOT_URLCONF = "ragmux.urls"

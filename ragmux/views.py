@@ -2,34 +2,50 @@
 
 from __future__ import annotations
 
+import asyncio
 from functools import wraps
 
-from django.db import connection
+import redis.asyncio
+from asgiref.sync import iscoroutinefunction
+from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from ragmux.core import asyncdb
 from ragmux.core import metrics as process_metrics
 from ragmux.core.errors import MethodNotAllowed, NotFound, ServerFault, error_response
 from ragmux.core.middleware import is_api_path
 from stores.metrics import DatabaseGaugesCollector
 
+# Each readiness check may take this long (they run at once), so /readyz answers within a second
+# whatever is down or hanging.
+READY_CHECK_SECONDS = 0.8
+
+
+def _wrong_method(request) -> HttpResponse | None:
+    if request.method in ("GET", "HEAD"):
+        return None
+    response = error_response(MethodNotAllowed("method not allowed: probes take GET or HEAD"))
+    response["Allow"] = "GET, HEAD"
+    return response
+
 
 def probe(view):
     """Probes only read: GET and HEAD. Anything else gets a JSON 405 rather than Django's CSRF
     page, which a probe has no cookie to pass anyway."""
+    if iscoroutinefunction(view):
 
-    @csrf_exempt
-    @wraps(view)
-    def wrapper(request):
-        if request.method not in ("GET", "HEAD"):
-            response = error_response(MethodNotAllowed("method not allowed: probes take GET or HEAD"))
-            response["Allow"] = "GET, HEAD"
-            return response
-        return view(request)
+        async def wrapper(request):
+            return _wrong_method(request) or await view(request)
 
-    return wrapper
+    else:
+
+        def wrapper(request):
+            return _wrong_method(request) or view(request)
+
+    return csrf_exempt(wraps(view)(wrapper))
 
 
 @probe
@@ -37,24 +53,36 @@ def healthz(request):
     return HttpResponse("ok", content_type="text/plain")
 
 
-@probe
-def readyz(request):
-    from ragmux.celery import app as celery_app
+async def _redis_ready() -> None:
+    client = redis.asyncio.Redis.from_url(
+        settings.REDIS_URL, socket_connect_timeout=READY_CHECK_SECONDS, socket_timeout=READY_CHECK_SECONDS
+    )
+    try:
+        await client.ping()
+    finally:
+        await client.aclose()
 
-    problems = []
+
+async def _failure(check) -> str | None:
+    """The name of the exception ``check`` ended with, or None when it passed in time."""
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+        await asyncio.wait_for(check(), READY_CHECK_SECONDS)
     except Exception as exc:  # noqa: BLE001 - any failure means "not ready"
-        problems.append(f"database: {exc.__class__.__name__}")
-    try:
-        with celery_app.connection_for_write() as broker:
-            broker.ensure_connection(max_retries=1, timeout=2)
-    except Exception as exc:  # noqa: BLE001
-        problems.append(f"broker: {exc.__class__.__name__}")
-    if problems:
-        return JsonResponse({"ready": False, "problems": problems}, status=503)
-    return JsonResponse({"ready": True})
+        return exc.__class__.__name__
+    return None
+
+
+@probe
+async def readyz(request):
+    """Ready when PostgreSQL answers; Redis only speeds things up and carries wake-ups, so a web
+    process without it stays in rotation and says it is degraded."""
+    database, redis_failure = await asyncio.gather(_failure(asyncdb.reachable), _failure(_redis_ready))
+    body: dict = {"ready": database is None}
+    if database is not None:
+        body["problems"] = [f"database: {database}"]
+    if redis_failure is not None:
+        body["degraded"] = ["redis"]
+    return JsonResponse(body, status=200 if database is None else 503)
 
 
 class _Scrape:

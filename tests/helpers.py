@@ -8,7 +8,11 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from html import unescape
 from http.cookies import SimpleCookie
 
@@ -109,6 +113,45 @@ def wait_for_logs(count: int, **filters):
 
 
 # --- start-up -----------------------------------------------------------------------------------
+
+
+@dataclass
+class WebProcess:
+    url: str
+    process: subprocess.Popen
+
+
+@contextmanager
+def web_process(env: dict[str, str]) -> Iterator[WebProcess]:
+    """The production server (`ragmux serve`'s uvicorn command, on ``settings.PORT`` with
+    ``settings.WEB_WORKERS``) in its own process with ``env``, once it answers `/healthz`."""
+    import pytest
+    from django.conf import settings
+
+    from ragmux.launch.cli import web_command
+
+    # A file, not a pipe: a server logging more than a pipe holds would block on it.
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(web_command(), env=env, stdout=subprocess.DEVNULL, stderr=log)
+        url = f"http://127.0.0.1:{settings.PORT}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                log.seek(0)
+                pytest.fail(f"the web process did not start: {log.read().decode()[-2000:]}")
+            time.sleep(0.1)
+        try:
+            yield WebProcess(url, process)
+        finally:
+            if process.poll() is None:
+                process.terminate()
+                process.wait(timeout=30)
 
 
 def run_ragmux(env: dict, *args: str, stdin: str = "") -> subprocess.CompletedProcess:

@@ -7,6 +7,11 @@ used to cost a thread hop, a connection checkout, a price query and an INSERT of
 batch collects for at most ``FLUSH_SECONDS`` after its first record, so a row is in the database
 well within the second the issue allows; the web process's shutdown waits for the queue
 (:func:`flush`, from the ASGI lifespan in ragmux/asgi.py).
+
+While the database is unavailable the writer keeps the records it could not write and tries
+again with a growing pause, so a short outage loses no accepted call's row; their metrics move
+when the rows are written. A process keeps at most ``MAX_UNWRITTEN`` records: past that, new
+calls are not logged, and the log says so when it starts and how many when it ends.
 """
 
 from __future__ import annotations
@@ -23,10 +28,16 @@ from gateway.clients.models import REASON_MAX_LENGTH, GatewayKey, Project, Reque
 from gateway.connections.models import ModelPrice
 from gateway.connections.pricing import PRICE_TABLE, UNPRICED, matching_price, token_cost
 from ragmux.core import metrics
+from ragmux.core.errors import database_unavailable
 
 logger = logging.getLogger("ragmux.gateway.ledger")
 FLUSH_SECONDS = 0.1
 MAX_BATCH = 500
+# About 20 KB a record at most (its sources), so at most a few hundred MB for a long outage.
+MAX_UNWRITTEN = 20_000
+# The pause before a batch the database refused is tried again: doubled each time up to the last.
+RETRY_FIRST_SECONDS = 0.25
+RETRY_MAX_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -157,35 +168,47 @@ def _row(finished: _Finished, prices: list[ModelPrice]) -> RequestLog:
     )
 
 
-def _insert(rows: list[RequestLog]) -> None:
+def _insert(rows: list[RequestLog]) -> list[RequestLog]:
     """Writes the rows: all at once, or, when the batch fails (a project deleted meanwhile), each
-    that can be written alone, so one bad row loses no other."""
+    that can be written alone, so one bad row loses no other. Returns the rows the database was
+    unavailable for, to be written later."""
     try:
         RequestLog.objects.bulk_create(rows)
-        return
-    except Exception:
+        return []
+    except Exception as exc:
+        if database_unavailable(exc) is not None:
+            return rows
         logger.exception("request log batch of %d rows failed; writing them one by one", len(rows))
-    for row in rows:
+    for index, row in enumerate(rows):
         try:
             row.save(force_insert=True)
-        except Exception:
+        except Exception as exc:
+            if database_unavailable(exc) is not None:
+                return rows[index:]
             # A lost row must never turn into a failed call; it is loud in the logs instead.
             logger.exception("request log row not written (project %s, %s)", row.project_id, row.endpoint)
+    return []
 
 
-def write(records: list[_Finished | _Refused]) -> None:
-    """Writes one batch: its rows, then the metrics of every record in it."""
+def write(records: list[_Finished | _Refused]) -> list[_Finished]:
+    """Writes one batch: its rows, then the metrics of every record in it. Returns the records
+    whose rows wait for the database (their metrics move once they are written)."""
     finished = [record for record in records if isinstance(record, _Finished)]
     rows: list[RequestLog] = []
+    waiting: list[_Finished] = []
     if finished:
         close_old_connections()
         try:
             types = {spend.provider_type for record in finished for spend in record.call.spends}
             prices = list(ModelPrice.objects.filter(provider_type__in=types)) if types else []
             rows = [_row(record, prices) for record in finished]
-            _insert(rows)
-        except Exception:
-            logger.exception("request log batch of %d rows not written", len(finished))
+            unwritten = {id(row) for row in _insert(rows)}
+            waiting = [record for record, row in zip(finished, rows, strict=True) if id(row) in unwritten]
+        except Exception as exc:
+            if database_unavailable(exc) is None:
+                logger.exception("request log batch of %d rows not written", len(finished))
+            else:
+                waiting = finished
         finally:
             # The writer thread outlives every request; its connection goes back to the pool.
             connections.close_all()
@@ -194,7 +217,10 @@ def write(records: list[_Finished | _Refused]) -> None:
             metrics.increment(metrics.V1_REQUESTS, endpoint=record.endpoint, status="401")
     # The costs of a batch that could not be priced are unknown, not zero: they are not counted.
     costs = [row.cost_micros for row in rows] if rows else [0] * len(finished)
+    held = {id(record) for record in waiting}
     for record, cost_micros in zip(finished, costs, strict=True):
+        if id(record) in held:
+            continue
         call = record.call
         labels = {"endpoint": call.endpoint, "status": str(call.status)}
         metrics.increment(metrics.V1_REQUESTS, **labels)
@@ -208,6 +234,7 @@ def write(records: list[_Finished | _Refused]) -> None:
         ):
             if tokens:
                 metrics.increment(metrics.V1_TOKENS, tokens, endpoint=call.endpoint, kind=kind)
+    return waiting
 
 
 class _Writer:
@@ -219,9 +246,20 @@ class _Writer:
         self._idle = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
         self.unwritten = 0
+        # Records refused since the backlog reached MAX_UNWRITTEN.
+        self.dropped = 0
 
     def put(self, record: _Finished | _Refused) -> None:
         with self._lock:
+            if self.unwritten >= MAX_UNWRITTEN:
+                self.dropped += 1
+                if self.dropped == 1:
+                    logger.error(
+                        "%d request log records wait for the database, the most a process keeps: "
+                        "calls are not logged until it is back",
+                        MAX_UNWRITTEN,
+                    )
+                return
             self.unwritten += 1
             if self._thread is None:
                 # Daemon: a process that exits without flush() (a test's server) must not hang.
@@ -229,11 +267,14 @@ class _Writer:
                 self._thread.start()
         self._queue.put(record)
 
-    def _next_batch(self) -> list[_Finished | _Refused]:
-        records = [self._queue.get()]
-        # Asleep, not waiting on the queue: a waiting thread would be woken by every record, a
-        # thread switch (and an exchange of the interpreter lock) per call.
-        time.sleep(FLUSH_SECONDS)
+    def _next_batch(self, waiting: list[_Finished]) -> list[_Finished | _Refused]:
+        """The records still waiting for the database first, then the queue's."""
+        records: list[_Finished | _Refused] = list(waiting)
+        if not records:
+            records.append(self._queue.get())
+            # Asleep, not waiting on the queue: a waiting thread would be woken by every record,
+            # a thread switch (and an exchange of the interpreter lock) per call.
+            time.sleep(FLUSH_SECONDS)
         while len(records) < MAX_BATCH:
             try:
                 records.append(self._queue.get_nowait())
@@ -242,16 +283,35 @@ class _Writer:
         return records
 
     def _run(self) -> None:
+        waiting: list[_Finished] = []
+        pause = RETRY_FIRST_SECONDS
         while True:
-            records = self._next_batch()
+            records = self._next_batch(waiting)
+            waiting = []
             try:
-                write(records)
+                waiting = write(records)
             except Exception:
                 logger.exception("request log batch failed")
             finally:
                 with self._lock:
-                    self.unwritten -= len(records)
+                    self.unwritten -= len(records) - len(waiting)
                     self._idle.notify_all()
+            if waiting:
+                if pause == RETRY_FIRST_SECONDS:
+                    logger.warning("the database is unavailable: request log rows wait to be written")
+                time.sleep(pause)
+                pause = min(pause * 2, RETRY_MAX_SECONDS)
+            elif pause > RETRY_FIRST_SECONDS:
+                pause = RETRY_FIRST_SECONDS
+                self._say_backlog_written()
+
+    def _say_backlog_written(self) -> None:
+        with self._lock:
+            dropped, self.dropped = self.dropped, 0
+        if dropped:
+            logger.error("the database is back; %d calls during its absence were not logged", dropped)
+        else:
+            logger.warning("the database is back; request log rows are written again")
 
     def wait_idle(self, timeout: float) -> bool:
         with self._lock:

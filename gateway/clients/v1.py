@@ -40,6 +40,7 @@ from ragmux.core.errors import (
     ServerFault,
     ServiceError,
     TooLarge,
+    database_unavailable,
     openai_error_body,
     openai_error_response,
     status_for,
@@ -136,6 +137,11 @@ async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str,
         api_key = await access.authenticate(authorization=request.headers.get("Authorization", ""), endpoint=endpoint)
     except ServiceError as exc:
         return openai_error_response(exc)
+    except Exception as exc:
+        if (unavailable := database_unavailable(exc)) is None:
+            raise
+        logger.warning("/v1/%s: the key could not be read: %s", endpoint, exc)
+        return openai_error_response(unavailable)
     call = Call(project=api_key.project, key=api_key, endpoint=endpoint)
     try:
         access.require_scope(api_key, scope)
@@ -150,7 +156,12 @@ async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str,
         response = openai_error_response(exc)
         call.finish(response.status_code, exc.message)
         return response
-    except Exception:
+    except Exception as exc:
+        if (unavailable := database_unavailable(exc)) is not None:
+            logger.warning("/v1/%s: %s", endpoint, exc)
+            response = openai_error_response(unavailable)
+            call.finish(response.status_code, unavailable.message)
+            return response
         request_id = getattr(request, "request_id", "-")
         logger.exception("internal error in /v1/%s (request id %s)", endpoint, request_id)
         call.finish(500, "internal error")

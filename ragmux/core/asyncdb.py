@@ -7,7 +7,8 @@ run on every `/v1` call (the key lookup) goes through here instead: a small pool
 
 The connections are checked when they fail, not on every checkout: a statement that fails
 because its connection broke (a database restart) is run once more after the pool has checked
-its idle connections, so a restart costs no request either way.
+its idle connections, so a restart costs no request either way. A checkout gives up at once on a
+database out of reach, and replaces the pool when it is back (``ragmux.core.postgresql``).
 """
 
 from __future__ import annotations
@@ -18,13 +19,17 @@ from typing import Any
 
 import psycopg
 from django.db import connections
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+
+from ragmux.core.postgresql import WAIT_SLICE, AsyncObservedConnection, CheckoutWait
 
 # Each statement here is a single indexed lookup; a few connections serve thousands a second.
 POOL_SIZE = 4
 
 # A pool's connections and tasks belong to the event loop that opened it.
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = weakref.WeakKeyDictionary()
+# Replaced pools being closed (a task nothing else refers to may be collected before it ends).
+_closing: set[asyncio.Task] = set()
 
 
 def _connection_kwargs() -> dict[str, Any]:
@@ -45,10 +50,41 @@ async def _pool() -> AsyncConnectionPool:
     loop = asyncio.get_running_loop()
     pool = _pools.get(loop)
     if pool is None:
-        pool = AsyncConnectionPool(kwargs=_connection_kwargs(), min_size=1, max_size=POOL_SIZE, open=False)
+        pool = AsyncConnectionPool(
+            kwargs=_connection_kwargs(),
+            connection_class=AsyncObservedConnection,
+            min_size=1,
+            max_size=POOL_SIZE,
+            open=False,
+        )
         _pools[loop] = pool
         await pool.open()
     return pool
+
+
+async def _reconnect() -> None:
+    """Raises if the database is still out of reach; else replaces this loop's pool, which may
+    be in a long backoff before its next attempt."""
+    loop = asyncio.get_running_loop()
+    stale = _pools.get(loop)
+    await (await AsyncObservedConnection.connect(**_connection_kwargs())).close()
+    if stale is not None and _pools.get(loop) is stale:
+        del _pools[loop]
+        # In the background: its own attempts may still be hanging on a server that was stopped.
+        closing = loop.create_task(stale.close())
+        _closing.add(closing)
+        closing.add_done_callback(_closing.discard)
+
+
+async def _checkout() -> tuple[AsyncConnectionPool, psycopg.AsyncConnection]:
+    wait = CheckoutWait()
+    while True:
+        pool = await _pool()
+        try:
+            return pool, await pool.getconn(timeout=WAIT_SLICE)
+        except (PoolTimeout, PoolClosed):  # an empty slice, or a pool replaced meanwhile
+            if wait.should_reconnect():
+                await _reconnect()
 
 
 async def fetch_one(sql: str, params: tuple) -> tuple | None:
@@ -61,17 +97,25 @@ async def execute(sql: str, params: tuple) -> None:
 
 
 async def _run(sql: str, params: tuple, *, fetch: bool) -> tuple | None:
-    pool = await _pool()
     for attempt in (1, 2):
-        async with pool.connection() as connection:
-            try:
-                cursor = await connection.execute(sql, params)
-                return await cursor.fetchone() if fetch else None
-            except psycopg.OperationalError:
-                if attempt == 2 or not connection.closed:
-                    raise
+        pool, connection = await _checkout()
+        try:
+            cursor = await connection.execute(sql, params)
+            return await cursor.fetchone() if fetch else None
+        except psycopg.OperationalError:
+            if attempt == 2 or not connection.closed:
+                raise
+        finally:
+            await pool.putconn(connection)
         await pool.check()
     raise AssertionError("unreachable")
+
+
+async def reachable() -> None:
+    """Raises unless a new connection can be opened and answers a statement: the pool's open
+    connections could hide a server that accepts no more."""
+    async with await psycopg.AsyncConnection.connect(**_connection_kwargs()) as connection:
+        await connection.execute("SELECT 1")
 
 
 async def close() -> None:

@@ -17,6 +17,7 @@ import logging
 from http import HTTPStatus
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
@@ -109,6 +110,36 @@ class Unavailable(ServiceError):
     """We cannot do it right now (backlog full, search timed out); retrying later may work."""
 
     code = "unavailable"
+
+
+class DatabaseUnavailable(Unavailable):
+    """PostgreSQL refused, dropped or did not answer a connection: nothing this request asked
+    for can be read or written until it is back."""
+
+    code = "database_unavailable"
+    # About one connect timeout: a client retrying sooner would mostly meet the same outage.
+    retry_after = 5
+
+
+# SQLSTATEs of a server going away or not there yet: shut down by an administrator or a crash,
+# or still starting.
+_SERVER_GOING_AWAY = frozenset({"57P01", "57P02", "57P03"})
+
+
+def database_unavailable(exc: BaseException) -> DatabaseUnavailable | None:
+    """The refusal for an exception that means PostgreSQL cannot be reached (psycopg's own, or
+    Django's wrapping of it), else None. Only a connection that failed, broke or timed out
+    counts: a statement the server refused (a cancelled query, a lock timeout) is not an outage.
+    """
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, psycopg.Error):
+        cause = cause.__cause__
+    if isinstance(cause, psycopg.InterfaceError) or (
+        isinstance(cause, psycopg.OperationalError)
+        and (cause.sqlstate is None or cause.sqlstate.startswith("08") or cause.sqlstate in _SERVER_GOING_AWAY)
+    ):
+        return DatabaseUnavailable("the database is unavailable; retry shortly")
+    return None
 
 
 class UpstreamFailed(ServiceError):
@@ -285,7 +316,8 @@ _DRF_CODES = {
 
 
 def _request_refusal(exc: Exception) -> ServiceError | None:
-    """Django's own refusals of a request's size or shape, and DRF's validation errors, as kinds."""
+    """Django's own refusals of a request's size or shape, DRF's validation errors and a database
+    out of reach, as kinds."""
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE // (1024 * 1024)
         return TooLarge(f"the request body is larger than {limit} MiB", code="body_too_large")
@@ -298,7 +330,7 @@ def _request_refusal(exc: Exception) -> ServiceError | None:
         return InvalidInput(f"at most {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} fields per request")
     if isinstance(exc, exceptions.ValidationError):
         return validation_failed(exc.detail)
-    return None
+    return database_unavailable(exc)
 
 
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:

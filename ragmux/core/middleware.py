@@ -1,19 +1,25 @@
 from __future__ import annotations
 
+import logging
 import uuid
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
+from django.http import HttpResponse
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.common import CommonMiddleware
 from django.middleware.csrf import CsrfViewMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.utils.decorators import sync_and_async_middleware
+from django.utils.deprecation import MiddlewareMixin
 from django_prometheus.middleware import PrometheusAfterMiddleware, PrometheusBeforeMiddleware
 from whitenoise.middleware import WhiteNoiseMiddleware
 
+from ragmux.core.errors import database_unavailable, error_response, openai_error_response
+
+logger = logging.getLogger("ragmux.core.middleware")
 API_PREFIXES = ("/admin/api/", "/v1/")
 
 # Every middleware here works in both modes: under the ASGI server a single sync-only one would
@@ -100,6 +106,26 @@ class StaticFilesMiddleware(WhiteNoiseMiddleware):
             if static_file is not None:
                 return self.serve(static_file, request)
         return await self.get_response(request)
+
+
+class DatabaseUnavailableAnswer(MiddlewareMixin):
+    """A view that could not reach PostgreSQL answers 503 `database_unavailable` with
+    `Retry-After`, in its path's envelope (a plain page for the dashboard), instead of a 500
+    with a traceback. DRF's views say it through ``api_exception_handler``; this catches the rest.
+    """
+
+    def process_exception(self, request, exception):
+        refusal = database_unavailable(exception)
+        if refusal is None:
+            return None
+        logger.warning("database unavailable for %s %s: %s", request.method, request.path, exception)
+        if request.path.startswith("/v1/"):
+            return openai_error_response(refusal)
+        if is_api_path(request.path):
+            return error_response(refusal)
+        response = HttpResponse(refusal.message, status=503, content_type="text/plain")
+        response["Retry-After"] = str(refusal.retry_after)
+        return response
 
 
 class _InlineForClientApi:

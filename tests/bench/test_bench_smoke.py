@@ -344,3 +344,24 @@ def test_gateway_smoke_reports_every_figure_and_leaves_nothing_running(run_tmpdi
     time.sleep(1)
     assert processes_left_by_run(run_tmpdir, workers_before) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
+
+
+@pytest.mark.slow
+def test_faults_smoke_stops_and_restarts_the_services_and_leaves_nothing_running(run_tmpdir):
+    workers_before = running_workers()
+
+    finished = run_bench("faults.py", run_tmpdir, "--smoke")
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert result["bench"] == "faults"
+    assert set(result["longest_answer_seconds"]) == {
+        f"{outage}: {kind}"
+        for outage in ("redis stopped", "postgres refused", "postgres hung")
+        for kind in ("v1", "dashboard")
+    }
+    assert result["rows_equal_calls"], result
+    assert result["by_status"].get("v1 503 database_unavailable"), result  # the refused database was met
+    time.sleep(1)
+    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert list(run_tmpdir.glob("ragmux-bench-*")) == []

@@ -1,14 +1,12 @@
 from __future__ import annotations
 
-import subprocess
 import time
-from dataclasses import dataclass
 
 import httpx
 import pytest
 
 from ragmux.launch.embedded import free_port
-from tests.helpers import SYSTEM_PROMPT
+from tests.helpers import SYSTEM_PROMPT, web_process
 
 
 @pytest.fixture
@@ -73,33 +71,9 @@ def project_key(project) -> str:
     return key_create(project=project, name="default", scopes=None, expires_at=None).key
 
 
-@dataclass
-class WebProcess:
-    url: str
-    process: subprocess.Popen
-
-
 @pytest.fixture
 def second_web_process(subprocess_env, transactional_db, settings):
-    """The production server (`ragmux serve`'s uvicorn command, one worker) in its own process, on
-    the test database."""
-    from ragmux.launch.cli import web_command
-
+    """The production server in its own process, on the test database."""
     settings.PORT, settings.WEB_WORKERS = free_port(), 1
-    process = subprocess.Popen(web_command(), env=subprocess_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{settings.PORT}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"the second web process did not start: {process.stderr.read().decode()[-2000:]}")
-        time.sleep(0.1)
-    yield WebProcess(url, process)
-    if process.poll() is None:
-        process.terminate()
-        process.wait(timeout=30)
+    with web_process(subprocess_env) as served:
+        yield served

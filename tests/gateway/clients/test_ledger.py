@@ -161,3 +161,68 @@ def test_a_stopping_server_writes_every_queued_row_first(second_web_process, pro
         assert second_web_process.process.poll() is None  # still writing its queue
     second_web_process.process.wait(timeout=30)
     assert RequestLog.objects.filter(project=project).count() == 24
+
+
+@pytest.fixture
+def writer_database(transactional_db, monkeypatch):
+    """The database as the ledger's writer reaches it, through a proxy the test can make refuse:
+    new connections (the writer's) go through it."""
+    from django.db import connection
+
+    from tests.fakes.tcp_proxy import TcpProxy
+
+    connection.ensure_connection()  # before the port changes: the test's own stays direct
+    proxy = TcpProxy(int(connection.settings_dict["PORT"])).start()
+    monkeypatch.setitem(connection.settings_dict, "PORT", str(proxy.port))
+    yield proxy
+    proxy.stop()
+
+
+def wait_for_log(caplog, text: str) -> None:
+    deadline = time.monotonic() + 10
+    while text not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert text in caplog.text
+
+
+def finish_calls(key, count: int) -> None:
+    from gateway.clients.ledger import Call
+    from gateway.clients.models import Endpoint
+
+    for _ in range(count):
+        Call(project=key.project, key=key, endpoint=Endpoint.MODELS).finish(200)
+
+
+def test_rows_of_calls_finished_while_the_database_is_away_are_written_once_it_is_back(writer_database, caplog):
+    from gateway.clients.ledger import flush
+    from gateway.clients.models import RequestLog
+    from tests.factories import GatewayKeyFactory
+
+    key = GatewayKeyFactory()
+    writer_database.refuse()
+    finish_calls(key, 3)
+    wait_for_log(caplog, "request log rows wait to be written")
+    assert RequestLog.objects.count() == 0
+    writer_database.forward()
+    assert flush(10)
+    assert RequestLog.objects.filter(key=key, status_code=200).count() == 3
+
+
+def test_the_records_kept_for_an_absent_database_are_capped_and_the_calls_left_out_counted(
+    writer_database, caplog, monkeypatch
+):
+    from gateway.clients import ledger
+    from gateway.clients.models import RequestLog
+    from tests.factories import GatewayKeyFactory
+
+    key = GatewayKeyFactory()
+    assert ledger.flush(5)
+    monkeypatch.setattr(ledger, "MAX_UNWRITTEN", 3)
+    writer_database.refuse()
+    finish_calls(key, 5)
+    assert "3 request log records wait for the database, the most a process keeps" in caplog.text
+    wait_for_log(caplog, "request log rows wait to be written")
+    writer_database.forward()
+    assert ledger.flush(10)
+    wait_for_log(caplog, "the database is back; 2 calls during its absence were not logged")
+    assert RequestLog.objects.filter(key=key).count() == 3
