@@ -3,9 +3,9 @@ import logging
 import os
 from concurrent.futures import Executor, Future
 
+import django
 from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
-from django.core.asgi import get_asgi_application
 
 from ragmux.core.allocator import keep_large_blocks_mapped
 
@@ -17,7 +17,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ragmux.settings")
 # connection (authentication included) costs milliseconds. Only here: a Celery worker forks
 # after its start-up checks, and a pool opened before a fork cannot be shared by the children.
 settings.DATABASES["default"]["OPTIONS"]["pool"] = {"min_size": 2, "max_size": settings.WEB_DB_POOL_SIZE}
-django_application = get_asgi_application()
+django.setup(set_prefix=False)
+
+from ragmux.core.bodies import BodyCappedASGIHandler  # noqa: E402  (needs the app registry)
+
+django_application = BodyCappedASGIHandler()
 
 from ragmux.launch.checks import run_startup_checks  # noqa: E402  (needs the app registry)
 

@@ -270,7 +270,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["ragmux.core.roles.IsViewer"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["ragmux.core.bodies.JsonParser"],
     "EXCEPTION_HANDLER": "ragmux.core.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }

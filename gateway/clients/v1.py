@@ -31,6 +31,7 @@ from gateway.clients.serializers import ChatInput, EmbeddingsInput, RetrieveInpu
 from gateway.connections.models import ModelConnection
 from gateway.connections.providers.chat import NoChat, chat_provider
 from gateway.connections.providers.embeddings import embedding_provider, estimate_tokens
+from ragmux.core.bodies import parse_json
 from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import (
     InvalidInput,
@@ -38,12 +39,13 @@ from ragmux.core.errors import (
     NotFound,
     ServerFault,
     ServiceError,
-    TooLarge,
+    body_too_large,
     openai_error_body,
     openai_error_response,
     status_for,
     validation_failed,
 )
+from ragmux.core.units import MIB
 from retrieval import context as rag_context
 from retrieval.search import SearchResult, store_search
 from retrieval.serializers import HitOutput
@@ -85,17 +87,14 @@ def _preflight(origin: str | None, methods: tuple[str, ...]) -> HttpResponse:
 
 
 def json_body(request: HttpRequest) -> dict[str, Any]:
-    limit = settings.V1_MAX_BODY_MB * 1024 * 1024
+    limit = settings.V1_MAX_BODY_MB * MIB
     try:
         declared = int(request.headers.get("Content-Length") or 0)
     except ValueError:
         declared = 0
     if declared > limit or len(request.body) > limit:
-        raise TooLarge(f"request body too large (the limit is {settings.V1_MAX_BODY_MB} MiB)", code="body_too_large")
-    try:
-        body = json.loads(request.body or b"null")
-    except ValueError as exc:
-        raise InvalidInput(f"malformed JSON body: {exc}", code="invalid_json") from None
+        raise body_too_large(limit)
+    body = parse_json(request.body or b"null")
     if not isinstance(body, dict):
         raise InvalidInput("the request body must be a JSON object", code="invalid_json")
     return body
