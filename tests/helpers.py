@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from html import unescape
 from http.cookies import SimpleCookie
 
@@ -74,6 +75,12 @@ def translated_stream(provider, wire: bytes, *, piece: int = 7) -> list[dict]:
     # loop running in this one.
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, collect()).result()
+
+
+def chunked(body: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
+    """The body in pieces, as httpx sends an iterator: chunked, without a `Content-Length`."""
+    for start in range(0, len(body), size):
+        yield body[start : start + size]
 
 
 def sse(*events: object) -> bytes:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
@@ -27,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ragmux.core.bodies import MAX_JSON_DEPTH
-from tests.helpers import api_routes, client_api_routes, served_methods
+from tests.helpers import api_routes, chunked, client_api_routes, served_methods
 
 ROUTES = api_routes()
 
@@ -474,12 +473,6 @@ def test_the_client_api_refuses_malformed_json_with_a_400(v1, gateway_key, caplo
 SMALL_LIMIT = 1024 * 1024
 
 
-def pieces(body: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
-    """The body as a chunked request sends it: without a `Content-Length`."""
-    for start in range(0, len(body), size):
-        yield body[start : start + size]
-
-
 def every_json_endpoint(ids: dict) -> list[tuple[str, str, dict, object]]:
     """(method, path, example, envelope) for every JSON endpoint of both APIs."""
     admin = [
@@ -490,10 +483,10 @@ def every_json_endpoint(ids: dict) -> list[tuple[str, str, dict, object]]:
     return admin + client
 
 
-@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "with a length"])
+@pytest.mark.parametrize("is_chunked", [True, False], ids=["chunked", "with a length"])
 @pytest.mark.parametrize("signed", [False, True], ids=["unauthenticated", "signed in"])
 def test_an_oversized_body_is_a_413_in_its_envelope_chunked_or_not(
-    asgi_url, transactional_db, objects, gateway_key, personas, settings, caplog, signed, chunked
+    asgi_url, transactional_db, objects, gateway_key, personas, settings, caplog, signed, is_chunked
 ):
     from ragmux.core.authentication import issue_admin_token
 
@@ -504,7 +497,7 @@ def test_an_oversized_body_is_a_413_in_its_envelope_chunked_or_not(
             token = (gateway_key if path.startswith("/v1/") else admin_token) if signed else None
             headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
             body = json.dumps({**example, "padding": "x" * SMALL_LIMIT}).encode()
-            response = client.request(method, path, content=pieces(body) if chunked else body, headers=headers)
+            response = client.request(method, path, content=chunked(body) if is_chunked else body, headers=headers)
 
             assert response.status_code == 413, f"{method} {path}: {response.status_code} {response.text[:300]}"
             error = envelope(response)
@@ -518,7 +511,7 @@ def test_an_oversized_body_is_a_413_in_its_envelope_chunked_or_not(
 def test_a_chunked_body_within_the_limit_is_read_as_one_with_a_length(asgi_url, transactional_db, personas):
     body = json.dumps({**LOGIN, "bearer": True}).encode()
     signed_in = httpx.post(
-        f"{asgi_url}/admin/api/login", content=pieces(body, 16), headers={"Content-Type": "application/json"}
+        f"{asgi_url}/admin/api/login", content=chunked(body, 16), headers={"Content-Type": "application/json"}
     )
 
     assert signed_in.status_code == 200, signed_in.text
