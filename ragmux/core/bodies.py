@@ -20,6 +20,7 @@ sees no size at all in a chunked body (no ``Content-Length``).
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any
 
@@ -139,7 +140,8 @@ class BodyCappedASGIHandler(ASGIHandler):
 
     def create_request(self, scope, body_file):
         if _header(scope, b"content-length") is None:
-            length = body_file.seek(0, 2)
+            length = body_file.seek(0, os.SEEK_END)
             body_file.seek(0)
-            scope = {**scope, "headers": [*scope["headers"], (b"content-length", str(length).encode())]}
+            if length:
+                scope = {**scope, "headers": [*scope["headers"], (b"content-length", str(length).encode())]}
         return super().create_request(scope, body_file)
