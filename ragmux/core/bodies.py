@@ -19,6 +19,7 @@ sees no size at all in a chunked body (no ``Content-Length``).
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
@@ -53,32 +54,37 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _check_nesting_and_text(value: Any) -> None:
-    """Walks the parsed value without recursion: depth first, keys and strings checked on the way."""
-    pending: list[tuple[Any, int]] = [(value, 0)]
-    while pending:
-        item, depth = pending.pop()
-        if isinstance(item, str):
-            if _LONE_SURROGATE.search(item):
-                raise _malformed("a string holds a lone surrogate (\\ud800-\\udfff)")
-            continue
-        if not isinstance(item, (dict, list)):
-            continue
-        if depth == MAX_JSON_DEPTH:
+def _check_nesting_and_text(value: Any, *, strings: bool) -> None:
+    """Walks the parsed value a level at a time (no recursion), refusing a container past the
+    depth limit and, when ``strings``, a key or string holding a lone surrogate."""
+    level, depth = [value], 0
+    while level:
+        if strings and any(isinstance(item, str) and _LONE_SURROGATE.search(item) for item in level):
+            raise _malformed("a string holds a lone surrogate (\\ud800-\\udfff)")
+        containers = [item for item in level if isinstance(item, (dict, list))]
+        if containers and depth == MAX_JSON_DEPTH:
             raise _malformed(_TOO_DEEP)
-        children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
-        pending.extend((child, depth + 1) for child in children)
+        level, depth = [], depth + 1
+        for container in containers:
+            if isinstance(container, dict):
+                level.extend(container.values())
+                if strings:
+                    level.extend(container)
+            else:
+                level.extend(container)
 
 
 def parse_json(raw: bytes, *, encoding: str = "utf-8") -> Any:
     """The value of a JSON body, or a 400 ``invalid_json`` saying what is wrong with it."""
     try:
-        value = json.loads(raw.decode(encoding), parse_constant=_refuse_constant, parse_float=_finite_float)
+        text = raw.decode(encoding)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:
         raise _malformed(_TOO_DEEP) from None
     except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError among them
         raise _malformed(str(exc)) from None
-    _check_nesting_and_text(value)
+    # UTF-8 decoding refuses surrogates, so in a UTF-8 body one can only come from a \\u escape.
+    _check_nesting_and_text(value, strings="\\u" in text or codecs.lookup(encoding).name != "utf-8")
     return value
 
 

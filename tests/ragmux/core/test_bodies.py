@@ -62,6 +62,11 @@ def test_lone_surrogates_are_refused(raw):
     assert "lone surrogate" in refusal(raw).message
 
 
+def test_a_lone_surrogate_made_by_the_charset_is_refused():
+    with pytest.raises(InvalidInput, match="lone surrogate"):
+        parse_json(b'{"title": "\\ud800"}', encoding="unicode_escape")
+
+
 def test_a_surrogate_pair_is_a_character():
     assert parse_json(b'{"content": "launch \\ud83d\\ude80"}') == {"content": "launch \N{ROCKET}"}
 
