@@ -31,7 +31,7 @@ from gateway.clients.serializers import ChatInput, EmbeddingsInput, RetrieveInpu
 from gateway.connections.models import ModelConnection
 from gateway.connections.providers.chat import NoChat, chat_provider
 from gateway.connections.providers.embeddings import embedding_provider, estimate_tokens
-from ragmux.core.bodies import parse_json
+from ragmux.core.bodies import body_limit, parse_json
 from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import (
     InvalidInput,
@@ -45,7 +45,6 @@ from ragmux.core.errors import (
     status_for,
     validation_failed,
 )
-from ragmux.core.units import MIB
 from retrieval import context as rag_context
 from retrieval.search import SearchResult, store_search
 from retrieval.serializers import HitOutput
@@ -87,7 +86,7 @@ def _preflight(origin: str | None, methods: tuple[str, ...]) -> HttpResponse:
 
 
 def json_body(request: HttpRequest) -> dict[str, Any]:
-    limit = settings.V1_MAX_BODY_MB * MIB
+    limit = body_limit(request.path)
     try:
         declared = int(request.headers.get("Content-Length") or 0)
     except ValueError:

@@ -30,6 +30,7 @@ from django.core.handlers.asgi import ASGIHandler
 from rest_framework.parsers import JSONParser, get_encoding
 
 from ragmux.core.errors import InvalidInput, body_too_large, error_response, openai_error_response
+from ragmux.core.units import MIB
 
 MAX_JSON_DEPTH = 64
 """How deep arrays and objects may nest in a request body. Generous for any real body (an
@@ -96,6 +97,14 @@ class JsonParser(JSONParser):
         return parse_json(stream.read(), encoding=get_encoding(parser_context or {}))
 
 
+def body_limit(path: str) -> int:
+    """The largest body a path takes, in bytes: `/v1`'s own ``V1_MAX_BODY_MB``, checked by its
+    views once the key is known, else ``DATA_UPLOAD_MAX_MEMORY_SIZE``."""
+    if path.startswith("/v1/"):
+        return settings.V1_MAX_BODY_MB * MIB
+    return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+
 class _BodyTooLarge(Exception):
     pass
 
@@ -130,7 +139,8 @@ class BodyCappedASGIHandler(ASGIHandler):
     The cap is ``DATA_UPLOAD_MAX_MEMORY_SIZE``, the limit Django applies to every body it reads
     whole; multipart bodies are left to Django's streaming parser, which caps each file
     (``ingestion.uploads``) and the fields. A body over the cap is answered 413
-    ``body_too_large`` in the envelope of its API, before the request reaches Django.
+    ``body_too_large`` in the envelope of its API, naming the path's own limit, before the request
+    reaches Django.
     """
 
     async def handle(self, scope, receive, send):
@@ -140,7 +150,7 @@ class BodyCappedASGIHandler(ASGIHandler):
         try:
             await super().handle(scope, receive, send)
         except _BodyTooLarge:
-            refusal = body_too_large(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+            refusal = body_too_large(body_limit(scope["path"]))
             render = openai_error_response if scope["path"].startswith("/v1/") else error_response
             await self.send_response(render(refusal), send)
 

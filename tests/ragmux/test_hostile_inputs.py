@@ -495,7 +495,7 @@ def test_an_oversized_body_is_a_413_in_its_envelope_chunked_or_not(
 ):
     from ragmux.core.authentication import issue_admin_token
 
-    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = SMALL_LIMIT
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE, settings.V1_MAX_BODY_MB = SMALL_LIMIT, SMALL_LIMIT // (1024 * 1024)
     admin_token = issue_admin_token(user=personas["admin"])
     with httpx.Client(base_url=asgi_url, timeout=30) as client:
         for method, path, example, envelope in every_json_endpoint(objects):
