@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
 from ingestion import services
@@ -58,7 +58,6 @@ class StoreDocumentsApi(StoreEndpoint):
 
 class StoreTextDocumentApi(StoreEndpoint):
     permission_classes = [EditorWrites]
-    parser_classes = [JSONParser]
 
     def post(self, request, store_id: int):
         data = TextDocumentInput(data=request.data)

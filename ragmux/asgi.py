@@ -3,9 +3,9 @@ import logging
 import os
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
+import django
 from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
-from django.core.asgi import get_asgi_application
 from django.db import connections
 
 from ragmux.core.allocator import keep_large_blocks_mapped
@@ -23,7 +23,11 @@ settings.DATABASES["default"]["OPTIONS"]["pool"] = {
     "max_size": settings.WEB_DB_POOL_SIZE,
     **POOL_OPTIONS,
 }
-django_application = get_asgi_application()
+django.setup(set_prefix=False)
+
+from ragmux.core.bodies import BodyCappedASGIHandler  # noqa: E402  (needs the app registry)
+
+django_application = BodyCappedASGIHandler()
 
 from ragmux.launch.checks import run_startup_checks  # noqa: E402  (needs the app registry)
 

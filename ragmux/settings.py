@@ -263,7 +263,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 WHITENOISE_USE_FINDERS = True
 
 # JSON bodies: the text-ingest endpoint takes up to TEXT_INGEST_MAX_MB of content, /v1 up to
-# V1_MAX_BODY_MB (each checks its own limit).
+# V1_MAX_BODY_MB (each checks its own limit). Under the ASGI server every body but a multipart one
+# is cut off at this size while it is read, chunked or not (ragmux.core.bodies).
 DATA_UPLOAD_MAX_MEMORY_SIZE = (max(TEXT_INGEST_MAX_MB, V1_MAX_BODY_MB) + 1) * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 8 * 1024 * 1024
 # Each uploaded file is cut off at MAX_UPLOAD_MB while it streams in (ingestion.uploads).
@@ -279,7 +280,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["ragmux.core.roles.IsViewer"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["ragmux.core.bodies.JsonParser"],
     "EXCEPTION_HANDLER": "ragmux.core.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }

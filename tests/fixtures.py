@@ -119,13 +119,12 @@ def api(personas):
 def asgi_url(django_db_setup, django_db_blocker) -> str:
     """The app under uvicorn, in this process (so the test database and `settings` overrides
     apply): `/v1` is served the way production serves it, async views and all."""
-    from django.core.asgi import get_asgi_application
-
     from ragmux.core import asyncdb
+    from ragmux.core.bodies import BodyCappedASGIHandler
     from ragmux.launch.embedded import free_port
 
     config = uvicorn.Config(
-        get_asgi_application(), host="127.0.0.1", port=free_port(), lifespan="off", log_level="warning"
+        BodyCappedASGIHandler(), host="127.0.0.1", port=free_port(), lifespan="off", log_level="warning"
     )
     server = uvicorn.Server(config)
     loop = asyncio.new_event_loop()
@@ -141,6 +140,28 @@ def asgi_url(django_db_setup, django_db_blocker) -> str:
         asyncio.run_coroutine_threadsafe(asyncdb.close(), loop).result(timeout=10)
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@pytest.fixture
+def v1(asgi_url, transactional_db):
+    """``v1(key)`` is an HTTP client for /v1 sending that key."""
+    clients: list[httpx.Client] = []
+
+    def client(key: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        http = httpx.Client(base_url=f"{asgi_url}/v1", headers=headers, timeout=30)
+        clients.append(http)
+        return http
+
+    yield client
+    for http in clients:
+        http.close()
+    # Rows still being written would race the database flush that ends the test.
+    from gateway.clients.ledger import pending_writes
+
+    deadline = time.monotonic() + 5
+    while pending_writes() and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 @pytest.fixture

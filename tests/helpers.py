@@ -1,6 +1,6 @@
 """What several test modules share and is not a fixture: the admin API's client, the provider
 translation's feeders, the gateway's planted fact and log wait, the dashboard's page helpers,
-the BM25 reference and the admin API's route table. Test modules import from here, never from
+the BM25 reference and the API's route tables. Test modules import from here, never from
 one another."""
 
 from __future__ import annotations
@@ -78,6 +78,12 @@ def translated_stream(provider, wire: bytes, *, piece: int = 7) -> list[dict]:
     # loop running in this one.
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, collect()).result()
+
+
+def chunked(body: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
+    """The body in pieces, as httpx sends an iterator: chunked, without a `Content-Length`."""
+    for start in range(0, len(body), size):
+        yield body[start : start + size]
 
 
 def sse(*events: object) -> bytes:
@@ -250,25 +256,37 @@ def expected_top(store, query: str, limit: int) -> list[tuple[int, float]]:
     return ranked[:limit]
 
 
-# --- the admin API's routes ---------------------------------------------------------------------
+# --- the API's routes ---------------------------------------------------------------------------
 
 API_METHODS = ("get", "post", "put", "patch", "delete")
 
 
-def api_routes(patterns=None, prefix: str = "") -> list[tuple[str, type]]:
-    """Every admin API route in the URLconf, with its view class."""
+def url_routes(patterns=None, prefix: str = "") -> list[tuple[str, object]]:
+    """Every route in the URLconf, with its view."""
     from django.urls import URLPattern, URLResolver, get_resolver
 
     routes = []
     for entry in get_resolver().url_patterns if patterns is None else patterns:
         route = prefix + str(entry.pattern)
         if isinstance(entry, URLResolver):
-            routes.extend(api_routes(entry.url_patterns, route))
-        elif isinstance(entry, URLPattern) and route.startswith("admin/api/"):
-            view_class = getattr(entry.callback, "view_class", None)
-            if view_class is not None:
-                routes.append((route, view_class))
+            routes.extend(url_routes(entry.url_patterns, route))
+        elif isinstance(entry, URLPattern):
+            routes.append((route, entry.callback))
     return routes
+
+
+def api_routes() -> list[tuple[str, type]]:
+    """Every admin API route in the URLconf, with its view class."""
+    return [
+        (route, view.view_class)
+        for route, view in url_routes()
+        if route.startswith("admin/api/") and getattr(view, "view_class", None) is not None
+    ]
+
+
+def client_api_routes() -> list[str]:
+    """Every `/v1` route in the URLconf."""
+    return [route for route, _ in url_routes() if route.startswith("v1/")]
 
 
 def served_methods(view_class: type) -> list[str]:

@@ -32,6 +32,7 @@ from gateway.connections.models import ModelConnection
 from gateway.connections.providers.chat import NoChat, chat_provider
 from gateway.connections.providers.chat_reply import count
 from gateway.connections.providers.embeddings import Embeddings, embedding_provider, estimate_tokens
+from ragmux.core.bodies import body_limit, parse_json
 from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import (
     InvalidInput,
@@ -39,7 +40,7 @@ from ragmux.core.errors import (
     NotFound,
     ServerFault,
     ServiceError,
-    TooLarge,
+    body_too_large,
     database_unavailable,
     openai_error_body,
     openai_error_response,
@@ -90,17 +91,14 @@ def _preflight(origin: str | None, methods: tuple[str, ...]) -> HttpResponse:
 
 
 def json_body(request: HttpRequest) -> dict[str, Any]:
-    limit = settings.V1_MAX_BODY_MB * 1024 * 1024
+    limit = body_limit(request.path)
     try:
         declared = int(request.headers.get("Content-Length") or 0)
     except ValueError:
         declared = 0
     if declared > limit or len(request.body) > limit:
-        raise TooLarge(f"request body too large (the limit is {settings.V1_MAX_BODY_MB} MiB)", code="body_too_large")
-    try:
-        body = json.loads(request.body or b"null")
-    except ValueError as exc:
-        raise InvalidInput(f"malformed JSON body: {exc}", code="invalid_json") from None
+        raise body_too_large(limit)
+    body = parse_json(request.body or b"null")
     if not isinstance(body, dict):
         raise InvalidInput("the request body must be a JSON object", code="invalid_json")
     return body

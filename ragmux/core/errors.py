@@ -25,6 +25,8 @@ from django.http import Http404, JsonResponse
 from rest_framework import exceptions
 from rest_framework.response import Response
 
+from ragmux.core.units import MIB
+
 logger = logging.getLogger("ragmux.core.errors")
 
 NON_FIELD = "non_field_errors"
@@ -315,12 +317,16 @@ _DRF_CODES = {
 }
 
 
+def body_too_large(limit: int) -> TooLarge:
+    """The one refusal of a request body over a size limit of ``limit`` bytes."""
+    return TooLarge(f"request body too large (the limit is {limit / MIB:g} MiB)", code="body_too_large")
+
+
 def _request_refusal(exc: Exception) -> ServiceError | None:
     """Django's own refusals of a request's size or shape, DRF's validation errors and a database
     out of reach, as kinds."""
     if isinstance(exc, RequestDataTooBig):
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE // (1024 * 1024)
-        return TooLarge(f"the request body is larger than {limit} MiB", code="body_too_large")
+        return body_too_large(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
     if isinstance(exc, TooManyFilesSent):
         return TooLarge(
             f"at most {settings.DATA_UPLOAD_MAX_NUMBER_FILES} files per request; send the rest in another request",

@@ -2,18 +2,31 @@
 strings and bodies, unknown and missing fields. Each answer is below 500, and every refusal is a
 4xx in the one envelope.
 
-The table is checked against the URLconf: an endpoint (route and method) added without a row
-fails `test_every_endpoint_has_a_row`, so new endpoints must join it.
+Every JSON endpoint, admin and `/v1`, signed in or not, meets hostile JSON (nesting past the
+limit, numbers JSON cannot carry, lone surrogates, huge strings) and oversized bodies sent with
+and without a length: each is refused in its API's envelope, never a 5xx, nothing logged as an
+error.
+
+The tables are checked against the URLconf: an endpoint (route and method) added without a row
+fails `test_every_endpoint_has_a_row`, a `/v1` route the hostile-JSON test, so new endpoints must
+join them.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 from dataclasses import dataclass, field
+from http import HTTPStatus
 
+import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from tests.helpers import api_routes, served_methods
+from ragmux.core.bodies import MAX_JSON_DEPTH
+from tests.helpers import api_routes, chunked, client_api_routes, served_methods
 
 ROUTES = api_routes()
 
@@ -258,3 +271,257 @@ def test_the_unauthenticated_login_refuses_an_oversized_body_without_a_traceback
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "body_too_large"
     assert "Traceback" not in caplog.text
+
+
+# --------------------------------------------------------------------------------------------
+# Hostile JSON, to every JSON endpoint of both APIs
+# --------------------------------------------------------------------------------------------
+
+# A JSON example for every `/v1` route that reads a body; None for those that only answer GET.
+CLIENT_API = {
+    "v1/chat/completions": {"messages": [{"content": "launch code?", "role": "user"}], "temperature": 0.2},
+    "v1/retrieve": {"query": "launch code", "top_k": 2},
+    "v1/embeddings": {"input": ["launch code", "handbook"]},
+    "v1/models": None,
+    "v1/models/<path:model_id>": None,
+}
+CLIENT_JSON = sorted(route for route, example in CLIENT_API.items() if example is not None)
+ADMIN_JSON = [
+    (route, method) for route, method in ROWS if isinstance(table({"url": "", "connection": 0})[(route, method)], Json)
+]
+# What a hostile body may be answered: refused by its parse or its size, or before the body is
+# read (no credentials, no such object, a method the route does not serve).
+REFUSALS = {400, 401, 403, 404, 405, 413}
+# Strings within every body limit (the smallest is `/v1`'s, V1_MAX_BODY_MB: 4 MiB by default).
+HUGE_SIZES = (64 * 1024, 1024 * 1024, 3 * 1024 * 1024)
+
+
+def nested(depth: int, opening: str) -> str:
+    if opening == "[":
+        return "[" * depth + "]" * depth
+    return '{"a":' * (depth - 1) + "{}" + "}" * (depth - 1)
+
+
+def lone_surrogate(before: str, code: int, after: str) -> str:
+    """A JSON string holding the escape of one surrogate without its partner (``before`` and
+    ``after`` are escaped to ASCII, so an astral character in them is a whole pair)."""
+    return json.dumps(before)[:-1] + f"\\u{code:04x}" + json.dumps(after)[1:]
+
+
+_PLACEHOLDER = "\x00hostile\x00"
+
+
+def with_value(example: dict, target: str | None, value: str) -> bytes:
+    """The example body with the JSON text ``value`` as the value of ``target``, or as the whole
+    body when ``target`` is None."""
+    if target is None:
+        return value.encode()
+    return json.dumps({**example, target: _PLACEHOLDER}).replace(json.dumps(_PLACEHOLDER), value).encode()
+
+
+def with_key(example: dict, key: str) -> bytes:
+    """The example body with one more member, named by the JSON text ``key``."""
+    return (json.dumps(example)[:-1] + (", " if example else "") + key + ": 1}").encode()
+
+
+DEEP = st.builds(nested, st.integers(MAX_JSON_DEPTH + 1, 5000), st.sampled_from("[{"))
+NOT_A_JSON_NUMBER = st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-1e400"])
+LONE_SURROGATE = st.builds(lone_surrogate, st.text(max_size=20), st.integers(0xD800, 0xDFFF), st.text(max_size=20))
+HUGE_STRING = st.sampled_from(HUGE_SIZES).map(lambda size: json.dumps("x" * size))
+
+
+REFUSED_VALUES = {"deep": DEEP, "not a JSON number": NOT_A_JSON_NUMBER, "lone surrogate": LONE_SURROGATE}
+
+
+@st.composite
+def hostile_bodies(draw, example: dict) -> tuple[str, bytes, bool]:
+    """(what it is, the body, whether it must be refused): one hostile value put in the example,
+    as a field's value, a new field, a new key or the whole body. A huge string within the body
+    limit need not be refused, only answered without a fault."""
+    kind = draw(st.sampled_from([*REFUSED_VALUES, "lone surrogate key", "huge string"]))
+    if kind == "lone surrogate key":
+        return kind, with_key(example, draw(LONE_SURROGATE)), True
+    target = draw(st.sampled_from([*example, "hostile", None]))
+    if kind == "huge string":
+        return f"{kind} in {target}", with_value(example, target, draw(HUGE_STRING)), False
+    return f"{kind} in {target}", with_value(example, target, draw(REFUSED_VALUES[kind])), True
+
+
+HOSTILE = settings(
+    max_examples=15,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+
+def errors_logged(caplog) -> list[str]:
+    return [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR]
+
+
+def admin_error(response) -> dict:
+    error = response.json()["error"]
+    assert error["type"] == HTTPStatus(response.status_code).phrase and error["message"] and error["code"]
+    return error
+
+
+def client_api_error(response) -> dict:
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "code"}, body
+    assert re.fullmatch(r"[a-z_]+", body["error"]["type"]), body
+    return body["error"]
+
+
+def check_hostile_answer(response, label: str, must_refuse: bool, envelope, caplog) -> None:
+    status = response.status_code
+    assert status < 500, f"{label}: {status} {response.text[:300]}"
+    if must_refuse:
+        assert status in REFUSALS, f"{label}: {status} {response.text[:300]}"
+    if status >= 400:
+        envelope(response)
+    assert errors_logged(caplog) == [], label
+
+
+@pytest.mark.parametrize("persona", [None, "admin"], ids=["unauthenticated", "admin"])
+@pytest.mark.parametrize(("route", "method"), ADMIN_JSON, ids=[f"{m.upper()} {r}" for r, m in ADMIN_JSON])
+def test_hostile_json_to_the_admin_api_is_refused_in_its_envelope(api, objects, caplog, route, method, persona):
+    example = table(objects)[(route, method)].example
+    client, url = api(persona), concrete(route, objects)
+
+    @HOSTILE
+    @given(case=hostile_bodies(example))
+    def check(case):
+        label, body, must_refuse = case
+        caplog.clear()
+        response = client.request(method.upper(), url, content=body, headers={"Content-Type": "application/json"})
+        check_hostile_answer(response, label, must_refuse, admin_error, caplog)
+
+    check()
+
+
+@pytest.fixture
+def gateway_key(objects, fake_connection, ingest_now) -> str:
+    """A key of a project that chats, embeds and retrieves from a store with one ingested document."""
+    from gateway.clients.services import key_create, project_create
+
+    ingest_now()
+    project = project_create(
+        name="hostile",
+        chat_connection_id=fake_connection.pk,
+        embedding_connection_id=fake_connection.pk,
+        store_id=objects["store_id"],
+        system_prompt="",
+    )
+    return key_create(project=project, name="hostile", scopes=None, expires_at=None).key
+
+
+def client_api_url(route: str) -> str:
+    return "/" + route.replace("<path:model_id>", "text-embedding-3-small")
+
+
+@pytest.mark.parametrize("signed", [False, True], ids=["no key", "gateway key"])
+@pytest.mark.parametrize("route", client_api_routes())
+def test_hostile_json_to_the_client_api_is_refused_in_its_envelope(v1, gateway_key, caplog, route, signed):
+    assert route in CLIENT_API, "a /v1 route without a row in CLIENT_API"
+    client = v1(gateway_key if signed else None)
+    url = client_api_url(route).removeprefix("/v1")
+
+    @HOSTILE
+    @given(case=hostile_bodies(CLIENT_API[route] or {}))
+    def check(case):
+        label, body, must_refuse = case
+        caplog.clear()
+        response = client.post(url, content=body, headers={"Content-Type": "application/json"})
+        check_hostile_answer(response, label, must_refuse, client_api_error, caplog)
+
+    check()
+
+
+# The failures issue 23 reproduced, each the answer of one malformed body.
+ISSUE_REPRODUCTIONS = {
+    "nested 5,000 deep": lambda example: with_value(example, None, nested(5000, "[")),
+    "nested 5,000 deep in a field": lambda example: with_value(example, "metadata", nested(5000, "{")),
+    "NaN": lambda example: with_value(example, "temperature", "NaN"),
+    "Infinity": lambda example: with_value(example, "top_p", "Infinity"),
+    "a lone surrogate in the first text": lambda example: re.sub(
+        r'(: \[?")', r"\1\\ud800", json.dumps(example), count=1
+    ).encode(),
+}
+LOGIN = {"username": "admin", "password": "correct horse battery"}
+
+
+@pytest.mark.parametrize("case", sorted(ISSUE_REPRODUCTIONS))
+def test_the_unauthenticated_login_refuses_malformed_json_with_a_400(api, caplog, case):
+    response = api().post(
+        "/admin/api/login", content=ISSUE_REPRODUCTIONS[case](LOGIN), headers={"Content-Type": "application/json"}
+    )
+
+    assert response.status_code == 400, response.text
+    assert admin_error(response)["code"] == "invalid_json"
+    assert errors_logged(caplog) == []
+
+
+@pytest.mark.parametrize("case", sorted(ISSUE_REPRODUCTIONS))
+@pytest.mark.parametrize("route", CLIENT_JSON)
+def test_the_client_api_refuses_malformed_json_with_a_400(v1, gateway_key, caplog, route, case):
+    body = ISSUE_REPRODUCTIONS[case](CLIENT_API[route])
+    response = v1(gateway_key).post(client_api_url(route).removeprefix("/v1"), content=body)
+
+    assert response.status_code == 400, response.text
+    assert client_api_error(response)["code"] == "invalid_json"
+    assert errors_logged(caplog) == []
+
+
+# --------------------------------------------------------------------------------------------
+# Oversized bodies, with and without a length, over HTTP (Django's test client always sends a
+# length, so the server reading a chunked body is only met this way)
+# --------------------------------------------------------------------------------------------
+
+SMALL_LIMIT = 1024 * 1024
+
+
+def every_json_endpoint(ids: dict) -> list[tuple[str, str, dict, object]]:
+    """(method, path, example, envelope) for every JSON endpoint of both APIs."""
+    admin = [
+        (method.upper(), concrete(route, ids), table(ids)[(route, method)].example, admin_error)
+        for route, method in ADMIN_JSON
+    ]
+    client = [("POST", client_api_url(route), CLIENT_API[route], client_api_error) for route in CLIENT_JSON]
+    return admin + client
+
+
+@pytest.mark.parametrize("is_chunked", [True, False], ids=["chunked", "with a length"])
+@pytest.mark.parametrize("signed", [False, True], ids=["unauthenticated", "signed in"])
+def test_an_oversized_body_is_a_413_in_its_envelope_chunked_or_not(
+    asgi_url, transactional_db, objects, gateway_key, personas, settings, caplog, signed, is_chunked
+):
+    from ragmux.core.authentication import issue_admin_token
+
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE, settings.V1_MAX_BODY_MB = SMALL_LIMIT, SMALL_LIMIT // (1024 * 1024)
+    admin_token = issue_admin_token(user=personas["admin"])
+    with httpx.Client(base_url=asgi_url, timeout=30) as client:
+        for method, path, example, envelope in every_json_endpoint(objects):
+            token = (gateway_key if path.startswith("/v1/") else admin_token) if signed else None
+            headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+            body = json.dumps({**example, "padding": "x" * SMALL_LIMIT}).encode()
+            response = client.request(method, path, content=chunked(body) if is_chunked else body, headers=headers)
+
+            assert response.status_code == 413, f"{method} {path}: {response.status_code} {response.text[:300]}"
+            error = envelope(response)
+            assert (error["code"], error["message"]) == (
+                "body_too_large",
+                "request body too large (the limit is 1 MiB)",
+            )
+    assert errors_logged(caplog) == []
+
+
+def test_a_chunked_body_within_the_limit_is_read_as_one_with_a_length(asgi_url, transactional_db, personas):
+    body = json.dumps({**LOGIN, "bearer": True}).encode()
+    signed_in = httpx.post(
+        f"{asgi_url}/admin/api/login", content=chunked(body, 16), headers={"Content-Type": "application/json"}
+    )
+
+    assert signed_in.status_code == 200, signed_in.text
+    me = httpx.get(f"{asgi_url}/admin/api/me", headers={"Authorization": f"Bearer {signed_in.json()['token']}"})
+    assert me.json()["username"] == "admin"

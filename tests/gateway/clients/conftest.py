@@ -1,34 +1,9 @@
 from __future__ import annotations
 
-import time
-
-import httpx
 import pytest
 
 from ragmux.launch.embedded import free_port
 from tests.helpers import SYSTEM_PROMPT, web_process
-
-
-@pytest.fixture
-def v1(asgi_url, transactional_db):
-    """``v1(key)`` is an HTTP client for /v1 sending that key."""
-    clients: list[httpx.Client] = []
-
-    def client(key: str | None = None) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        http = httpx.Client(base_url=f"{asgi_url}/v1", headers=headers, timeout=30)
-        clients.append(http)
-        return http
-
-    yield client
-    for http in clients:
-        http.close()
-    # Rows still being written would race the database flush that ends the test.
-    from gateway.clients.ledger import pending_writes
-
-    deadline = time.monotonic() + 5
-    while pending_writes() and time.monotonic() < deadline:
-        time.sleep(0.02)
 
 
 @pytest.fixture(params=["provider cannot embed", "key does not decrypt"])

@@ -1,0 +1,163 @@
+"""Request bodies: the one JSON parse of every API, and the size cap applied while a body is read.
+
+A JSON body is read by :func:`parse_json` and nothing else: DRF's parser (:class:`JsonParser`, the
+admin API's default) and the `/v1` views call it. What it refuses is refused before any view,
+serializer, provider or database sees the value, each time as a 400 ``invalid_json``:
+
+- nesting deeper than :data:`MAX_JSON_DEPTH` (deeper still, the parser itself would recurse
+  out of stack; and every recursive walk after it, validation and the outbound encoder included,
+  would have to be safe as well);
+- ``NaN``, ``Infinity`` and numbers too large for a float: JSON has no such values, and the
+  outbound encoder, PostgreSQL's ``jsonb`` and every client refuse them;
+- lone surrogates (``"\\ud800"``): they cannot be encoded as UTF-8, so neither sent on to a
+  provider nor stored in PostgreSQL.
+
+Under the ASGI server the body is capped while it is read (:class:`BodyCappedASGIHandler`):
+Django's own check reads a body whole, to a temporary file, before it looks at its size, and
+sees no size at all in a chunked body (no ``Content-Length``).
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import re
+from typing import Any
+
+from django.conf import settings
+from django.core.handlers.asgi import ASGIHandler
+from rest_framework.parsers import JSONParser, get_encoding
+
+from ragmux.core.errors import InvalidInput, body_too_large, error_response, openai_error_response
+from ragmux.core.units import MIB
+
+MAX_JSON_DEPTH = 64
+"""How deep arrays and objects may nest in a request body. Generous for any real body (an
+OpenAI tool's JSON schema rarely passes ten), and far from the interpreter's recursion limit."""
+
+_TOO_DEEP = f"nested deeper than {MAX_JSON_DEPTH} levels"
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _malformed(reason: str) -> InvalidInput:
+    return InvalidInput(f"malformed JSON body: {reason}", code="invalid_json")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is too large for a number")
+    return value
+
+
+def _check_nesting_and_text(value: Any, *, strings: bool) -> None:
+    """Walks the parsed value a level at a time (no recursion), refusing a container past the
+    depth limit and, when ``strings``, a key or string holding a lone surrogate."""
+    level, depth = [value], 0
+    while level:
+        if strings and any(isinstance(item, str) and _LONE_SURROGATE.search(item) for item in level):
+            raise _malformed("a string holds a lone surrogate (\\ud800-\\udfff)")
+        containers = [item for item in level if isinstance(item, (dict, list))]
+        if containers and depth == MAX_JSON_DEPTH:
+            raise _malformed(_TOO_DEEP)
+        level, depth = [], depth + 1
+        for container in containers:
+            if isinstance(container, dict):
+                level.extend(container.values())
+                if strings:
+                    level.extend(container)
+            else:
+                level.extend(container)
+
+
+def parse_json(raw: bytes, *, encoding: str = "utf-8") -> Any:
+    """The value of a JSON body, or a 400 ``invalid_json`` saying what is wrong with it."""
+    try:
+        text = raw.decode(encoding)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise _malformed(_TOO_DEEP) from None
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError among them
+        raise _malformed(str(exc)) from None
+    # UTF-8 decoding refuses surrogates, so in a UTF-8 body one can only come from a \\u escape.
+    _check_nesting_and_text(value, strings="\\u" in text or codecs.lookup(encoding).name != "utf-8")
+    return value
+
+
+class JsonParser(JSONParser):
+    """DRF's JSON parser reading through :func:`parse_json`. A subclass of DRF's own, for DRF
+    hands its subclasses the body read through Django's size check."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return parse_json(stream.read(), encoding=get_encoding(parser_context or {}))
+
+
+def body_limit(path: str) -> int:
+    """The largest body a path takes, in bytes: `/v1`'s own ``V1_MAX_BODY_MB``, checked by its
+    views once the key is known, else ``DATA_UPLOAD_MAX_MEMORY_SIZE``."""
+    if path.startswith("/v1/"):
+        return settings.V1_MAX_BODY_MB * MIB
+    return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+def _header(scope: dict, name: bytes) -> bytes | None:
+    return next((value for key, value in scope["headers"] if key.lower() == name), None)
+
+
+def _capped(scope: dict, receive, limit: int):
+    """``receive`` refusing a body past ``limit`` bytes: at once when its ``Content-Length`` says
+    so, else as soon as the bytes read pass it."""
+    declared = _header(scope, b"content-length")
+    received = 0
+
+    async def capped_receive():
+        nonlocal received
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise _BodyTooLarge
+        message = await receive()
+        received += len(message.get("body", b""))
+        if received > limit:
+            raise _BodyTooLarge
+        return message
+
+    return capped_receive
+
+
+class BodyCappedASGIHandler(ASGIHandler):
+    """Django's ASGI handler, with a body cap applied while the body is read, and a chunked body
+    given its length once read (DRF takes a body without ``Content-Length`` for an empty one).
+
+    The cap is ``DATA_UPLOAD_MAX_MEMORY_SIZE``, the limit Django applies to every body it reads
+    whole; multipart bodies are left to Django's streaming parser, which caps each file
+    (``ingestion.uploads``) and the fields. A body over the cap is answered 413
+    ``body_too_large`` in the envelope of its API, naming the path's own limit, before the request
+    reaches Django.
+    """
+
+    async def handle(self, scope, receive, send):
+        content_type = _header(scope, b"content-type") or b""
+        if not content_type.lower().startswith(b"multipart/"):
+            receive = _capped(scope, receive, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+        try:
+            await super().handle(scope, receive, send)
+        except _BodyTooLarge:
+            refusal = body_too_large(body_limit(scope["path"]))
+            render = openai_error_response if scope["path"].startswith("/v1/") else error_response
+            await self.send_response(render(refusal), send)
+
+    def create_request(self, scope, body_file):
+        if _header(scope, b"content-length") is None:
+            length = body_file.seek(0, os.SEEK_END)
+            body_file.seek(0)
+            if length:
+                scope = {**scope, "headers": [*scope["headers"], (b"content-length", str(length).encode())]}
+        return super().create_request(scope, body_file)
