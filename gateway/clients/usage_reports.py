@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.db.models import Avg, Count, F, FloatField, Q, Sum
+from django.db.models import Avg, Count, F, FloatField, Q, QuerySet, Sum
 from django.db.models.aggregates import Aggregate
 from django.db.models.functions import Coalesce, TruncDate
 
@@ -85,15 +85,9 @@ def _spend_sums(rows_in: Q) -> dict:
     }
 
 
-def usage_report(*, project: Project, api_key: GatewayKey | None = None, now: datetime) -> UsageReport:
-    """The usage of ``project`` (or of its key ``api_key``) in the minute, day and month ``now``
-    falls in, against that owner's own limits, with when each budget runs out at the last hour's rate."""
-    owner: SpendLimits = api_key if api_key is not None else project
-    windows = {name: window_at(name, now) for name in WINDOWS}
+def _sums_by_owner(rows: QuerySet[RequestLog], owner_column: str, windows: dict[str, Window], now: datetime) -> dict:
+    """Per owner (``owner_column``'s value), each window's spend and the last hour's: one query."""
     recent_since = now - FORECAST_RATE_SPAN
-    rows = RequestLog.objects.filter(project=project)
-    if api_key is not None:
-        rows = rows.filter(key=api_key)
     aggregates = {}
     for name, window in windows.items():
         for measure, aggregate in _spend_sums(Q(created_at__gte=window.start)).items():
@@ -101,43 +95,64 @@ def usage_report(*, project: Project, api_key: GatewayKey | None = None, now: da
     recent = _spend_sums(Q(created_at__gte=recent_since))
     aggregates["recent_tokens"] = recent["prompt_tokens"] + recent["completion_tokens"]
     aggregates["recent_micros"] = recent["cost_micros"]
-    sums = rows.filter(created_at__gte=min(windows[MONTH].start, recent_since), created_at__lte=now).aggregate(
-        **aggregates
+    grouped = (
+        rows.filter(created_at__gte=min(windows[MONTH].start, recent_since), created_at__lte=now)
+        .order_by()
+        .values(owner_column)
+        .annotate(**aggregates)
     )
+    return {row[owner_column]: row for row in grouped}
+
+
+def _report(owner: SpendLimits, sums: dict | None, windows: dict[str, Window], now: datetime) -> UsageReport:
     usage = {}
     for name, window in windows.items():
         limits = [0 if field is None else getattr(owner, field) for field in _LIMIT_FIELDS[name]]
+        measures = {measure: 0 if sums is None else sums[f"{name}_{measure}"] for measure in _spend_sums(Q())}
         usage[name] = WindowUsage(
-            window,
-            *(sums[f"{name}_{measure}"] for measure in _spend_sums(Q())),
-            request_limit=limits[0],
-            token_limit=limits[1],
-            usd_limit_micros=limits[2],
+            window, **measures, request_limit=limits[0], token_limit=limits[1], usd_limit_micros=limits[2]
         )
+    recent_tokens, recent_micros = (0, 0) if sums is None else (sums["recent_tokens"], sums["recent_micros"])
     forecast = {}
     for prefix, name in (("daily", DAY), ("monthly", MONTH)):
         window_usage = usage[name]
+        resets_at = window_usage.window.resets_at
         forecast[f"{prefix}_exhausted_at"] = exhausted_at(
-            used=window_usage.tokens,
-            limit=window_usage.token_limit,
-            recent=sums["recent_tokens"],
-            now=now,
-            resets_at=window_usage.window.resets_at,
+            used=window_usage.tokens, limit=window_usage.token_limit, recent=recent_tokens, now=now, resets_at=resets_at
         )
         forecast[f"{prefix}_usd_exhausted_at"] = exhausted_at(
             used=window_usage.cost_micros,
             limit=window_usage.usd_limit_micros,
-            recent=sums["recent_micros"],
+            recent=recent_micros,
             now=now,
-            resets_at=window_usage.window.resets_at,
+            resets_at=resets_at,
         )
+    is_key = isinstance(owner, GatewayKey)
     return UsageReport(
-        project_id=project.pk if api_key is None else None,
-        api_key_id=api_key.pk if api_key is not None else None,
+        project_id=None if is_key else owner.pk,
+        api_key_id=owner.pk if is_key else None,
         generated_at=now.replace(microsecond=0),
         windows=usage,
         forecast=forecast,
     )
+
+
+def usage_report(*, project: Project, api_key: GatewayKey | None = None, now: datetime) -> UsageReport:
+    """The usage of ``project`` (or of its key ``api_key``) in the minute, day and month ``now``
+    falls in, against that owner's own limits, with when each budget runs out at the last hour's rate."""
+    windows = {name: window_at(name, now) for name in WINDOWS}
+    rows = RequestLog.objects.filter(project=project)
+    if api_key is None:
+        return _report(project, _sums_by_owner(rows, "project_id", windows, now).get(project.pk), windows, now)
+    sums = _sums_by_owner(rows.filter(key=api_key), "key_id", windows, now).get(api_key.pk)
+    return _report(api_key, sums, windows, now)
+
+
+def project_usage_reports(*, projects: list[Project], now: datetime) -> list[UsageReport]:
+    """`usage_report` of each of ``projects``, in one query whatever their number."""
+    windows = {name: window_at(name, now) for name in WINDOWS}
+    sums = _sums_by_owner(RequestLog.objects.filter(project__in=projects), "project_id", windows, now)
+    return [_report(project, sums.get(project.pk), windows, now) for project in projects]
 
 
 # The request log's figures of a summary (the reference's definitions): errors are every status
