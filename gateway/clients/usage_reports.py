@@ -39,6 +39,8 @@ _LIMIT_FIELDS = {
 
 
 class _ContinuousPercentile(Aggregate):
+    """PostgreSQL's percentile_cont; ``fraction`` is a constant of this module, never input."""
+
     function = "percentile_cont"
     template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
     output_field = FloatField()
@@ -71,6 +73,9 @@ class UsageReport:
     generated_at: datetime
     windows: dict[str, WindowUsage]
     forecast: dict[str, datetime | None]
+
+
+SPEND_MEASURES = ("requests", "prompt_tokens", "completion_tokens", "cost_micros", "rate_limited")
 
 
 def _spend_sums(rows_in: Q) -> dict:
@@ -108,7 +113,7 @@ def _report(owner: SpendLimits, sums: dict | None, windows: dict[str, Window], n
     usage = {}
     for name, window in windows.items():
         limits = [0 if field is None else getattr(owner, field) for field in _LIMIT_FIELDS[name]]
-        measures = {measure: 0 if sums is None else sums[f"{name}_{measure}"] for measure in _spend_sums(Q())}
+        measures = {measure: 0 if sums is None else sums[f"{name}_{measure}"] for measure in SPEND_MEASURES}
         usage[name] = WindowUsage(
             window, **measures, request_limit=limits[0], token_limit=limits[1], usd_limit_micros=limits[2]
         )
