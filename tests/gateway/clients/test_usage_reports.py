@@ -289,8 +289,10 @@ def test_every_role_reads_usage_and_no_one_else(api, spend):
 
 def test_reports_of_missing_or_revoked_owners_are_404(api, spend):
     admin = api("admin")
-    assert admin.get("/admin/api/projects/999999/usage").status_code == 404
-    assert admin.get("/admin/api/keys/999999/usage").status_code == 404
+    assert admin.get("/admin/api/projects/999999/usage").json()["error"]["message"] == "project not found"
+    assert admin.get("/admin/api/keys/999999/usage").json()["error"]["message"] == "key not found"
     revoked = spend["keys"][1]
+    assert admin.get(f"/admin/api/keys/{revoked.pk}/usage").status_code == 200
     assert admin.delete(f"/admin/api/keys/{revoked.pk}").status_code == 200
-    assert admin.get(f"/admin/api/keys/{revoked.pk}/usage").json()["error"]["type"] == "Not Found"
+    gone = admin.get(f"/admin/api/keys/{revoked.pk}/usage")
+    assert (gone.status_code, gone.json()["error"]["message"]) == (404, "key not found")
