@@ -3,11 +3,16 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from datetime import timedelta
 
 from rest_framework import serializers
 
 from gateway.clients.models import Endpoint, GatewayKey, Project, RequestLog, Scope
+from gateway.clients.usage_reports import UsageReport, UsageSummary, WindowUsage
+from gateway.clients.usage_windows import percent_of
+from ragmux.core.env import parse_duration
 from ragmux.core.serializers import MAX_BIGINT, MicroDollarsField, StrictInput
+from ragmux.core.units import micros_to_dollars
 from retrieval.serializers import API_MAX_TOP_K
 
 
@@ -210,3 +215,100 @@ class EmbeddingsInput(serializers.Serializer):
     input = EmbeddingInputField()
     model = serializers.CharField(required=False, allow_blank=True, default="")
     encoding_format = serializers.ChoiceField(choices=["float", "base64"], required=False, default="float")
+
+
+# The longest summary window: the day figures a year and a month back.
+MAX_SUMMARY_WINDOW = timedelta(days=400)
+MAX_SUMMARY_DAYS = 90
+
+
+class UsageSummaryQuery(StrictInput):
+    """`window` is a duration (`24h`, `30m`, `90s`); `days` the UTC days of `daily`."""
+
+    window = serializers.CharField(required=False, max_length=32, default="24h")
+    days = serializers.IntegerField(required=False, min_value=1, max_value=MAX_SUMMARY_DAYS, default=14)
+    compare = serializers.BooleanField(required=False, default=False)
+    by_project = serializers.BooleanField(required=False, default=False)
+
+    def validate_window(self, value: str) -> timedelta:
+        try:
+            seconds = parse_duration(value)
+        except ValueError:
+            raise serializers.ValidationError("must be a duration such as 24h, 30m or 90s") from None
+        if not 1 <= seconds <= MAX_SUMMARY_WINDOW.total_seconds():
+            raise serializers.ValidationError(f"must be from 1s to {MAX_SUMMARY_WINDOW.days * 24}h")
+        return timedelta(seconds=seconds)
+
+
+def _dollars(micros: int) -> float:
+    return float(micros_to_dollars(micros))
+
+
+class WindowUsageOutput(serializers.Serializer):
+    period_start = serializers.DateTimeField(source="window.start")
+    resets_at = serializers.DateTimeField(source="window.resets_at")
+    requests = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    tokens = serializers.IntegerField()
+    cost_micros = serializers.IntegerField()
+    cost_usd = serializers.SerializerMethodField()
+    rate_limited = serializers.IntegerField()
+    request_limit = serializers.IntegerField()
+    request_percent = serializers.SerializerMethodField()
+    token_limit = serializers.IntegerField()
+    token_percent = serializers.SerializerMethodField()
+    usd_limit = serializers.SerializerMethodField()
+    usd_percent = serializers.SerializerMethodField()
+
+    def get_cost_usd(self, usage: WindowUsage) -> float:
+        return _dollars(usage.cost_micros)
+
+    def get_request_percent(self, usage: WindowUsage) -> float:
+        return percent_of(usage.requests, usage.request_limit)
+
+    def get_token_percent(self, usage: WindowUsage) -> float:
+        return percent_of(usage.tokens, usage.token_limit)
+
+    def get_usd_limit(self, usage: WindowUsage) -> float:
+        return _dollars(usage.usd_limit_micros)
+
+    def get_usd_percent(self, usage: WindowUsage) -> float:
+        return percent_of(usage.cost_micros, usage.usd_limit_micros)
+
+
+class ForecastOutput(serializers.Serializer):
+    daily_exhausted_at = serializers.DateTimeField(allow_null=True)
+    monthly_exhausted_at = serializers.DateTimeField(allow_null=True)
+    daily_usd_exhausted_at = serializers.DateTimeField(allow_null=True)
+    monthly_usd_exhausted_at = serializers.DateTimeField(allow_null=True)
+
+
+def usage_report_output(report: UsageReport) -> dict:
+    """The report as §3.7 of the reference has it (`project_id`, or `api_key_id` for a key's),
+    with each window's cost and dollar limit and the forecast of the dollar budgets beside the tokens'."""
+    owner = {"api_key_id": report.api_key_id} if report.api_key_id is not None else {"project_id": report.project_id}
+    return {
+        **owner,
+        "generated_at": serializers.DateTimeField().to_representation(report.generated_at),
+        **{name: WindowUsageOutput(usage).data for name, usage in report.windows.items()},
+        "forecast": ForecastOutput(report.forecast).data,
+    }
+
+
+def _with_dollars(figures: dict) -> dict:
+    return {**figures, "cost_usd": _dollars(figures["cost_micros"])}
+
+
+def usage_summary_output(summary: UsageSummary) -> dict:
+    output = {
+        "window": _with_dollars(summary.window),
+        "total": _with_dollars(summary.total),
+        "daily": [_with_dollars({**day, "day": day["day"].isoformat()}) for day in summary.daily],
+        "recent": RequestLogOutput(summary.recent, many=True).data,
+    }
+    if summary.previous is not None:
+        output["previous"] = _with_dollars(summary.previous)
+    if summary.projects is not None:
+        output["projects"] = [_with_dollars(project) for project in summary.projects]
+    return output

@@ -7,7 +7,7 @@ from django.utils import timezone
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from gateway.clients import selectors, services
+from gateway.clients import selectors, services, usage_reports
 from gateway.clients.exports import csv_pieces
 from gateway.clients.serializers import (
     REQUEST_LOG_COLUMNS,
@@ -19,7 +19,10 @@ from gateway.clients.serializers import (
     RequestLogOutput,
     RequestLogPageQuery,
     RequestLogQuery,
+    UsageSummaryQuery,
     encode_cursor,
+    usage_report_output,
+    usage_summary_output,
 )
 from ragmux.core.roles import AdminWrites
 from ragmux.core.streaming import AnyAccept, streaming_response
@@ -149,3 +152,30 @@ class RequestLogsCsvApi(APIView):
         filename = f"ragmux-request-logs-{timezone.now():%Y-%m-%d}.csv"
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
         return response
+
+
+class ProjectUsageApi(APIView):
+    """The project's spend in the current UTC minute, day and month against its limits."""
+
+    def get(self, request, project_id: int):
+        project = selectors.project_get(project_id=project_id)
+        return Response(usage_report_output(usage_reports.usage_report(project=project, now=timezone.now())))
+
+
+class KeyUsageApi(APIView):
+    """The key's spend against the key's own limits (its project's are the project's report)."""
+
+    def get(self, request, key_id: int):
+        api_key = selectors.key_get(key_id=key_id)
+        report = usage_reports.usage_report(project=api_key.project, api_key=api_key, now=timezone.now())
+        return Response(usage_report_output(report))
+
+
+class UsageSummaryApi(APIView):
+    """The request log summed over a window, all time, per day and (asked for) per project."""
+
+    def get(self, request):
+        query = UsageSummaryQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        summary = usage_reports.usage_summary(**query.validated_data, now=timezone.now())
+        return Response(usage_summary_output(summary))

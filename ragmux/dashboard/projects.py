@@ -23,6 +23,7 @@ from ragmux.core.units import micros_to_dollars
 from ragmux.dashboard.access import page
 from ragmux.dashboard.connections import figure
 from ragmux.dashboard.forms import Form
+from ragmux.dashboard.spend import project_spend
 from stores.selectors import store_list
 
 PROJECT_FIELDS = ("name", "chat_connection_id", "embedding_connection_id", "store_id", "system_prompt")
@@ -167,6 +168,7 @@ def _project_page(
         "dashboard/project.html",
         {
             "project": project,
+            "spend": project_spend(project),
             "limits": limit_facts(project),
             "limits_form": limits_form,
             "limit_inputs": limit_inputs(limits_form),

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from ragmux.dashboard import connections, projects, request_logs, users, views
+from ragmux.dashboard import connections, projects, request_logs, spend, users, views
 
 app_name = "dashboard"
 
@@ -35,6 +35,7 @@ urlpatterns = [
     path("projects/<id:project_id>/edit", projects.project_edit, name="project-edit"),
     path("projects/<id:project_id>/delete", projects.project_delete, name="project-delete"),
     path("projects/<id:project_id>/limits", projects.project_limits, name="project-limits"),
+    path("projects/<id:project_id>/spend", spend.project_spend_section, name="project-spend"),
     path("projects/<id:project_id>/keys", projects.key_create, name="key-create"),
     path("keys/<id:key_id>/edit", projects.key_edit, name="key-edit"),
     path("keys/<id:key_id>/rotate", projects.key_rotate, name="key-rotate"),

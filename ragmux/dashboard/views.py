@@ -39,6 +39,7 @@ from ragmux.dashboard.lexical_index import lexical_index
 from ragmux.dashboard.pager import Pager, pager
 from ragmux.dashboard.quota import store_quota
 from ragmux.dashboard.request_logs import overview_usage
+from ragmux.dashboard.spend import overview_spend
 from ragmux.dashboard.store_form import RERANK_NOTE, StoreForm
 from ragmux.dashboard.uploads import summary, upload_outcomes
 from retrieval.search import SearchResult, matching_words, store_search
@@ -75,6 +76,7 @@ def overview(request):
             "backlog": selectors.documents_by_status(),
             "failures": list(selectors.recent_failures(limit=RECENT_FAILURES)),
             **overview_usage(),
+            "spends": overview_spend(),
         },
     )
 

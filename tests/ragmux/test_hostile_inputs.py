@@ -135,11 +135,14 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
         ("admin/api/projects/<id:project_id>/keys", "get"): NoInput(),
         ("admin/api/projects/<id:project_id>/keys", "post"): Json({"name": "k", "scopes": ["chat"]}),
         ("admin/api/projects/<id:project_id>/logs", "get"): NoInput(),
+        ("admin/api/projects/<id:project_id>/usage", "get"): NoInput(),
         ("admin/api/keys/<id:key_id>", "patch"): Json(
             {"name": "k2", "scopes": ["chat"], "budget_monthly_tokens": 1000}, empty_is_valid=True
         ),
         ("admin/api/keys/<id:key_id>", "delete"): NoInput(),
         ("admin/api/keys/<id:key_id>/rotate", "post"): NoInput(),
+        ("admin/api/keys/<id:key_id>/usage", "get"): NoInput(),
+        ("admin/api/usage/summary", "get"): Query({"window": "168h", "days": 7, "compare": 1, "by_project": 1}),
         ("admin/api/request-logs", "get"): Query({**log_filters, "cursor": "YmVmb3JlOjEwMA", "limit": 10}),
         ("admin/api/request-logs.csv", "get"): Query(log_filters),
     }

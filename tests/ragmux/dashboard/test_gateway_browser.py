@@ -10,7 +10,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.factories import PASSWORD
+from tests.factories import PASSWORD, RequestLogFactory
 from tests.helpers import sign_in, wait_for_logs
 
 pytestmark = pytest.mark.browser
@@ -143,3 +143,27 @@ def test_an_admin_sets_the_limits_of_a_project_and_of_one_of_its_keys(wide_page,
     expect(row).to_contain_text("chat, retrieve, models")
     key = GatewayKey.objects.get(project=Project.objects.get(name="falcon-bot"))
     assert (key.name, key.budget_daily_tokens, key.budget_monthly_usd_micros) == ("support-web", 100_000, 7_250_000)
+
+    # The spend the limits are measured by: a call that spent the day's dollars, and one refused.
+    RequestLogFactory(project=project, key=key, prompt_tokens=1500, completion_tokens=500, cost_micros=2_500_000)
+    RequestLogFactory(project=project, key=key, status_code=429)
+    page.reload()
+    spend = page.get_by_role("region", name="Spend")
+    expect(spend.locator(".budget-meter .label")).to_have_text(
+        ["Monthly dollar budget", "Daily dollar budget", "Requests-a-minute limit"]
+    )
+    daily = spend.locator(".budget-meter", has_text="Daily dollar budget")
+    expect(daily.locator(".used")).to_have_text("$2.500000 of $2.500000")
+    expect(daily.get_by_role("meter")).to_have_attribute("aria-label", "daily dollar budget: 100.0% used")
+    expect(daily.locator(".resets")).to_contain_text("at 00:00 UTC")
+    expect(daily.locator(".forecast")).to_have_text("The daily dollar budget is spent.")
+    expect(spend.locator(".refused")).to_have_text("Calls refused by the limits (429): 1 today, 1 this month.")
+    shots(page, "project-spend")
+    page.get_by_role("link", name="Overview").click()
+    overview = page.locator(".project-spend[data-project=falcon-bot]")
+    expect(overview.get_by_role("meter")).to_have_count(3)
+    expect(overview.get_by_role("meter").nth(1)).to_have_attribute(
+        "aria-label", "falcon-bot: daily dollar budget: 100.0% used"
+    )
+    expect(overview.locator(".refused")).to_contain_text("1 today")
+    shots(page, "overview-spend")
