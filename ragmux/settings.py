@@ -143,7 +143,9 @@ try:
     # Outbound calls to providers
     UPSTREAM_TIMEOUT = env_duration("UPSTREAM_TIMEOUT", 300, minimum=1)
     UPSTREAM_CONNECT_TIMEOUT = env_duration("UPSTREAM_CONNECT_TIMEOUT", 15, minimum=0.1)
-    # A chat upstream that has sent no byte of its answer by then is given up on (504).
+    # A chat upstream that has sent no byte of its answer by then is given up on (504). The budget
+    # is the call's, retries and their waits included: a `Retry-After` that does not fit in it is
+    # passed on to the client instead of waited.
     UPSTREAM_FIRST_BYTE_TIMEOUT = env_duration("UPSTREAM_FIRST_BYTE_TIMEOUT", 60, minimum=0.1)
     UPSTREAM_MAX_RESPONSE_MB = env_int("UPSTREAM_MAX_RESPONSE_MB", 64, minimum=1)
     ALLOW_PRIVATE_UPSTREAMS = env_bool("ALLOW_PRIVATE_UPSTREAMS", False)

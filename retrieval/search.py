@@ -14,9 +14,8 @@ from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from psycopg.errors import QueryCanceled
 
-from gateway.connections.providers.embeddings import Embeddings, NoEmbeddings, embedding_provider
+from gateway.connections.providers.embeddings import EmbeddingProvider, Embeddings, NoEmbeddings, embedding_provider
 from ragmux.core import metrics
-from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import Conflict, Unavailable, UpstreamFailed
 from retrieval import pg_search, sql
 from retrieval.ranking import (
@@ -121,6 +120,14 @@ class SearchOptions:
         """Candidates per side, so fusion has more than top_k to choose from."""
         return 3 * self.top_k
 
+    def ranks_by_vector(self) -> bool:
+        return self.mode in (SearchMode.VECTOR, SearchMode.HYBRID)
+
+    def embeds_query(self, store: RagStore) -> bool:
+        """Whether searching ``store`` embeds the query: to rank by its vector or to cut off by
+        distance (a store with nothing ingested has no width to search yet)."""
+        return (self.ranks_by_vector() or self.max_distance > 0) and store.dimensions is not None
+
 
 @dataclass
 class Hit:
@@ -155,21 +162,32 @@ class SearchResult:
     embedding_tokens_reported: bool = True
 
 
-def embed_query(store: RagStore, query: str) -> Embeddings:
-    connection = store.embedding_connection
+def _query_embedder(store: RagStore) -> EmbeddingProvider:
     try:
-        provider = embedding_provider(connection)
+        return embedding_provider(store.embedding_connection)
     except NoEmbeddings as exc:
         raise StoreCannotEmbed(f"the store cannot embed the query: {exc}") from None
-    except DecryptionFailed:
-        raise StoreCannotEmbed(
-            f'the store cannot embed the query: the API key of connection "{connection.name}" '
-            "does not decrypt with this server's encryption key"
-        ) from None
+
+
+def _embedding_failed(exc: UpstreamFailed) -> UpstreamFailed:
+    return UpstreamFailed(f"embedding the query failed: {exc}", code="embedding_failed")
+
+
+def embed_query(store: RagStore, query: str) -> Embeddings:
+    provider = _query_embedder(store)
     try:
         return provider.embed([query])
     except UpstreamFailed as exc:
-        raise UpstreamFailed(f"embedding the query failed: {exc}", code="embedding_failed") from None
+        raise _embedding_failed(exc) from None
+
+
+async def embed_query_async(store: RagStore, query: str) -> Embeddings:
+    """:func:`embed_query` from the event loop: a caller that is cancelled ends the upstream call."""
+    provider = _query_embedder(store)
+    try:
+        return await provider.embed_async([query])
+    except UpstreamFailed as exc:
+        raise _embedding_failed(exc) from None
 
 
 def _vector_side(store: RagStore, query_vector: str, limit: int) -> list[tuple[int, float]]:
@@ -258,12 +276,11 @@ def store_search(
     if store.dimensions is None:
         # Recorded by the first ingest, possibly after the caller loaded the store.
         store.dimensions = RagStore.objects.values_list("dimensions", flat=True).get(pk=store.pk)
-    wants_vector = options.mode in (SearchMode.VECTOR, SearchMode.HYBRID)
-    needs_distance = wants_vector or options.max_distance > 0
+    wants_vector = options.ranks_by_vector()
     result = SearchResult(hits=[], mode=options.mode, backend=options.backend, fts_config=options.fts_config)
 
     vector_text = None
-    if needs_distance and store.dimensions is not None:
+    if options.embeds_query(store):
         started = time.monotonic()
         if query_vector is None:
             embedded = embed_query(store, query)

@@ -13,8 +13,8 @@ import functools
 import json
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack, contextmanager
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,7 @@ from gateway.clients.serializers import ChatInput, EmbeddingsInput, RetrieveInpu
 from gateway.connections.models import ModelConnection
 from gateway.connections.providers.chat import NoChat, chat_provider
 from gateway.connections.providers.chat_reply import count
-from gateway.connections.providers.embeddings import embedding_provider, estimate_tokens
+from gateway.connections.providers.embeddings import Embeddings, embedding_provider, estimate_tokens
 from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import (
     InvalidInput,
@@ -46,13 +46,16 @@ from ragmux.core.errors import (
     validation_failed,
 )
 from retrieval import context as rag_context
-from retrieval.search import SearchResult, store_search
+from retrieval.search import SearchOptions, SearchResult, embed_query_async, store_search
 from retrieval.serializers import HitOutput
 from stores.models import RagStore
 
 logger = logging.getLogger("ragmux.gateway.v1")
 View = Callable[..., Awaitable[HttpResponse]]
 CORS_MAX_AGE = "600"
+# The status a call whose client went away is logged with (nginx's, as clients never see it).
+CLIENT_CLOSED = 499
+CLIENT_CLOSED_REASON = "client closed request"
 
 
 # --------------------------------------------------------------------------------------------
@@ -137,6 +140,12 @@ async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str,
     try:
         access.require_scope(api_key, scope)
         response = await handler(request, call, **kwargs)
+    except asyncio.CancelledError:
+        # The client went away and Django cancelled the view: the upstream call it awaited was
+        # closed on the way out (every outbound call is an `async with`), and the call is still
+        # recorded. finish() only queues the record, so the cancellation is not held up.
+        call.finish(CLIENT_CLOSED, CLIENT_CLOSED_REASON)
+        raise
     except ServiceError as exc:
         response = openai_error_response(exc)
         call.finish(response.status_code, exc.message)
@@ -155,6 +164,44 @@ async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str,
 # --------------------------------------------------------------------------------------------
 # POST /v1/chat/completions
 # --------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _estimated_if_cancelled(estimate: Callable[[], None]) -> Iterator[None]:
+    """Around work that spends tokens the client may walk away from: the upstream is not asked for
+    its count then, so ``estimate`` records the spend."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        estimate()
+        raise
+
+
+def _count_embedding(call: Call, connection: ModelConnection, tokens: int, *, reported: bool) -> None:
+    call.embedding_tokens, call.tokens_estimated = tokens, not reported
+    call.spends.append(Spend(connection.provider_type, connection.model_name, tokens))
+
+
+async def _search(call: Call, store: RagStore, query: str, overrides: dict[str, Any] | None = None) -> SearchResult:
+    """:func:`store_search` with the query embedded here, on the event loop, so a client that leaves
+    ends that upstream call too; its tokens are counted even then (estimated when unanswered)."""
+    embeds = SearchOptions.for_store(store, overrides).embeds_query(store)
+    embedded: Embeddings | None = None
+
+    def spent_so_far() -> None:
+        if embedded is not None:
+            _count_embedding(call, store.embedding_connection, embedded.tokens, reported=embedded.tokens_reported)
+        elif embeds:
+            _count_embedding(call, store.embedding_connection, estimate_tokens([query]), reported=False)
+
+    with _estimated_if_cancelled(spent_so_far):
+        if embeds:
+            embedded = await embed_query_async(store, query)
+        vector = None if embedded is None else embedded.vectors[0]
+        result = await off_loop(store_search, store=store, query=query, overrides=overrides, query_vector=vector)
+    if embedded is not None:
+        result.embedding_tokens, result.embedding_tokens_reported = embedded.tokens, embedded.tokens_reported
+    return result
 
 
 def _record_search(call: Call, result: SearchResult) -> None:
@@ -178,9 +225,7 @@ async def _ground(call: Call, messages: list[dict]) -> tuple[str, list[dict]]:
     if store is None or not query:
         return "", []
     try:
-        result = await asyncio.wait_for(
-            off_loop(store_search, store=store, query=query), timeout=settings.SEARCH_TIMEOUT
-        )
+        result = await asyncio.wait_for(_search(call, store, query), timeout=settings.SEARCH_TIMEOUT)
     except TimeoutError:
         call.rag_skipped_reason = f"retrieval took longer than SEARCH_TIMEOUT ({settings.SEARCH_TIMEOUT:g}s)"
     except ServiceError as exc:
@@ -265,10 +310,12 @@ async def chat_completions(request: HttpRequest, call: Call) -> HttpResponse:
     context, sources = await _ground(call, data["messages"])
     body["messages"] = inject(data["messages"], context=context, system_prompt=call.project.system_prompt)
 
-    if data["stream"]:
-        call.streamed = True
-        return await _stream(call, provider, body, client_model, sources)
-    reply = await provider.complete(body)
+    unanswered = functools.partial(_settle_tokens, call, connection, body["messages"], answer_chars=0, reported=False)
+    with _estimated_if_cancelled(unanswered):
+        if data["stream"]:
+            call.streamed = True
+            return await _stream(call, provider, body, client_model, sources)
+        reply = await provider.complete(body)
     reported = _count_usage(call, reply.get("usage"))
     _settle_tokens(call, connection, body["messages"], _answer_chars(reply.get("choices"), "message"), reported)
     reply["model"] = client_model
@@ -305,7 +352,7 @@ async def _stream(call: Call, provider, body: dict, client_model: str, sources: 
             yield b"data: " + json.dumps(frame).encode() + b"\n\n"
         except (asyncio.CancelledError, GeneratorExit):
             # The client went away; leaving `async with stack` has closed the upstream call.
-            status, error = 499, "client closed request"
+            status, error = CLIENT_CLOSED, CLIENT_CLOSED_REASON
             raise
         finally:
             _settle_tokens(call, connection, body["messages"], answer_chars, reported)
@@ -330,7 +377,7 @@ async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
     if store is None:
         raise InvalidInput("this project has no RAG store to retrieve from", code="no_store")
     call.model = store.embedding_connection.model_name
-    result = await off_loop(store_search, store=store, query=data["query"], overrides={"top_k": data["top_k"]})
+    result = await _search(call, store, data["query"], {"top_k": data["top_k"]})
     _record_search(call, result)
     call.spends.append(_embedding_spend(store, result))
     return JsonResponse(
@@ -345,12 +392,12 @@ async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
     )
 
 
-def _embed_all(connection: ModelConnection, texts: list[str]) -> tuple[list[list[float]], int, bool]:
+async def _embed_all(connection: ModelConnection, texts: list[str]) -> tuple[list[list[float]], int, bool]:
     provider = embedding_provider(connection)
     vectors: list[list[float]] = []
     tokens, reported = 0, True
     for start in range(0, len(texts), provider.max_batch):
-        embedded = provider.embed(texts[start : start + provider.max_batch])
+        embedded = await provider.embed_async(texts[start : start + provider.max_batch])
         vectors.extend(embedded.vectors)
         tokens += embedded.tokens
         reported = reported and embedded.tokens_reported
@@ -370,9 +417,10 @@ async def embeddings(request: HttpRequest, call: Call) -> HttpResponse:
     if connection is None:
         raise InvalidInput("this project has no embedding connection", code="no_embedding_connection")
     call.model = connection.model_name
-    vectors, tokens, reported = await off_loop(_embed_all, connection, data["input"])
-    call.embedding_tokens, call.tokens_estimated = tokens, not reported
-    call.spends.append(Spend(connection.provider_type, connection.model_name, tokens))
+    estimate = functools.partial(_count_embedding, call, connection, estimate_tokens(data["input"]), reported=False)
+    with _estimated_if_cancelled(estimate):
+        vectors, tokens, reported = await _embed_all(connection, data["input"])
+    _count_embedding(call, connection, tokens, reported=reported)
     return JsonResponse(
         {
             "object": "list",

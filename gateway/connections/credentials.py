@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragmux.core.crypto import seal, unseal
+from ragmux.core.crypto import DecryptionFailed, seal, unseal
 
 
 def connection_key_aad(connection_id: int) -> bytes:
@@ -14,9 +14,16 @@ def seal_api_key(connection_id: int, api_key: str) -> bytes:
 
 
 def open_api_key(connection) -> str:
+    """The connection's API key; :class:`DecryptionFailed`, naming the connection, when it was
+    sealed under another encryption key than this server's."""
     if not connection.api_key_sealed:
         return ""
-    return unseal(connection.api_key_sealed, aad=connection_key_aad(connection.id)).decode()
+    try:
+        return unseal(connection.api_key_sealed, aad=connection_key_aad(connection.id)).decode()
+    except DecryptionFailed:
+        raise DecryptionFailed(
+            f'the API key of connection "{connection.name}" does not decrypt with this server\'s encryption key'
+        ) from None
 
 
 def mask_api_key(api_key: str) -> str:

@@ -343,7 +343,9 @@ async def open_stream(
     """
     started = time.monotonic()
     deadline = started + (timeout or settings.UPSTREAM_TIMEOUT)
-    first_byte_deadline = min(deadline, started + (first_byte_timeout or settings.UPSTREAM_FIRST_BYTE_TIMEOUT))
+    if first_byte_timeout is None:
+        first_byte_timeout = settings.UPSTREAM_FIRST_BYTE_TIMEOUT
+    first_byte_deadline = min(deadline, started + first_byte_timeout)
     limit = max_bytes or settings.UPSTREAM_MAX_RESPONSE_MB * 1024 * 1024
     client = _shared_async_client()
     target = httpx.URL(url)

@@ -4,7 +4,8 @@ wire formats of the providers ragmux calls.
 Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``,
 ``gemini.batch_embed``, ...) and knobs set with :meth:`FakeUpstream.configure`:
 
-- ``latency``: seconds to sleep before answering;
+- ``latency``: seconds to wait before answering (a slow first byte); a caller that hangs up
+  meanwhile gets no answer and is counted (see :meth:`wait_for_disconnects`);
 - ``status`` / ``times``: answer that HTTP status (``times`` calls, or always when ``None``);
 - ``width``: width of the vectors returned; ``wrong_width``: the last vector of a batch is
   one wider than the others;
@@ -71,8 +72,8 @@ class Knobs:
     error_after: int | None = None
     tool_call: str | None = None
     error_reason: str | None = None
-    # Seconds sent as `Retry-After` with a failure.
-    retry_after: int | None = None
+    # Sent as `Retry-After` with a failure: seconds, or an HTTP-date.
+    retry_after: int | str | None = None
     prompt_cache: tuple[int, int] | None = None
 
 
@@ -84,6 +85,8 @@ class RecordedRequest:
     headers: dict[str, str]
     body: bytes
     client_port: int = 0
+    # When it arrived (time.monotonic()).
+    received: float = 0.0
 
     def json(self):
         return json.loads(self.body)
@@ -197,7 +200,7 @@ class FakeUpstream:
         return [text for request in self.requests_to(route) for text in request.json()["input"]]
 
     def wait_for_disconnects(self, count: int, timeout: float = 5) -> bool:
-        """True once ``count`` callers have hung up on a stalled stream."""
+        """True once ``count`` callers have hung up on a stalled stream or a slow first byte."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
@@ -222,12 +225,21 @@ class FakeUpstream:
         return register
 
     # -- dispatch --------------------------------------------------------------------------
-    def _dispatch(self, method: str, path: str, headers: dict[str, str], body: bytes, client_port: int) -> Reply:
+    def _dispatch(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        body: bytes,
+        client_port: int,
+        hangs_up_within: Callable[[float], bool],
+    ) -> Reply | None:
+        """The reply to a request; None when its caller hung up before it was due."""
         for route in self._routes:
             match = route.pattern.fullmatch(path.split("?", 1)[0])
             if route.method != method or not match:
                 continue
-            request = RecordedRequest(route.name, method, path, headers, body, client_port)
+            request = RecordedRequest(route.name, method, path, headers, body, client_port, time.monotonic())
             with self._lock:
                 self.requests.append(request)
                 self._counts[route.name] += 1
@@ -237,8 +249,8 @@ class FakeUpstream:
                     self._failures_left[route.name] -= 1
             if self.on_request is not None:
                 self.on_request(request)
-            if knobs.latency:
-                time.sleep(knobs.latency)
+            if knobs.latency and hangs_up_within(knobs.latency):
+                return None
             if knobs.redirect_to:
                 return 307, {"Location": knobs.redirect_to}, b""
             if fail:
@@ -265,9 +277,13 @@ class FakeUpstream:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                status, reply_headers, reply = upstream._dispatch(
-                    self.command, self.path, headers, body, self.client_address[1]
+                answer = upstream._dispatch(
+                    self.command, self.path, headers, body, self.client_address[1], self._hangs_up_within
                 )
+                if answer is None:
+                    self.close_connection = True
+                    return
+                status, reply_headers, reply = answer
                 self.send_response(status)
                 for name, value in reply_headers.items():
                     self.send_header(name, value)
@@ -282,17 +298,21 @@ class FakeUpstream:
                 self.close_connection = True
                 for piece in reply:
                     if piece == STALL:
-                        self._wait_for_hang_up()
+                        self._hangs_up_within(None)
                         return
                     self.wfile.write(piece)
                     self.wfile.flush()
 
-            def _wait_for_hang_up(self) -> None:
-                while not upstream.stopping.is_set():
+            def _hangs_up_within(self, seconds: float | None) -> bool:
+                """Waits ``seconds`` (None: until the fake stops) for the caller to hang up; True
+                (and counted) when it did."""
+                deadline = None if seconds is None else time.monotonic() + seconds
+                while not upstream.stopping.is_set() and (deadline is None or time.monotonic() < deadline):
                     readable, _, _ = select.select([self.connection], [], [], 0.05)
                     if readable and self.connection.recv(1, socket.MSG_PEEK) == b"":
                         upstream._hung_up()
-                        return
+                        return True
+                return False
 
             do_GET = do_POST = _serve
 

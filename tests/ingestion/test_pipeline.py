@@ -90,6 +90,29 @@ def test_transient_upstream_failures_are_retried(make_store, fake_upstream, inge
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_rate_limit_is_retried_after_its_retry_after(make_store, fake_upstream, ingest_now):
+    store = make_store()
+    fake_upstream.configure("openai.embeddings", status=429, times=1, retry_after=2)
+    fake_upstream.forget_requests()  # the store's width probe
+    (document,) = add(store, ("a.txt", "retry me later"))
+    ingest_now()
+    assert refreshed(document).status == "ready"
+    refused, embedded = fake_upstream.requests_to("openai.embeddings")
+    assert embedded.received - refused.received >= 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_retry_after_past_the_jobs_deadline_fails_the_document_at_once(make_store, fake_upstream, ingest_now):
+    store = make_store()
+    fake_upstream.configure("openai.embeddings", status=503, retry_after=24 * 3600)
+    fake_upstream.forget_requests()
+    (document,) = add(store, ("a.txt", "not today"))
+    ingest_now()
+    assert refreshed(document).error.startswith("embedding failed: openai answered HTTP 503")
+    assert fake_upstream.calls("openai.embeddings") == 1
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_broken_upstream_fails_the_document_keeping_its_progress(make_store, fake_upstream, ingest_now):
     store = make_store()
     fake_upstream.configure("openai.embeddings", status=503)

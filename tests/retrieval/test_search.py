@@ -5,7 +5,7 @@ from django.db import connection
 
 from ingestion.services import IncomingFile, document_upload
 from retrieval.ranking import MAX_TYPO_CORRECTIONS
-from retrieval.search import matching_words, store_search
+from retrieval.search import SearchOptions, matching_words, store_search
 from stores.models import RagStore
 from stores.services import store_create
 
@@ -23,6 +23,30 @@ def build_store(fake_connection, ingest_now):
         return RagStore.objects.get(pk=store.pk)
 
     return build
+
+
+@pytest.mark.parametrize(
+    ("mode", "max_distance", "dimensions", "embeds"),
+    [
+        ("vector", 0, 8, True),
+        ("hybrid", 0, 8, True),
+        ("lexical", 0, 8, False),
+        ("lexical", 0.5, 8, True),  # the distance cut-off needs the query's vector
+        ("hybrid", 0, None, False),  # nothing ingested yet: no width to search
+    ],
+)
+def test_a_search_embeds_its_query_only_to_rank_or_cut_off_by_it(mode, max_distance, dimensions, embeds):
+    options = SearchOptions(
+        mode=mode,
+        backend="pgvector",
+        top_k=5,
+        max_distance=max_distance,
+        vector_weight=1.0,
+        lexical_weight=1.0,
+        typo_tolerance=False,
+        fts_config="simple",
+    )
+    assert options.embeds_query(RagStore(dimensions=dimensions)) is embeds
 
 
 def names(result):

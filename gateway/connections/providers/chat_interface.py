@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, TypeVar
 
+from django.conf import settings
+
 from gateway.connections import http
-from gateway.connections.providers.upstream_errors import by_status, malformed, refusal
+from gateway.connections.providers.upstream_errors import by_status, malformed, refusal, retry_wait
 from ragmux.core.errors import UpstreamFailed
 
 MAX_ATTEMPTS = 3
@@ -109,9 +112,13 @@ class ChatProvider(ABC):
             raise malformed(self.label)
         return self._completion(reply)
 
-    async def _complete_once(self, payload: dict[str, Any]) -> dict[str, Any]:
+    async def _complete_once(self, payload: dict[str, Any], first_byte_timeout: float) -> dict[str, Any]:
         async with http.open_stream(
-            "POST", self._url(stream=False), headers=self._headers(), json_body=payload
+            "POST",
+            self._url(stream=False),
+            headers=self._headers(),
+            json_body=payload,
+            first_byte_timeout=first_byte_timeout,
         ) as upstream:
             content = await upstream.read()
         if upstream.status >= 400:
@@ -121,9 +128,9 @@ class ChatProvider(ABC):
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """One non-streamed answer as an OpenAI ``chat.completion`` object."""
         payload = self._payload(body, stream=False)
-        return await self._retrying(lambda: self._complete_once(payload))
+        return await self._retrying(lambda first_byte_timeout: self._complete_once(payload, first_byte_timeout))
 
-    async def _open_once(self, payload: dict[str, Any]) -> tuple[AsyncExitStack, ChatStream]:
+    async def _open_once(self, payload: dict[str, Any], first_byte_timeout: float) -> tuple[AsyncExitStack, ChatStream]:
         stack = AsyncExitStack()
         try:
             upstream = await stack.enter_async_context(
@@ -132,6 +139,7 @@ class ChatProvider(ABC):
                     self._url(stream=True),
                     headers={**self._headers(), "Accept": self.stream_media_type},
                     json_body=payload,
+                    first_byte_timeout=first_byte_timeout,
                 )
             )
             if upstream.status >= 400:
@@ -147,7 +155,7 @@ class ChatProvider(ABC):
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[ChatStream]:
         """An async context manager yielding the answer's chunks; leaving it ends the call."""
         payload = self._payload(body, stream=True)
-        stack, chunks = await self._retrying(lambda: self._open_once(payload))
+        stack, chunks = await self._retrying(lambda first_byte_timeout: self._open_once(payload, first_byte_timeout))
         async with stack:
             yield chunks
 
@@ -165,12 +173,19 @@ class ChatProvider(ABC):
             raise self._refusal(upstream.status, upstream.content, upstream.headers)
         return self._reply(upstream.content)
 
-    async def _retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
+    async def _retrying(self, attempt: Callable[[float], Awaitable[T]]) -> T:
+        """Makes the call (``attempt`` is given the seconds left for the first byte), again after a
+        failure that may pass, waiting as long as the provider's ``Retry-After`` asks, else backing
+        off. The first-byte budget (UPSTREAM_FIRST_BYTE_TIMEOUT) is the call's, waits included: a
+        wait it cannot hold is not waited, and the failure goes to the client with its
+        ``Retry-After``, which the client can honour better than a held call."""
+        deadline = time.monotonic() + settings.UPSTREAM_FIRST_BYTE_TIMEOUT
         for number in range(1, MAX_ATTEMPTS + 1):
             try:
-                return await attempt()
+                return await attempt(deadline - time.monotonic())
             except UpstreamFailed as exc:
-                if not exc.retryable or number == MAX_ATTEMPTS:
+                wait = retry_wait(exc, backoff=BACKOFF_SECONDS * 2 ** (number - 1))
+                if not exc.retryable or number == MAX_ATTEMPTS or time.monotonic() + wait >= deadline:
                     raise
-            await asyncio.sleep(BACKOFF_SECONDS * 2 ** (number - 1))
+            await asyncio.sleep(wait)
         raise AssertionError("unreachable")

@@ -2,12 +2,16 @@
 
 ``provider.embed(texts)`` makes one upstream call for at most ``provider.max_batch`` texts and
 returns the vectors in input order with the tokens spent: the upstream's own count when it
-reports one, otherwise an estimate of characters / 4. Every failure is an
-:class:`~ragmux.core.errors.UpstreamFailed` whose ``retryable`` says whether trying again may help.
+reports one, otherwise an estimate of characters / 4. ``await provider.embed_async(texts)`` is
+the same call made from the event loop (the client API), ended when its caller is cancelled.
+Every failure is an :class:`~ragmux.core.errors.UpstreamFailed` whose ``retryable`` says whether
+trying again may help.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -18,6 +22,7 @@ from gateway.connections import http
 from gateway.connections.credentials import open_api_key
 from gateway.connections.models import Capability, ModelConnection, ProviderType, why_cannot
 from gateway.connections.providers.upstream_errors import by_status, malformed, refusal
+from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import Conflict, UpstreamFailed
 
 # Rate limits, conflicts and every server error may pass; ingestion retries them with backoff.
@@ -50,6 +55,11 @@ class EmbeddingProvider(ABC):
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> Embeddings:
         """Embeds at most ``max_batch`` texts in one call."""
+
+    async def embed_async(self, texts: Sequence[str]) -> Embeddings:
+        """:meth:`embed` for a caller on the event loop; a model that computes in this process
+        does so in a worker thread, so the loop keeps serving."""
+        return await asyncio.to_thread(self.embed, texts)
 
     def _check_vectors(self, vectors: object, count: int) -> list[list[float]]:
         if not isinstance(vectors, list) or len(vectors) != count:
@@ -96,22 +106,40 @@ class _HttpEmbeddingProvider(EmbeddingProvider):
             return Embeddings(vectors, reported, True)
         return Embeddings(vectors, estimate_tokens(texts), False)
 
-    def _post(self, url: str, body: dict, headers: dict[str, str]) -> object:
-        response = http.request("POST", url, headers=headers, json_body=body, timeout=self.timeout)
-        if response.status >= 400:
+    @abstractmethod
+    def _request(self, texts: Sequence[str]) -> tuple[str, dict, dict[str, str]]:
+        """The URL, body and headers of the call for ``texts``."""
+
+    @abstractmethod
+    def read(self, reply: object, texts: Sequence[str]) -> Embeddings:
+        """The embeddings of ``texts`` in the provider's reply."""
+
+    def _reply(self, status: int, content: bytes, headers) -> object:
+        if status >= 400:
             raise refusal(
                 label=self.label,
                 secret=self.api_key,
-                status=response.status,
-                content=response.content,
-                headers=response.headers,
+                status=status,
+                content=content,
+                headers=headers,
                 classify=by_status,
                 retryable_statuses=RETRYABLE_STATUSES,
             )
         try:
-            return response.json()
+            return json.loads(content)
         except ValueError:
             raise malformed(self.label, "body (not JSON)") from None
+
+    def embed(self, texts: Sequence[str]) -> Embeddings:
+        url, body, headers = self._request(texts)
+        response = http.request("POST", url, headers=headers, json_body=body, timeout=self.timeout)
+        return self.read(self._reply(response.status, response.content, response.headers), texts)
+
+    async def embed_async(self, texts: Sequence[str]) -> Embeddings:
+        url, body, headers = self._request(texts)
+        async with http.open_stream("POST", url, headers=headers, json_body=body, timeout=self.timeout) as upstream:
+            content = await upstream.read()
+        return self.read(self._reply(upstream.status, content, upstream.headers), texts)
 
 
 def _require(condition: bool, label: str, what: str) -> None:
@@ -123,8 +151,8 @@ class OpenAIEmbeddings(_HttpEmbeddingProvider):
     label = "openai"
     max_batch = 256
 
-    def embed(self, texts: Sequence[str]) -> Embeddings:
-        return self.read(self._post(f"{self.base_url}/embeddings", self._inputs(texts), self._bearer()), texts)
+    def _request(self, texts: Sequence[str]) -> tuple[str, dict, dict[str, str]]:
+        return f"{self.base_url}/embeddings", self._inputs(texts), self._bearer()
 
     def read(self, reply: object, texts: Sequence[str]) -> Embeddings:
         """The embeddings of ``texts`` in an ``/embeddings`` reply."""
@@ -146,8 +174,8 @@ class OllamaEmbeddings(_HttpEmbeddingProvider):
     label = "ollama"
     max_batch = 64
 
-    def embed(self, texts: Sequence[str]) -> Embeddings:
-        return self.read(self._post(f"{self.base_url}/api/embed", self._inputs(texts), self._bearer()), texts)
+    def _request(self, texts: Sequence[str]) -> tuple[str, dict, dict[str, str]]:
+        return f"{self.base_url}/api/embed", self._inputs(texts), self._bearer()
 
     def read(self, reply: object, texts: Sequence[str]) -> Embeddings:
         """The embeddings of ``texts`` in an ``/api/embed`` reply."""
@@ -173,10 +201,9 @@ class GeminiEmbeddings(_HttpEmbeddingProvider):
             return f"{model_path}:embedContent", self._content(texts[0])
         return f"{model_path}:batchEmbedContents", {"requests": [self._content(t) for t in texts]}
 
-    def embed(self, texts: Sequence[str]) -> Embeddings:
+    def _request(self, texts: Sequence[str]) -> tuple[str, dict, dict[str, str]]:
         headers = {"x-goog-api-key": self.api_key} if self.api_key else {}
-        url, body = self.request(texts)
-        return self.read(self._post(url, body, headers), texts)
+        return *self.request(texts), headers
 
     def read(self, reply: object, texts: Sequence[str]) -> Embeddings:
         """The embeddings of ``texts`` in an ``embedContent`` or ``batchEmbedContents`` reply."""
@@ -226,7 +253,7 @@ def effective_base_url(provider_type: str, base_url: str) -> str:
 
 
 class NoEmbeddings(Conflict):
-    """The connection's provider type cannot embed."""
+    """The connection cannot embed: its provider type cannot, or its API key does not decrypt."""
 
     code = "embedding_unavailable"
 
@@ -237,9 +264,13 @@ def embedding_provider(connection: ModelConnection, *, timeout: float | None = N
         raise NoEmbeddings(refusal)
     if connection.provider_type == ProviderType.LOCAL:
         return LocalEmbeddings(model=connection.model_name, dimensions=connection.dimensions)
+    try:
+        api_key = open_api_key(connection)
+    except DecryptionFailed as exc:
+        raise NoEmbeddings(exc.message) from None
     return _HTTP_PROVIDERS[connection.provider_type](
         base_url=effective_base_url(connection.provider_type, connection.base_url),
-        api_key=open_api_key(connection),
+        api_key=api_key,
         model=connection.model_name,
         dimensions=connection.dimensions,
         timeout=timeout,

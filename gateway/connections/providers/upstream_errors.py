@@ -5,8 +5,11 @@ read; and no credential in any message."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Collection, Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 
 from ragmux.core.errors import UpstreamFailed
 
@@ -52,10 +55,25 @@ def ended_early(label: str) -> UpstreamFailed:
     return UpstreamFailed(f"{label} ended the stream before the answer was complete", code="upstream_truncated")
 
 
-def _retry_after(headers: Mapping[str, str]) -> int | None:
-    # Only the delta-seconds form: providers send it, and a date would need a clock we trust.
+def retry_after_seconds(headers: Mapping[str, str]) -> int | None:
+    """The seconds a provider's ``Retry-After`` asks for, in either of its forms (delta-seconds
+    or an HTTP-date, counted on our clock); None when it sent none we can read."""
     value = (headers.get("retry-after") or "").strip()
-    return int(value) if value.isdigit() else None
+    if value.isdigit():
+        return int(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:  # "-0000": UTC, with no claim about the sender's zone
+        when = when.replace(tzinfo=UTC)
+    return max(0, math.ceil((when - datetime.now(UTC)).total_seconds()))
+
+
+def retry_wait(exc: UpstreamFailed, *, backoff: float) -> float:
+    """How long to wait before trying a failed call again: what the provider asked for, else the
+    caller's own backoff."""
+    return float(exc.retry_after) if exc.retry_after is not None else backoff
 
 
 def refusal(
@@ -89,5 +107,5 @@ def refusal(
         openai_type=openai_type,
         code=code,
         retryable=relayed_status in retryable_statuses,
-        retry_after=_retry_after(headers),
+        retry_after=retry_after_seconds(headers),
     )

@@ -4,7 +4,9 @@ and every call made with a valid key leaves a request log row."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+import time
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 
 import pytest
 from django.utils import timezone
@@ -82,6 +84,19 @@ def test_retrieving_from_a_store_that_cannot_embed_is_409(v1, project_key, proje
     assert (row.endpoint, row.status_code, row.error) == ("retrieve", 409, error["message"])
 
 
+def test_embedding_with_a_connection_that_cannot_embed_is_409_in_the_words_retrieval_uses(
+    v1, project_key, project, store_cannot_embed
+):
+    response = v1(project_key).post("/embeddings", json={"input": "launch code"})
+    assert response.status_code == 409, response.text
+    error = error_of(response)
+    assert (error["type"], error["code"]) == ("invalid_request_error", "embedding_unavailable")
+    retrieved = error_of(v1(project_key).post("/retrieve", json={"query": "launch code"}))
+    assert retrieved["message"] == f"the store cannot embed the query: {error['message']}"
+    rows = wait_for_logs(2, project=project)
+    assert [(r.endpoint, r.status_code) for r in rows] == [("embeddings", 409), ("retrieve", 409)]
+
+
 def test_upstream_500_is_relayed_with_its_status(v1, project_key, project, fake_upstream):
     fake_upstream.configure("openai.chat", status=500)
     response = v1(project_key).post("/chat/completions", json={"messages": MESSAGES})
@@ -100,18 +115,51 @@ def test_upstream_429_is_retried_then_succeeds(v1, project_key, project, fake_up
     assert fake_upstream.calls("openai.chat") == 2
 
 
+@pytest.mark.parametrize("status", [429, 503])
 @pytest.mark.parametrize(
     ("route", "path", "body"),
     [
         ("openai.chat", "/chat/completions", {"messages": MESSAGES}),
+        ("openai.chat", "/chat/completions", {"messages": MESSAGES, "stream": True}),
         ("openai.embeddings", "/embeddings", {"input": "x"}),
     ],
 )
-def test_an_upstream_rate_limit_is_relayed_with_its_retry_after(v1, project_key, fake_upstream, route, path, body):
-    fake_upstream.configure(route, status=429, retry_after=17)
+def test_a_retry_after_beyond_the_first_byte_budget_is_relayed_at_once(
+    v1, project_key, fake_upstream, settings, route, path, body, status
+):
+    settings.UPSTREAM_FIRST_BYTE_TIMEOUT = 10
+    fake_upstream.configure(route, status=status, retry_after=30)
+    fake_upstream.forget_requests()  # the store's ingestion
+    started = time.monotonic()
     response = v1(project_key).post(path, json=body)
-    assert (response.status_code, response.headers.get("Retry-After")) == (429, "17")
-    assert error_of(response)["type"] == "rate_limit_error"
+    assert (response.status_code, response.headers.get("Retry-After")) == (status, "30")
+    assert error_of(response)["type"] == ("rate_limit_error" if status == 429 else "upstream_error")
+    assert fake_upstream.calls(route) == 1
+    assert time.monotonic() - started < 5  # not held for any part of the 30 s
+
+
+@pytest.mark.parametrize("status", [429, 503])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_retry_after_within_the_first_byte_budget_is_waited_then_retried(
+    v1, project_key, project, fake_upstream, settings, status, stream
+):
+    settings.UPSTREAM_FIRST_BYTE_TIMEOUT = 10
+    fake_upstream.configure("openai.chat", status=status, times=1, retry_after=1)
+    response = v1(project_key).post("/chat/completions", json={"messages": MESSAGES, "stream": stream})
+    assert response.status_code == 200 and "AMBER-7731" in response.text.replace('"', "").replace(" ", "")
+    first, second = fake_upstream.requests_to("openai.chat")
+    assert second.received - first.received >= 1
+    [row] = wait_for_logs(1, project=project)
+    assert row.status_code == 200
+
+
+def test_a_retry_after_date_is_relayed_as_seconds(v1, project_key, fake_upstream, settings):
+    settings.UPSTREAM_FIRST_BYTE_TIMEOUT = 10
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=120), usegmt=True)
+    fake_upstream.configure("openai.chat", status=503, retry_after=when)
+    response = v1(project_key).post("/chat/completions", json={"messages": MESSAGES})
+    assert response.status_code == 503 and 115 <= int(response.headers["Retry-After"]) <= 121
+    assert fake_upstream.calls("openai.chat") == 1
 
 
 def test_unreachable_upstream_is_502(v1, project_key, project, chat_connection):

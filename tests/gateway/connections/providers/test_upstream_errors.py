@@ -1,0 +1,40 @@
+"""How long a provider asks to be left alone, in either form `Retry-After` takes, and how long a
+retry waits."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import pytest
+
+from gateway.connections.providers.upstream_errors import retry_after_seconds, retry_wait
+from ragmux.core.errors import UpstreamFailed
+
+
+def _in(seconds: float) -> str:
+    return format_datetime(datetime.now(UTC) + timedelta(seconds=seconds), usegmt=True)
+
+
+@pytest.mark.parametrize(("header", "expected"), [("30", 30), (" 0 ", 0), ("Wed, 21 Oct 2015 07:28:00 -0000", 0)])
+def test_retry_after_is_read_in_seconds_or_as_a_date(header, expected):
+    assert retry_after_seconds({"retry-after": header}) == expected
+
+
+def test_a_retry_after_date_counts_from_now_and_never_below_zero():
+    assert 88 <= retry_after_seconds({"retry-after": _in(90)}) <= 90
+    assert retry_after_seconds({"retry-after": _in(-90)}) == 0
+
+
+@pytest.mark.parametrize("header", ["", "soon", "-5", "1.5"])
+def test_a_retry_after_that_says_nothing_readable_is_none(header):
+    assert retry_after_seconds({"retry-after": header}) is None
+    assert retry_after_seconds({}) is None
+
+
+def test_a_retry_waits_what_the_provider_asked_else_the_backoff():
+    asked = UpstreamFailed.relayed(
+        "busy", status=503, openai_type="upstream_error", code=None, retryable=True, retry_after=7
+    )
+    silent = UpstreamFailed.relayed("busy", status=503, openai_type="upstream_error", code=None, retryable=True)
+    assert (retry_wait(asked, backoff=0.25), retry_wait(silent, backoff=0.25)) == (7.0, 0.25)
