@@ -80,26 +80,38 @@ class WebProcess:
 
 
 @pytest.fixture
-def second_web_process(subprocess_env, transactional_db, settings):
-    """The production server (`ragmux serve`'s uvicorn command, one worker) in its own process, on
-    the test database."""
+def start_web_process(subprocess_env, transactional_db, settings):
+    """``start_web_process()`` starts the production server (`ragmux serve`'s uvicorn command, one
+    worker) in a process of its own, on the test database; each is stopped at the end."""
     from ragmux.launch.cli import web_command
 
-    settings.PORT, settings.WEB_WORKERS = free_port(), 1
-    process = subprocess.Popen(web_command(), env=subprocess_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{settings.PORT}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"the second web process did not start: {process.stderr.read().decode()[-2000:]}")
-        time.sleep(0.1)
-    yield WebProcess(url, process)
-    if process.poll() is None:
-        process.terminate()
-        process.wait(timeout=30)
+    started: list[WebProcess] = []
+
+    def start() -> WebProcess:
+        settings.PORT, settings.WEB_WORKERS = free_port(), 1
+        process = subprocess.Popen(web_command(), env=subprocess_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        url = f"http://127.0.0.1:{settings.PORT}"
+        started.append(WebProcess(url, process))
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    return started[-1]
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"the web process did not start: {process.stderr.read().decode()[-2000:]}")
+            time.sleep(0.1)
+
+    yield start
+    for web in started:
+        if web.process.poll() is None:
+            web.process.terminate()
+            web.process.wait(timeout=30)
+
+
+@pytest.fixture
+def second_web_process(start_web_process) -> WebProcess:
+    """The production server in its own process, beside the test's own."""
+    return start_web_process()
