@@ -165,3 +165,163 @@ def test_a_budget_holds_under_concurrent_calls_and_names_the_tier_that_ran_out(
     assert [(row.prompt_tokens, row.completion_tokens, row.cost_micros) for row in rows] == [
         (PROMPT_WORDS, ANSWER_TOKENS, CALL_MICROS)
     ] * passed
+
+
+def _counters(tier: str, owner_id: int) -> dict[str, tuple]:
+    """Each window's (requests, prompt, completion, cost, reserved tokens, reserved micro-dollars)."""
+    from gateway.clients.models import UsageCounter
+
+    return {
+        row.period: (
+            row.requests,
+            row.prompt_tokens,
+            row.completion_tokens,
+            row.cost_micros,
+            row.reserved_tokens,
+            row.reserved_micros,
+        )
+        for row in UsageCounter.objects.filter(tier=tier, owner_id=owner_id)
+    }
+
+
+def _settled(project, count: int) -> None:
+    from gateway.clients.ledger import flush
+
+    wait_for_logs(count, project=project)
+    assert flush(5)
+
+
+def test_a_denied_call_makes_no_upstream_or_embedding_call_and_costs_nothing(v1, project, project_key, fake_upstream):
+    from gateway.clients.services import project_update
+
+    project_update(project=project, rate_limit_rpm=1)
+    fake_upstream.forget_requests()  # the store's ingestion
+    client = v1(project_key)
+    assert client.post("/chat/completions", json=CHAT).status_code == 200
+    spent = (fake_upstream.calls("openai.embeddings"), fake_upstream.calls("openai.chat"))
+    assert spent == (1, 1)
+    denied = client.post("/chat/completions", json={**CHAT, "stream": True})
+    assert denied.status_code == 429
+    assert (fake_upstream.calls("openai.embeddings"), fake_upstream.calls("openai.chat")) == spent
+    [_, row] = wait_for_logs(2, project=project)
+    assert (row.status_code, row.prompt_tokens, row.completion_tokens, row.embedding_tokens, row.cost_micros) == (
+        429,
+        0,
+        0,
+        0,
+        0,
+    )
+    assert row.model == project.chat_connection.model_name
+
+
+def test_every_v1_answer_but_the_model_listing_carries_its_limits_headers(
+    v1, project, project_key, settings, fake_connection
+):
+    from gateway.clients.services import project_update
+
+    settings.V1_CORS_ORIGINS = ["https://app.example"]
+    project_update(
+        project=project,
+        embedding_connection_id=fake_connection.id,
+        rate_limit_rpm=100,
+        rate_limit_tpm=1_000_000,
+        budget_daily_tokens=1_000_000,
+        budget_monthly_tokens=5_000_000,
+        budget_daily_usd_micros=1_000_000,
+        budget_monthly_usd_micros=5_000_000,
+    )
+    client = v1(project_key)
+    origin = {"Origin": "https://app.example"}
+    answers = [
+        client.post("/chat/completions", json=CHAT, headers=origin),
+        client.post("/embeddings", json={"input": ["falcon"]}, headers=origin),
+        client.post("/retrieve", json={"query": "launch code"}, headers=origin),
+    ]
+    for answer in answers:
+        assert answer.status_code == 200, answer.text
+        exposed = {name.strip() for name in answer.headers["access-control-expose-headers"].split(",")}
+        for name in (
+            "x-ratelimit-limit-requests",
+            "x-ratelimit-remaining-requests",
+            "x-ratelimit-reset-requests",
+            "x-ratelimit-limit-tokens",
+            "x-ratelimit-remaining-tokens",
+            "x-ragmux-budget-daily-remaining",
+            "x-ragmux-budget-monthly-remaining",
+            "x-ragmux-budget-daily-usd-remaining",
+            "x-ragmux-budget-monthly-usd-remaining",
+        ):
+            assert name in answer.headers
+            assert name in exposed
+        assert "retry-after" in exposed
+    assert [int(answer.headers["x-ratelimit-remaining-requests"]) for answer in answers] == [99, 98, 97]
+    listing = client.get("/models")
+    assert not [name for name in listing.headers if name.startswith(("x-ratelimit", "x-ragmux-budget"))]
+
+
+def test_a_dollar_budget_refuses_a_model_without_a_price(v1, limited, fake_upstream):
+    from gateway.clients.models import GatewayKey
+    from gateway.connections.models import ModelPrice
+
+    key = limited({"budget_monthly_usd_micros": 1_000_000})
+    ModelPrice.objects.filter(model="budget-model").delete()
+    refused = v1(key).post("/chat/completions", json=CHAT)
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "unpriced_model"
+    assert "'budget-model'" in refused.json()["error"]["message"]
+    assert fake_upstream.calls("openai.chat") == 0
+    # Without a dollar budget the same model is answered (and logged as unpriced).
+    GatewayKey.objects.update(budget_monthly_usd_micros=0)
+    from gateway.clients.models import Project
+
+    Project.objects.update(budget_monthly_usd_micros=0)
+    assert v1(key).post("/chat/completions", json=CHAT).status_code == 200
+
+
+@pytest.mark.parametrize("ending", ["completed", "client left"])
+def test_a_stream_settles_to_its_usage_when_it_ends(v1, limited, fake_upstream, ending):
+    from gateway.clients.models import Project, RequestLog
+
+    key = limited({"budget_daily_tokens": 1_000_000}, {"rate_limit_tpm": 1_000_000})
+    project = Project.objects.get(name="limited")
+    body = {**CHAT, "stream": True, "stream_options": {"include_usage": True}}
+    if ending == "completed":
+        assert "[DONE]" in v1(key).post("/chat/completions", json=body).text
+    else:
+        fake_upstream.configure("openai.chat", stall_after=2)
+        with v1(key).stream("POST", "/chat/completions", json=body) as answer:
+            next(answer.iter_bytes())
+        assert fake_upstream.wait_for_disconnects(1)
+    _settled(project, 1)
+    row = RequestLog.objects.get(project=project)
+    assert row.status_code == (200 if ending == "completed" else 499)
+    used = (row.prompt_tokens, row.completion_tokens, row.cost_micros)
+    assert row.prompt_tokens > 0
+    for tier, owner in (("project", project.pk), ("key", row.key_id)):
+        counters = _counters(tier, owner)
+        assert set(counters) == {"minute", "day", "month"}
+        # The estimate reserved at admission has given way to what the row says was spent.
+        assert set(counters.values()) == {(1, *used, 0, 0)}
+
+
+@pytest.mark.parametrize(
+    ("limits", "status"),
+    [({"rate_limit_rpm": 1, "rate_limit_tpm": 5}, 200), ({"rate_limit_rpm": 1, "budget_daily_tokens": 10**6}, 503)],
+    ids=["minute limits fail open", "budgets never skipped"],
+)
+def test_counters_that_cannot_be_reached(v1, limited, fake_upstream, limits, status):
+    from django.db import connection
+
+    key = limited(limits)
+    signature = "bigint, bigint, text[], timestamptz[], bigint, bigint, text[], text[], text[], bigint[], bigint[]"
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER FUNCTION ragmux_usage_reserve({signature}) RENAME TO ragmux_usage_reserve_away")
+    try:
+        answers = [v1(key).post("/chat/completions", json=CHAT) for _ in range(2)]
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER FUNCTION ragmux_usage_reserve_away({signature}) RENAME TO ragmux_usage_reserve")
+    assert [answer.status_code for answer in answers] == [status, status]
+    assert fake_upstream.calls("openai.chat") == (2 if status == 200 else 0)
+    if status == 503:
+        assert answers[0].json()["error"]["code"] == "limit_check_failed"
