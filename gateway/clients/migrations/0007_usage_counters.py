@@ -30,51 +30,56 @@ CREATE FUNCTION ragmux_usage_reserve(
 ) LANGUAGE plpgsql AS $$
 DECLARE
     i int;
+    j int;
     v_value bigint;
+    v_windows int := array_length(p_periods, 1);
 BEGIN
     PERFORM ragmux_usage_lock(ARRAY[p_project]);
     -- A database crash may forget the last moment of reservations (calls then get in rather
     -- than out); in exchange no call waits for the disk.
     PERFORM set_config('synchronous_commit', 'off', true);
-    INSERT INTO usage_counters (tier, owner_id, period, period_start, requests, prompt_tokens,
-                                completion_tokens, cost_micros, reserved_tokens, reserved_micros)
-    SELECT o.tier, o.owner_id, w.period, w.period_start, 0, 0, 0, 0, 0, 0
-      FROM (VALUES ('project', p_project), ('key', p_key)) AS o(tier, owner_id)
-     CROSS JOIN unnest(p_periods, p_starts) AS w(period, period_start)
-        ON CONFLICT (tier, owner_id, period, period_start) DO NOTHING;
+    -- The rows in a fixed order: the project's windows, then the key's.
+    tiers := array_fill('project'::text, ARRAY[v_windows]) || array_fill('key'::text, ARRAY[v_windows]);
+    periods := p_periods || p_periods;
+    FOR i IN 1 .. 2 LOOP
+        SELECT array_agg(u.requests ORDER BY w.n),
+               array_agg(u.prompt_tokens + u.completion_tokens + u.reserved_tokens ORDER BY w.n),
+               array_agg(u.cost_micros + u.reserved_micros ORDER BY w.n)
+          INTO requests, tokens, micros
+          FROM unnest(tiers, periods, p_starts || p_starts) WITH ORDINALITY AS w(tier, period, period_start, n)
+          LEFT JOIN usage_counters u
+            ON u.tier = w.tier AND u.period = w.period AND u.period_start = w.period_start
+           AND u.owner_id = CASE w.tier WHEN 'project' THEN p_project ELSE p_key END;
+        EXIT WHEN array_position(requests, NULL) IS NULL;
+        -- The first call of a window makes its rows.
+        INSERT INTO usage_counters (tier, owner_id, period, period_start, requests, prompt_tokens,
+                                    completion_tokens, cost_micros, reserved_tokens, reserved_micros)
+        SELECT w.tier, CASE w.tier WHEN 'project' THEN p_project ELSE p_key END, w.period, w.period_start,
+               0, 0, 0, 0, 0, 0
+          FROM unnest(tiers, periods, p_starts || p_starts) AS w(tier, period, period_start)
+            ON CONFLICT (tier, owner_id, period, period_start) DO NOTHING;
+    END LOOP;
     denied := 0;
     FOR i IN 1 .. coalesce(array_length(c_tiers, 1), 0) LOOP
-        SELECT CASE c_columns[i]
-                   WHEN 'requests' THEN u.requests
-                   WHEN 'tokens' THEN u.prompt_tokens + u.completion_tokens + u.reserved_tokens
-                   ELSE u.cost_micros + u.reserved_micros
-               END
-          INTO v_value
-          FROM usage_counters u
-         WHERE u.tier = c_tiers[i]
-           AND u.owner_id = CASE c_tiers[i] WHEN 'project' THEN p_project ELSE p_key END
-           AND u.period = c_periods[i]
-           AND u.period_start = p_starts[array_position(p_periods, c_periods[i])];
+        j := array_position(p_periods, c_periods[i]) + CASE c_tiers[i] WHEN 'project' THEN 0 ELSE v_windows END;
+        v_value := CASE c_columns[i] WHEN 'requests' THEN requests[j] WHEN 'tokens' THEN tokens[j] ELSE micros[j] END;
         IF v_value + c_addends[i] > c_thresholds[i] THEN
             denied := i;
-            EXIT;
+            RETURN;
         END IF;
     END LOOP;
-    IF denied = 0 THEN
-        UPDATE usage_counters u
-           SET requests = u.requests + 1,
-               reserved_tokens = u.reserved_tokens + p_tokens,
-               reserved_micros = u.reserved_micros + p_micros
-         WHERE (u.tier, u.owner_id) IN (('project', p_project), ('key', p_key))
-           AND (u.period, u.period_start) IN (SELECT * FROM unnest(p_periods, p_starts));
-    END IF;
-    SELECT array_agg(u.tier), array_agg(u.period), array_agg(u.requests),
-           array_agg(u.prompt_tokens + u.completion_tokens + u.reserved_tokens),
-           array_agg(u.cost_micros + u.reserved_micros)
-      INTO tiers, periods, requests, tokens, micros
-      FROM usage_counters u
-     WHERE (u.tier, u.owner_id) IN (('project', p_project), ('key', p_key))
-       AND (u.period, u.period_start) IN (SELECT * FROM unnest(p_periods, p_starts));
+    UPDATE usage_counters u
+       SET requests = u.requests + 1,
+           reserved_tokens = u.reserved_tokens + p_tokens,
+           reserved_micros = u.reserved_micros + p_micros
+      FROM unnest(tiers, periods, p_starts || p_starts) AS w(tier, period, period_start)
+     WHERE u.tier = w.tier AND u.period = w.period AND u.period_start = w.period_start
+       AND u.owner_id = CASE w.tier WHEN 'project' THEN p_project ELSE p_key END;
+    FOR j IN 1 .. 2 * v_windows LOOP
+        requests[j] := requests[j] + 1;
+        tokens[j] := tokens[j] + p_tokens;
+        micros[j] := micros[j] + p_micros;
+    END LOOP;
 END $$;
 """
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import time
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -304,15 +305,22 @@ def test_a_stream_settles_to_its_usage_when_it_ends(v1, limited, fake_upstream, 
         assert set(counters.values()) == {(1, *used, 0, 0)}
 
 
+def _unchecked_calls(asgi_url: str) -> float:
+    text = httpx.get(f"{asgi_url}/metrics", timeout=10).text
+    match = re.search(r"^ragmux_limits_unchecked_total (\S+)$", text, re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
 @pytest.mark.parametrize(
     ("limits", "status"),
     [({"rate_limit_rpm": 1, "rate_limit_tpm": 5}, 200), ({"rate_limit_rpm": 1, "budget_daily_tokens": 10**6}, 503)],
     ids=["minute limits fail open", "budgets never skipped"],
 )
-def test_counters_that_cannot_be_reached(v1, limited, fake_upstream, limits, status):
+def test_counters_that_cannot_be_reached(v1, asgi_url, limited, fake_upstream, limits, status):
     from django.db import connection
 
     key = limited(limits)
+    unchecked_before = _unchecked_calls(asgi_url)
     signature = "bigint, bigint, text[], timestamptz[], bigint, bigint, text[], text[], text[], bigint[], bigint[]"
     with connection.cursor() as cursor:
         cursor.execute(f"ALTER FUNCTION ragmux_usage_reserve({signature}) RENAME TO ragmux_usage_reserve_away")
@@ -325,3 +333,5 @@ def test_counters_that_cannot_be_reached(v1, limited, fake_upstream, limits, sta
     assert fake_upstream.calls("openai.chat") == (2 if status == 200 else 0)
     if status == 503:
         assert answers[0].json()["error"]["code"] == "limit_check_failed"
+    # Each call let through unchecked is counted.
+    assert _unchecked_calls(asgi_url) == unchecked_before + (2 if status == 200 else 0)
