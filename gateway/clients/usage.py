@@ -171,6 +171,8 @@ def settle(*, settlements: list[Settlement]) -> None:
     rows = _deltas(settlements)
     columns = [list(values) for values in zip(*(key + tuple(change) for key, change in rows.items()), strict=True)]
     with transaction.atomic(), connection.cursor() as cursor:
+        # The locks are held until the commit, which need not wait for the disk (as admissions').
+        cursor.execute("SET LOCAL synchronous_commit = off")
         cursor.execute(
             "SELECT ragmux_usage_lock(%s::bigint[])", [sorted({s.admission.project_id for s in settlements})]
         )
