@@ -17,8 +17,9 @@ concurrency:
   reserved columns and the true usage enters the used ones, in the windows the call was admitted
   in, under the same lock. The checks count the calls in flight by their estimate and finished
   calls by their usage; only a single call can overshoot, by its own size.
-- **Writers cannot deadlock:** every writer takes the project locks (`ragmux_usage_lock`) before
-  touching a row, in ascending project order.
+- **Writers cannot deadlock, and hold the lock briefly:** each write is one statement
+  (`ragmux_usage_reserve`, `ragmux_usage_settle`) that takes its projects' locks
+  (`ragmux_usage_lock`) before touching a row, in ascending project order, and commits at once.
 
 The lock serialises a project's admissions, each one short statement without a round trip
 inside it; calls to different projects do not wait for each other at all.
@@ -29,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Q
 
 from gateway.clients.limits import (
@@ -57,24 +58,9 @@ _RESERVE = (
     "SELECT denied, tiers, periods, requests, tokens, micros FROM ragmux_usage_reserve("
     "%s, %s, %s::text[], %s::timestamptz[], %s, %s, %s::text[], %s::text[], %s::text[], %s::bigint[], %s::bigint[])"
 )
-_COUNTER_COLUMNS = (
-    "tier",
-    "owner_id",
-    "period",
-    "period_start",
-    "requests",
-    "prompt_tokens",
-    "completion_tokens",
-    "cost_micros",
-    "reserved_tokens",
-    "reserved_micros",
-)
-_COLUMN_TYPES = ("text", "bigint", "text", "timestamptz", *("bigint",) * 6)
 _SETTLE = (
-    f"INSERT INTO {UsageCounter._meta.db_table} ({', '.join(_COUNTER_COLUMNS)}) "
-    f"SELECT * FROM unnest({', '.join(f'%s::{kind}[]' for kind in _COLUMN_TYPES)}) "
-    "ON CONFLICT (tier, owner_id, period, period_start) DO UPDATE SET "
-    + ", ".join(f"{name} = usage_counters.{name} + EXCLUDED.{name}" for name in _COUNTER_COLUMNS[4:])
+    "SELECT ragmux_usage_settle(%s::bigint[], %s::text[], %s::bigint[], %s::text[], %s::timestamptz[], "
+    "%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])"
 )
 
 
@@ -165,18 +151,14 @@ def _deltas(settlements: list[Settlement]) -> dict[tuple, list[int]]:
 
 
 def settle(*, settlements: list[Settlement]) -> None:
-    """Moves each call from its reservation to its true usage, in one transaction."""
+    """Moves each call from its reservation to its true usage, in one statement."""
     if not settlements:
         return
     rows = _deltas(settlements)
     columns = [list(values) for values in zip(*(key + tuple(change) for key, change in rows.items()), strict=True)]
-    with transaction.atomic(), connection.cursor() as cursor:
-        # The locks are held until the commit, which need not wait for the disk (as admissions').
-        cursor.execute("SET LOCAL synchronous_commit = off")
-        cursor.execute(
-            "SELECT ragmux_usage_lock(%s::bigint[])", [sorted({s.admission.project_id for s in settlements})]
-        )
-        cursor.execute(_SETTLE, columns)
+    projects = sorted({settlement.admission.project_id for settlement in settlements})
+    with connection.cursor() as cursor:
+        cursor.execute(_SETTLE, [projects, *columns])
 
 
 def usage_counter_purge(*, now: datetime) -> int:

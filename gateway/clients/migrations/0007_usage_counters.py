@@ -16,6 +16,32 @@ BEGIN
 END $$;
 """
 
+# Calls' settlement in one statement (so the locks are held only while PostgreSQL works, never
+# while the writing process waits for its turn): each row's changes added under the projects'
+# locks, the reservations leaving and the true usage entering.
+USAGE_SETTLE = """
+CREATE FUNCTION ragmux_usage_settle(
+    p_projects bigint[], p_tiers text[], p_owners bigint[], p_periods text[], p_starts timestamptz[],
+    p_requests bigint[], p_prompt bigint[], p_completion bigint[], p_micros bigint[],
+    p_reserved_tokens bigint[], p_reserved_micros bigint[]
+) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM ragmux_usage_lock(p_projects);
+    PERFORM set_config('synchronous_commit', 'off', true);
+    INSERT INTO usage_counters AS u (tier, owner_id, period, period_start, requests, prompt_tokens,
+                                     completion_tokens, cost_micros, reserved_tokens, reserved_micros)
+    SELECT * FROM unnest(p_tiers, p_owners, p_periods, p_starts, p_requests, p_prompt, p_completion, p_micros,
+                         p_reserved_tokens, p_reserved_micros)
+        ON CONFLICT (tier, owner_id, period, period_start) DO UPDATE
+       SET requests = u.requests + EXCLUDED.requests,
+           prompt_tokens = u.prompt_tokens + EXCLUDED.prompt_tokens,
+           completion_tokens = u.completion_tokens + EXCLUDED.completion_tokens,
+           cost_micros = u.cost_micros + EXCLUDED.cost_micros,
+           reserved_tokens = u.reserved_tokens + EXCLUDED.reserved_tokens,
+           reserved_micros = u.reserved_micros + EXCLUDED.reserved_micros;
+END $$;
+"""
+
 # A call's admission in one statement: under its project's lock, each check in the given order
 # ("current + addend > threshold" denies, see gateway.clients.limits); when none denies, the
 # call's request and its estimated tokens and micro-dollars are reserved on the windows of both
@@ -113,6 +139,11 @@ class Migration(migrations.Migration):
             },
         ),
         migrations.RunSQL(USAGE_LOCK, "DROP FUNCTION ragmux_usage_lock(bigint[])"),
+        migrations.RunSQL(
+            USAGE_SETTLE,
+            "DROP FUNCTION ragmux_usage_settle(bigint[], text[], bigint[], text[], timestamptz[], bigint[], "
+            "bigint[], bigint[], bigint[], bigint[], bigint[])",
+        ),
         migrations.RunSQL(
             USAGE_RESERVE,
             "DROP FUNCTION ragmux_usage_reserve(bigint, bigint, text[], timestamptz[], bigint, bigint, "
