@@ -194,7 +194,7 @@ def _settle(finished: list[_Finished], costs: list[int]) -> None:
                 cost_micros=cost_micros,
             )
             for record, cost_micros in zip(finished, costs, strict=True)
-            if record.call.admission is not None and not record.call.admission.denied
+            if record.call.admission is not None
         ]
     )
 

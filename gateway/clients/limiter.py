@@ -45,22 +45,26 @@ async def admit(call: Call, *, tokens: int, spends: list[Spend]) -> None:
     carries the headers of its configured limits."""
     now = timezone.now()
     project, key = call.project, call.key
-    call.admission = usage.Admission(project_id=project.pk, key_id=key.pk, windows=usage.admission_windows(now))
+    admission = usage.Admission(project_id=project.pk, key_id=key.pk, windows=usage.admission_windows(now))
     checks = limits.plan(project=project, key=key, estimate_tokens=tokens)
     if not checks:
-        return  # nothing to check: the call counts when it settles
+        call.admission = admission  # nothing to check: the call counts when it settles
+        return
     micros = await _estimated_micros(spends) if limits.has_dollar_budget(project, key) else 0
     try:
-        denied = await usage.reserve(call.admission, checks=checks, tokens=tokens, micros=micros)
+        denied = await usage.reserve(admission, checks=checks, tokens=tokens, micros=micros)
     except psycopg.Error:
         if any(check.kind in limits.BUDGETS for check in checks):
             logger.exception("limit check failed for project %s", project.pk)
             raise Unavailable("limit check failed; retry shortly", code="limit_check_failed") from None
+        call.admission = admission
         # Minute limits only: better a call past them than an outage.
         logger.exception("minute limits of project %s not checked: the counters cannot be reached", project.pk)
         metrics.increment("ragmux_limits_unchecked_total")
         return
-    counters = call.admission.counters
+    if denied is None:
+        call.admission = admission  # a refused call reserved nothing and is not counted
+    counters = admission.counters
     call.limit_headers = limits.limit_headers(checks, counters, now, denied)
     if denied is not None:
         refusal = limits.denial(denied, counters[denied.tier, denied.kind.period][denied.kind.column], now)

@@ -74,7 +74,6 @@ class Admission:
     reserved: bool = False
     reserved_tokens: int = 0
     reserved_micros: int = 0
-    denied: bool = False
     # The counters after the admission, per (tier, period): see limits.Counters.
     counters: dict[tuple[str, str], Counters] = field(default_factory=dict)
 
@@ -111,7 +110,6 @@ async def reserve(admission: Admission, *, checks: list[Check], tokens: int, mic
         )
     }
     if denied_index:
-        admission.denied = True
         return checks[denied_index - 1]
     admission.reserved, admission.reserved_tokens, admission.reserved_micros = True, tokens, micros
     return None

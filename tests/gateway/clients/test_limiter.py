@@ -133,6 +133,13 @@ def test_a_rate_limit_admits_exactly_its_requests_across_two_web_processes(
     denied = [row for row in rows if row.status_code == 429]
     assert len(denied) == 40
     assert {(row.prompt_tokens, row.completion_tokens, row.cost_micros) for row in denied} == {(0, 0, 0)}
+    # Once every admitted call has settled, the minute counts the 10 calls and no refused one.
+    owner = denied[0].project_id if tier == "project" else denied[0].key_id
+    deadline = time.monotonic() + 5
+    while _counters(tier, owner)["minute"][4] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    requests, prompt, completion, _, reserved_tokens, _ = _counters(tier, owner)["minute"]
+    assert (requests, prompt, completion, reserved_tokens) == (10, 10 * PROMPT_WORDS, 10 * ANSWER_TOKENS, 0)
 
 
 BUDGETS = {
