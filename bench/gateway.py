@@ -12,7 +12,9 @@ and p95 of sequential JSON calls, time to first byte of sequential streamed call
 per second with 50 clients, and 100 streams at once (complete, failed by reason, first-byte
 p95). A third target, a project whose store holds a 10k-chunk synthetic store (filled through
 stores.index's writer, as bench/search_latency.py does, and embedded by the fake upstream),
-adds the cost of retrieval: reported, no target. Last line: one JSON object.
+adds the cost of retrieval: reported, no target. A fourth, a project and key with every rate
+limit and budget configured (tokens and dollars, none reached), adds the cost of the limits'
+admission, held to the gateway's targets. Last line: one JSON object.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import platform
 import subprocess
 import sys
 import time
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +39,15 @@ STREAMS = 100
 RAG_CHUNKS = 10_000
 RAG_QUERY_WORDS = 6
 TARGETS = {"added_p50_ms": 5.0, "added_ttfb_p50_ms": 5.0, "requests_per_second": 200.0, "streams_ttfb_p95_ms": 500.0}
+# Every limit of the limited target, on its project and on its key: far above what a run spends.
+EVERY_LIMIT = {
+    "rate_limit_rpm": 10**9,
+    "rate_limit_tpm": 10**9,
+    "budget_daily_tokens": 10**12,
+    "budget_monthly_tokens": 10**12,
+    "budget_daily_usd_micros": 10**12,
+    "budget_monthly_usd_micros": 10**12,
+}
 
 
 def rag_store(connection, chunks: int, seed: int):
@@ -118,7 +130,8 @@ def main() -> None:
     ):
         from gateway.clients.models import Project
         from gateway.clients.services import key_create, project_create
-        from gateway.connections.services import connection_create
+        from gateway.connections.models import ModelPrice
+        from gateway.connections.services import connection_create, price_create
         from ragmux.launch.cli import web_command
 
         upstream_key = "sk-bench-upstream-000000000000"
@@ -137,16 +150,31 @@ def main() -> None:
         fill_started = time.monotonic()
         store, rag_query = rag_store(embed, args.chunks, args.seed)
         fill_seconds = time.monotonic() - fill_started
+        # A dollar budget needs the model priced (the upstream is a custom one, with no built-in price).
+        price = price_create(
+            provider_type="custom_openai",
+            model="gpt-4o-mini",
+            input_per_mtok=Decimal("0.15"),
+            output_per_mtok=Decimal("0.60"),
+            cached_input_per_mtok=None,
+            cache_write_per_mtok=None,
+            per_search_unit=None,
+        )
         keys = {}
-        for name, store_id in (("gateway", None), ("gateway_rag", store.id)):
+        for name, store_id, limits in (
+            ("gateway", None, {}),
+            ("gateway_rag", store.id, {}),
+            ("gateway_limits", None, EVERY_LIMIT),
+        ):
             project = project_create(
                 name=f"bench-{name.replace('_', '-')}",
                 chat_connection_id=chat.id,
                 embedding_connection_id=None,
                 store_id=store_id,
                 system_prompt="",
+                **limits,
             )
-            keys[name] = key_create(project=project, name="bench", scopes=None, expires_at=None).key
+            keys[name] = key_create(project=project, name="bench", scopes=None, expires_at=None, **limits).key
 
         command = web_command()
         print(server_setup(command))
@@ -169,6 +197,7 @@ def main() -> None:
                     "body": rag_body,
                     "phases": ["latency", "ttfb", "throughput"],
                 },
+                "gateway_limits": {**base, "port": port, "key": keys["gateway_limits"]},
             },
         }
         with started(
@@ -191,11 +220,13 @@ def main() -> None:
         from stores.services import store_delete
 
         store_delete(store=store)
+        ModelPrice.objects.filter(pk=price.pk).delete()
         chat.delete()
         embed.delete()
 
     results = {name: summary(result) for name, result in json.loads(measured.stdout).items()}
     direct, gateway, rag = results["direct"], results["gateway"], results["gateway_rag"]
+    limited = results["gateway_limits"]
     metrics = ("p50_ms", "p95_ms", "ttfb_p50_ms", "requests_per_second", "streams_seconds", "streams_ttfb_p95_ms")
     rows = [
         (
@@ -204,12 +235,34 @@ def main() -> None:
             f"{gateway[metric]:.2f}",
             f"{gateway[metric] - direct[metric]:+.2f}",
             f"{rag[metric]:.2f}" if metric in rag else "-",
+            f"{limited[metric]:.2f}",
+            f"{limited[metric] - direct[metric]:+.2f}",
         )
         for metric in metrics
     ]
     for metric in ("streams_ok", "streams_errors", "failed", "failures"):
-        rows.append((metric, str(direct[metric] or "-"), str(gateway[metric] or "-"), "", str(rag.get(metric) or "-")))
-    print_table(rows, ("metric", "direct", "gateway", "added", f"gateway + RAG ({args.chunks} chunks)"))
+        rows.append(
+            (
+                metric,
+                *(str(target.get(metric) or "-") for target in (direct, gateway)),
+                "",
+                str(rag.get(metric) or "-"),
+                str(limited.get(metric) or "-"),
+                "",
+            )
+        )
+    print_table(
+        rows,
+        (
+            "metric",
+            "direct",
+            "gateway",
+            "added",
+            f"gateway + RAG ({args.chunks} chunks)",
+            "gateway + every limit",
+            "added",
+        ),
+    )
     figures = {
         "added_p50_ms": round(gateway["p50_ms"] - direct["p50_ms"], 2),
         "added_p95_ms": round(gateway["p95_ms"] - direct["p95_ms"], 2),
@@ -229,6 +282,12 @@ def main() -> None:
         "rag_ttfb_p50_ms": round(rag["ttfb_p50_ms"], 2),
         "rag_requests_per_second": round(rag["requests_per_second"], 1),
         "rag_failed": rag["failed"],
+        "limits_added_p50_ms": round(limited["p50_ms"] - direct["p50_ms"], 2),
+        "limits_added_p95_ms": round(limited["p95_ms"] - direct["p95_ms"], 2),
+        "limits_added_ttfb_p50_ms": round(limited["ttfb_p50_ms"] - direct["ttfb_p50_ms"], 2),
+        "limits_requests_per_second": round(limited["requests_per_second"], 1),
+        "limits_failed": limited["failed"],
+        "limits_streams_ok": limited["streams_ok"],
     }
     met = {
         "added_p50": figures["added_p50_ms"] <= TARGETS["added_p50_ms"],
@@ -236,6 +295,8 @@ def main() -> None:
         "requests_per_second": figures["gateway_requests_per_second"] >= TARGETS["requests_per_second"],
         "streams": gateway["streams_ok"] == STREAMS
         and figures["gateway_streams_ttfb_p95_ms"] <= TARGETS["streams_ttfb_p95_ms"],
+        "limits_added_p50": figures["limits_added_p50_ms"] <= TARGETS["added_p50_ms"],
+        "limits_requests_per_second": figures["limits_requests_per_second"] >= TARGETS["requests_per_second"],
     }
     print("targets met: " + ", ".join(f"{name} {'yes' if ok else 'NO'}" for name, ok in met.items()))
     print(f"load average: {load_before[0]:.2f} before, {load_after[0]:.2f} after")

@@ -161,6 +161,9 @@ try:
     V1_MAX_BODY_MB = env_int("V1_MAX_BODY_MB", 4, minimum=1, maximum=1024)
     # Browser origins allowed to call /v1 (exact `scheme://host[:port]`, or `*`); none by default.
     V1_CORS_ORIGINS = env_list("V1_CORS_ORIGINS")
+    # The completion a chat without `max_tokens` is assumed to write, reserved against the
+    # tokens-per-minute limit and the budgets until the call ends and its true usage is known.
+    LIMIT_DEFAULT_COMPLETION_TOKENS = env_int("LIMIT_DEFAULT_COMPLETION_TOKENS", 1000, minimum=0)
     # Request log rows older than this are purged (hourly); 0 keeps them all.
     LOG_RETENTION_DAYS = env_int("LOG_RETENTION_DAYS", 90, minimum=0, maximum=36500)
 
@@ -301,6 +304,8 @@ CELERY_TASK_TIME_LIMIT = int(INGEST_JOB_TIMEOUT) + 120
 CELERY_BEAT_SCHEDULE = {
     "requeue-expired-leases": {"task": "ingestion.requeue_expired", "schedule": INGEST_REQUEUE_INTERVAL},
     "purge-request-logs": {"task": "gateway.purge_request_logs", "schedule": 3600},
+    # Minute counters are kept 2 hours, so the sweep runs hourly.
+    "purge-usage-counters": {"task": "gateway.purge_usage_counters", "schedule": 3600},
     # Lexical rebuilds a stopped worker left undone (stores.tasks); a running rebuild is not disturbed.
     "sweep-lexical-indexes": {"task": "stores.sweep_lexical_indexes", "schedule": 300},
     # Audit rows expire by the day, so a daily sweep keeps the table within a day of the retention.

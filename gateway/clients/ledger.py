@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from django.db import close_old_connections, connections
 
 from gateway.clients.models import REASON_MAX_LENGTH, GatewayKey, Project, RequestLog
+from gateway.clients.usage import Admission, Settlement, settle
 from gateway.connections.models import ModelPrice
 from gateway.connections.pricing import PRICE_TABLE, UNPRICED, matching_price, token_cost
 from ragmux.core import metrics
@@ -77,6 +78,10 @@ class Call:
     # Set when a streamed response took over: the relay finishes the call when the stream ends.
     relaying: bool = False
     finished: bool = False
+    # Its place in the usage counters (gateway.clients.limiter), settled when its row is written.
+    admission: Admission | None = None
+    # The `x-ratelimit-*` and `x-ragmux-budget-*` headers of its limits.
+    limit_headers: dict[str, str] = field(default_factory=dict)
 
     def elapsed_ms(self) -> int:
         return int((time.monotonic() - self.started) * 1000)
@@ -190,9 +195,31 @@ def _insert(rows: list[RequestLog]) -> list[RequestLog]:
     return []
 
 
+def _costs(finished: list[_Finished], rows: list[RequestLog]) -> list[int]:
+    """Each call's price in micro-dollars, 0 for every call of a batch that could not be priced."""
+    return [row.cost_micros for row in rows] if rows else [0] * len(finished)
+
+
+def _settle(finished: list[_Finished], costs: list[int]) -> None:
+    """The admitted calls' usage into the counters, priced as their rows are."""
+    settle(
+        settlements=[
+            Settlement(
+                admission=record.call.admission,
+                prompt_tokens=record.call.prompt_tokens + record.call.embedding_tokens,
+                completion_tokens=record.call.completion_tokens,
+                cost_micros=cost_micros,
+            )
+            for record, cost_micros in zip(finished, costs, strict=True)
+            if record.call.admission is not None
+        ]
+    )
+
+
 def write(records: list[_Finished | _Refused]) -> list[_Finished]:
-    """Writes one batch: its rows, then the metrics of every record in it. Returns the records
-    whose rows wait for the database (their metrics move once they are written)."""
+    """Writes one batch: its rows, the usage counters they settle, then the metrics of every
+    record in it. Returns the records whose rows wait for the database: they settle and their
+    metrics move once they are written, so a retried record is counted once."""
     finished = [record for record in records if isinstance(record, _Finished)]
     rows: list[RequestLog] = []
     waiting: list[_Finished] = []
@@ -209,18 +236,28 @@ def write(records: list[_Finished | _Refused]) -> list[_Finished]:
                 logger.exception("request log batch of %d rows not written", len(finished))
             else:
                 waiting = finished
+        held = {id(record) for record in waiting}
+        done = [
+            (record, cost)
+            for record, cost in zip(finished, _costs(finished, rows), strict=True)
+            if id(record) not in held
+        ]
+        try:
+            # A batch that could not be priced still settles its tokens and frees its reservations.
+            _settle([record for record, _ in done], [cost for _, cost in done])
+        except Exception:
+            # The reservations stay: until their windows end they count against the limits.
+            logger.exception("usage counters of %d calls not settled", len(done))
         finally:
             # The writer thread outlives every request; its connection goes back to the pool.
             connections.close_all()
+    else:
+        done = []
     for record in records:
         if isinstance(record, _Refused):
             metrics.increment(metrics.V1_REQUESTS, endpoint=record.endpoint, status="401")
     # The costs of a batch that could not be priced are unknown, not zero: they are not counted.
-    costs = [row.cost_micros for row in rows] if rows else [0] * len(finished)
-    held = {id(record) for record in waiting}
-    for record, cost_micros in zip(finished, costs, strict=True):
-        if id(record) in held:
-            continue
+    for record, cost_micros in done:
         call = record.call
         labels = {"endpoint": call.endpoint, "status": str(call.status)}
         metrics.increment(metrics.V1_REQUESTS, **labels)

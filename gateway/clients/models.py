@@ -140,3 +140,32 @@ class RequestLog(models.Model):
             # The retention purge and the request log's time filters across projects.
             models.Index(fields=["created_at"], name="request_logs_time"),
         ]
+
+
+class UsageCounter(models.Model):
+    """What a project (tier ``project``) or a key (tier ``key``) spent in one fixed UTC window
+    (a minute, a day, a calendar month), and what its calls in flight have reserved.
+
+    Written only by `gateway.clients.usage`: a call reserves its estimated tokens and price (and
+    its request) before its upstream call and settles to its true usage when it ends. No foreign
+    key: a deleted project's or key's rows are left to the retention purge.
+    """
+
+    tier = models.CharField(max_length=8)
+    owner_id = models.BigIntegerField()
+    period = models.CharField(max_length=8)
+    period_start = models.DateTimeField()
+    requests = models.BigIntegerField(default=0)
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    cost_micros = models.BigIntegerField(default=0)
+    reserved_tokens = models.BigIntegerField(default=0)
+    reserved_micros = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "usage_counters"
+        constraints = [
+            models.UniqueConstraint(fields=["tier", "owner_id", "period", "period_start"], name="usage_counters_window")
+        ]
+        # The retention purge, by period and age.
+        indexes = [models.Index(fields=["period", "period_start"], name="usage_counters_age")]

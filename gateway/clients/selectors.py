@@ -10,7 +10,7 @@ from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import Coalesce, Trunc
 
 from gateway.clients.models import GatewayKey, Project, RequestLog
-from gateway.connections.models import ModelConnection
+from gateway.connections.models import ModelConnection, ModelPrice
 from ragmux.core import asyncdb
 from ragmux.core.errors import NotFound
 from stores.models import RagStore
@@ -179,3 +179,21 @@ def request_log_batches(logs: QuerySet[RequestLog], columns: tuple[str, ...], *,
         yield [row[1:] for row in rows]
         if len(rows) < size:
             return
+
+
+_PRICE_FIELDS = (
+    "provider_type",
+    "model",
+    "input_per_mtok",
+    "output_per_mtok",
+    "cached_input_per_mtok",
+    "cache_write_per_mtok",
+)
+_PRICES_OF = f"SELECT {', '.join(_PRICE_FIELDS)} FROM {ModelPrice._meta.db_table} WHERE provider_type = ANY(%s::text[])"
+
+
+async def prices_of(*, provider_types: list[str]) -> list[ModelPrice]:
+    """The price rows of these providers (what a call's estimated price is read from), on the
+    event loop."""
+    rows = await asyncdb.fetch_all(_PRICES_OF, (provider_types,))
+    return [ModelPrice(**dict(zip(_PRICE_FIELDS, row, strict=True))) for row in rows]

@@ -6,8 +6,10 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
+from django.utils import timezone
 
 from gateway.clients.services import request_log_purge
+from gateway.clients.usage import usage_counter_purge
 
 logger = logging.getLogger("ragmux.gateway.retention")
 
@@ -17,3 +19,10 @@ def purge_request_logs() -> None:
     deleted = request_log_purge(retention_days=settings.LOG_RETENTION_DAYS)
     if deleted:
         logger.info("request logs older than %s days purged: %s rows", settings.LOG_RETENTION_DAYS, deleted)
+
+
+@shared_task(name="gateway.purge_usage_counters", ignore_result=True)
+def purge_usage_counters() -> None:
+    deleted = usage_counter_purge(now=timezone.now())
+    if deleted:
+        logger.info("usage counters past their retention purged: %s rows", deleted)

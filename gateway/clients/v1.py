@@ -22,7 +22,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from gateway.clients import access
+from gateway.clients import access, limiter, limits
 from gateway.clients.injection import inject, message_texts, query_text
 from gateway.clients.ledger import Call, Spend
 from gateway.clients.models import Endpoint, Scope
@@ -55,6 +55,10 @@ from stores.models import RagStore
 logger = logging.getLogger("ragmux.gateway.v1")
 View = Callable[..., Awaitable[HttpResponse]]
 CORS_MAX_AGE = "600"
+# What a browser's script may read of a /v1 answer.
+EXPOSED_HEADERS = ", ".join(
+    ("x-ragmux-rag-hits", "x-ragmux-rag-sources", "x-request-id", "retry-after", *limits.HEADER_NAMES)
+)
 # The status a call whose client went away is logged with (nginx's, as clients never see it).
 CLIENT_CLOSED = 499
 CLIENT_CLOSED_REASON = "client closed request"
@@ -76,7 +80,7 @@ def _cors_origin(request: HttpRequest) -> str | None:
 def _with_cors(response: HttpResponse, origin: str | None) -> HttpResponse:
     if origin is not None:
         response["Access-Control-Allow-Origin"] = origin
-        response["Access-Control-Expose-Headers"] = "x-ragmux-rag-hits, x-ragmux-rag-sources, x-request-id"
+        response["Access-Control-Expose-Headers"] = EXPOSED_HEADERS
         response["Vary"] = "Origin"
     return response
 
@@ -153,20 +157,22 @@ async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str,
     except ServiceError as exc:
         response = openai_error_response(exc)
         call.finish(response.status_code, exc.message)
-        return response
     except Exception as exc:
         if (unavailable := database_unavailable(exc)) is not None:
             logger.warning("/v1/%s: %s", endpoint, exc)
             response = openai_error_response(unavailable)
             call.finish(response.status_code, unavailable.message)
-            return response
-        request_id = getattr(request, "request_id", "-")
-        logger.exception("internal error in /v1/%s (request id %s)", endpoint, request_id)
-        call.finish(500, "internal error")
-        return openai_error_response(ServerFault(f"internal error (request id {request_id})"))
-    if not call.relaying:
-        call.mark_first_byte()
-        call.finish(response.status_code)
+        else:
+            request_id = getattr(request, "request_id", "-")
+            logger.exception("internal error in /v1/%s (request id %s)", endpoint, request_id)
+            call.finish(500, "internal error")
+            response = openai_error_response(ServerFault(f"internal error (request id {request_id})"))
+    else:
+        if not call.relaying:
+            call.mark_first_byte()
+            call.finish(response.status_code)
+    for name, value in call.limit_headers.items():
+        response[name] = value
     return response
 
 
@@ -301,6 +307,28 @@ def _answer_chars(choices: Any, key: str) -> int:
     return total
 
 
+def _query_spend(store: RagStore, query: str) -> Spend:
+    embedder = store.embedding_connection
+    return Spend(embedder.provider_type, embedder.model_name, estimate_tokens([query]))
+
+
+def _chat_size(call: Call, body: dict, messages: list[dict]) -> dict[str, Any]:
+    """A chat's size before it is made, as the limits reserve it: the system prompt and the
+    client's messages (reference §4.7's estimate, before any context) and the completion it may
+    write (`max_tokens`, else LIMIT_DEFAULT_COMPLETION_TOKENS); priced with its query's embedding."""
+    written = next(
+        (body[name] for name in ("max_tokens", "max_completion_tokens") if type(body.get(name)) is int), None
+    )
+    completion = settings.LIMIT_DEFAULT_COMPLETION_TOKENS if written is None else max(written, 0)
+    prompt = estimate_tokens([call.project.system_prompt, *message_texts(messages)])
+    connection = call.project.chat_connection
+    spends = [Spend(connection.provider_type, connection.model_name, prompt, completion)]
+    query = query_text(messages)
+    if call.project.store is not None and query:
+        spends.append(_query_spend(call.project.store, query))
+    return {"tokens": prompt + completion, "spends": spends}
+
+
 @v1_endpoint(endpoint=Endpoint.CHAT, scope=Scope.CHAT, methods=("POST",))
 async def chat_completions(request: HttpRequest, call: Call) -> HttpResponse:
     body = json_body(request)
@@ -316,6 +344,7 @@ async def chat_completions(request: HttpRequest, call: Call) -> HttpResponse:
         logger.error("project %s: chat connection unusable: %s", call.project.pk, exc)
         raise ServerFault("model connection unavailable", code="connection_unavailable") from None
 
+    await limiter.admit(call, **_chat_size(call, body, data["messages"]))
     context, sources = await _ground(call, data["messages"])
     body["messages"] = inject(data["messages"], context=context, system_prompt=call.project.system_prompt)
 
@@ -386,6 +415,8 @@ async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
     if store is None:
         raise InvalidInput("this project has no RAG store to retrieve from", code="no_store")
     call.model = store.embedding_connection.model_name
+    query_spend = _query_spend(store, data["query"])
+    await limiter.admit(call, tokens=query_spend.prompt_tokens, spends=[query_spend])
     result = await _search(call, store, data["query"], {"top_k": data["top_k"]})
     _record_search(call, result)
     call.spends.append(_embedding_spend(store, result))
@@ -426,7 +457,10 @@ async def embeddings(request: HttpRequest, call: Call) -> HttpResponse:
     if connection is None:
         raise InvalidInput("this project has no embedding connection", code="no_embedding_connection")
     call.model = connection.model_name
-    estimate = functools.partial(_count_embedding, call, connection, estimate_tokens(data["input"]), reported=False)
+    estimated = estimate_tokens(data["input"])
+    spend = Spend(connection.provider_type, connection.model_name, estimated)
+    await limiter.admit(call, tokens=estimated, spends=[spend])
+    estimate = functools.partial(_count_embedding, call, connection, estimated, reported=False)
     with _estimated_if_cancelled(estimate):
         vectors, tokens, reported = await _embed_all(connection, data["input"])
     _count_embedding(call, connection, tokens, reported=reported)

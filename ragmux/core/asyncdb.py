@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -89,19 +90,23 @@ async def _checkout() -> tuple[AsyncConnectionPool, psycopg.AsyncConnection]:
 
 async def fetch_one(sql: str, params: tuple) -> tuple | None:
     """The first row of ``sql``, or None."""
-    return await _run(sql, params, fetch=True)
+    return await _run(sql, params, psycopg.AsyncCursor.fetchone)
+
+
+async def fetch_all(sql: str, params: tuple) -> list[tuple]:
+    return await _run(sql, params, psycopg.AsyncCursor.fetchall)
 
 
 async def execute(sql: str, params: tuple) -> None:
-    await _run(sql, params, fetch=False)
+    await _run(sql, params, None)
 
 
-async def _run(sql: str, params: tuple, *, fetch: bool) -> tuple | None:
+async def _run(sql: str, params: tuple, read: Callable[[psycopg.AsyncCursor], Awaitable[Any]] | None) -> Any:
     for attempt in (1, 2):
         pool, connection = await _checkout()
         try:
             cursor = await connection.execute(sql, params)
-            return await cursor.fetchone() if fetch else None
+            return await read(cursor) if read is not None else None
         except psycopg.OperationalError:
             if attempt == 2 or not connection.closed:
                 raise

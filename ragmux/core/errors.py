@@ -41,6 +41,8 @@ class ServiceError(Exception):
     openai_type: str | None = None
     # Seconds the client should wait before retrying, sent as `Retry-After` when set.
     retry_after: int | None = None
+    # Which spend limit refused (`project` or `key`), said in OpenAI's envelope when set.
+    scope: str | None = None
 
     def __init__(self, message: str, *, code: str | None = None, openai_type: str | None = None, **extra: Any):
         super().__init__(message)
@@ -263,7 +265,10 @@ def openai_type_of(exc: ServiceError) -> str:
 
 
 def openai_error_body(exc: ServiceError) -> dict:
-    return {"error": {"message": exc.message, "type": openai_type_of(exc), "code": exc.code}}
+    error = {"message": exc.message, "type": openai_type_of(exc), "code": exc.code}
+    if exc.scope is not None:
+        error["scope"] = exc.scope
+    return {"error": error}
 
 
 def openai_error_response(exc: ServiceError) -> JsonResponse:

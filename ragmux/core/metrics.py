@@ -53,6 +53,13 @@ INGEST_EMBED_TOKENS = Counter(
     ["source"],
 )
 
+LIMITS_DENIED = Counter(
+    "ragmux_limits_denied_total", "/v1 calls refused by a rate limit or budget, by code and scope", ["code", "scope"]
+)
+LIMITS_UNCHECKED = Counter(
+    "ragmux_limits_unchecked_total", "/v1 calls let through unchecked: the minute counters could not be reached"
+)
+
 _failure_logged = False
 
 

@@ -340,7 +340,16 @@ def test_gateway_smoke_reports_every_figure_and_leaves_nothing_running(run_tmpdi
     assert {"rag_p50_ms", "rag_ttfb_p50_ms", "rag_requests_per_second"} <= result.keys()
     assert result["rag_chunks"] == 200
     assert (result["gateway_streams_ok"], result["gateway_streams_errors"]) == (100, {})
-    assert set(result["targets_met"]) == {"added_p50", "added_ttfb", "requests_per_second", "streams"}
+    assert {"limits_added_p50_ms", "limits_requests_per_second"} <= result.keys()
+    assert (result["limits_failed"], result["limits_streams_ok"]) == (0, 100)
+    assert set(result["targets_met"]) == {
+        "added_p50",
+        "added_ttfb",
+        "requests_per_second",
+        "streams",
+        "limits_added_p50",
+        "limits_requests_per_second",
+    }
     time.sleep(1)
     assert processes_left_by_run(run_tmpdir, workers_before) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
