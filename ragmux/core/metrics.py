@@ -74,14 +74,14 @@ def _failed(exc: Exception) -> None:
 
 def increment(counter: Counter, amount: float = 1, **labels: str) -> None:
     try:
-        counter.labels(**labels).inc(amount)
+        (counter.labels(**labels) if labels else counter).inc(amount)
     except Exception as exc:  # noqa: BLE001 - a metrics failure never fails the work being measured
         _failed(exc)
 
 
 def observe(histogram: Histogram, value: float, **labels: str) -> None:
     try:
-        histogram.labels(**labels).observe(value)
+        (histogram.labels(**labels) if labels else histogram).observe(value)
     except Exception as exc:  # noqa: BLE001 - a metrics failure never fails the work being measured
         _failed(exc)
 

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 import pytest
 
 from ragmux.launch.embedded import free_port
-from tests.helpers import SYSTEM_PROMPT, web_process
+from tests.helpers import SYSTEM_PROMPT, WebProcess, web_process
 
 
 @pytest.fixture(params=["provider cannot embed", "key does not decrypt"])
@@ -47,8 +49,19 @@ def project_key(project) -> str:
 
 
 @pytest.fixture
-def second_web_process(subprocess_env, transactional_db, settings):
-    """The production server in its own process, on the test database."""
-    settings.PORT, settings.WEB_WORKERS = free_port(), 1
-    with web_process(subprocess_env) as served:
-        yield served
+def start_web_process(subprocess_env, transactional_db, settings):
+    """``start_web_process()`` starts the production server (`ragmux serve`'s uvicorn command, one
+    worker) in a process of its own, on the test database; each is stopped at the end."""
+    with ExitStack() as started:
+
+        def start() -> WebProcess:
+            settings.PORT, settings.WEB_WORKERS = free_port(), 1
+            return started.enter_context(web_process(subprocess_env))
+
+        yield start
+
+
+@pytest.fixture
+def second_web_process(start_web_process) -> WebProcess:
+    """The production server in its own process, beside the test's own."""
+    return start_web_process()
