@@ -84,7 +84,7 @@ async def _checkout() -> tuple[AsyncConnectionPool, psycopg.AsyncConnection]:
         try:
             return pool, await pool.getconn(timeout=WAIT_SLICE)
         except (PoolTimeout, PoolClosed):  # an empty slice, or a pool replaced meanwhile
-            if wait.should_reconnect():
+            if wait.should_reconnect(pool):
                 await _reconnect()
 
 

@@ -22,7 +22,7 @@ class DatabaseWrapper(PostgresDatabaseWrapper):
             try:
                 return super().get_new_connection(conn_params)
             except (PoolTimeout, PoolClosed):  # an empty slice, or a pool replaced meanwhile
-                if wait.should_reconnect():
+                if wait.should_reconnect(self.pool):
                     self._reconnect(conn_params)
 
     def _reconnect(self, conn_params) -> None:

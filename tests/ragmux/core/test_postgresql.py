@@ -20,8 +20,9 @@ from tests.helpers import web_process
 
 # The server's DATABASE_CONNECT_TIMEOUT: libpq's least, so that a hang is quickly over.
 CONNECT_TIMEOUT = 2
-# A refused connection fails in milliseconds; the rest is the request itself on a loaded machine.
-REFUSED_BOUND = 4
+# A refused connection fails in milliseconds: the issue's ~2 s, and half a second more for the
+# request itself on a loaded machine.
+REFUSED_BOUND = 2.5
 HUNG_BOUND = CONNECT_TIMEOUT + 3
 
 
@@ -111,6 +112,34 @@ def test_a_refused_database_answers_503_at_once_in_each_envelope_and_the_next_re
     assert_served(callers)
 
 
+# psycopg_pool tries a failed connection again after about 1 s, then 2, 4 and 8 s more (each
+# ±10 %): a pool whose attempts began failing when the database went away tries again at ~1, ~3,
+# ~7 and ~15 s. Refused for longer than ~7.7 s, its next attempt is seconds after the end.
+BACKOFF_OUTAGE = 8
+
+
+@pytest.mark.parametrize("first_back, second_back", [("v1", "dashboard"), ("dashboard", "v1")])
+def test_a_pool_backing_off_from_a_refused_database_serves_as_soon_as_another_pool_finds_it_back(
+    served, database_proxy, callers, first_back, second_back
+):
+    """`/v1`'s key lookup and the dashboard check out from two pools, whose attempts fail and back
+    off during the outage. The first request back reconnects its own pool, and with it the process
+    knows of no outage: a checkout from the other pool must not wait for that pool's next attempt."""
+    assert_served(callers)
+    database_proxy.refuse()
+    refused_at = time.monotonic()
+    while time.monotonic() - refused_at < BACKOFF_OUTAGE:  # the first requests of the outage included
+        for name in (first_back, second_back):
+            response, seconds = timed(callers[name])
+            assert_unavailable(name, response)
+            assert seconds < REFUSED_BOUND, name
+    database_proxy.forward()
+    for name in (first_back, second_back):
+        response, seconds = timed(callers[name])
+        assert response.status_code == 200, name
+        assert seconds < REFUSED_BOUND, name
+
+
 def test_a_hung_database_answers_503_within_the_connect_timeout(served, database_proxy, callers):
     assert_served(callers)
     # As a stopped server's: the open connections go, and new ones are accepted but never served.
@@ -126,21 +155,37 @@ def test_a_hung_database_answers_503_within_the_connect_timeout(served, database
 
 def test_a_checkout_waits_for_a_busy_pool_and_not_for_one_whose_connections_fail(monkeypatch):
     import psycopg
-    from psycopg_pool import PoolTimeout
+    from psycopg_pool import ConnectionPool, PoolTimeout
 
     from ragmux.core import postgresql
 
+    busy = ConnectionPool(open=False)  # no attempt of its own has failed
     monkeypatch.setattr(postgresql.outage, "failure", None)
     wait = postgresql.CheckoutWait()
-    assert not wait.should_reconnect()  # busy: another slice
+    assert not wait.should_reconnect(busy)  # another slice
     monkeypatch.setattr(postgresql.outage, "failure", psycopg.OperationalError("connection refused"))
     with pytest.raises(psycopg.OperationalError, match="out of reach: connection refused"):
-        wait.should_reconnect()  # the pool's attempt failed while this checkout waited
+        wait.should_reconnect(busy)  # the pool's attempt failed while this checkout waited
 
     # A checkout that starts while an outage is known tries a connection of its own.
-    assert postgresql.CheckoutWait().should_reconnect()
+    assert postgresql.CheckoutWait().should_reconnect(busy)
 
     monkeypatch.setattr(postgresql.outage, "failure", None)
     wait.deadline = time.monotonic()
     with pytest.raises(PoolTimeout, match=f"after {postgresql.POOL_WAIT:g} sec"):
-        wait.should_reconnect()
+        wait.should_reconnect(busy)
+
+
+def test_a_checkout_from_a_pool_whose_own_attempts_failed_tries_a_connection_of_its_own(monkeypatch):
+    """Though the process knows of no outage: another pool may have found the database back while
+    this one waits out its backoff."""
+    from psycopg_pool import ConnectionPool
+
+    from ragmux.core import postgresql
+
+    monkeypatch.setattr(postgresql.outage, "failure", None)
+    with ConnectionPool(f"host=127.0.0.1 port={free_port()}", min_size=1, open=True) as refused:
+        deadline = time.monotonic() + 10
+        while not refused.get_stats().get("connections_errors") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert postgresql.CheckoutWait().should_reconnect(refused)
