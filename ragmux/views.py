@@ -13,6 +13,7 @@ from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from gateway.clients.metrics import BudgetGaugesCollector
 from ragmux.core import asyncdb
 from ragmux.core import metrics as process_metrics
 from ragmux.core.errors import MethodNotAllowed, NotFound, ServerFault, error_response
@@ -86,11 +87,12 @@ async def readyz(request):
 
 
 class _Scrape:
-    """What `/metrics` serves: this host's processes and the database's gauges."""
+    """What `/metrics` serves: this host's processes and the gauges read from the database."""
 
     def collect(self):
         yield from process_metrics.this_host().collect()
         yield from DatabaseGaugesCollector().collect()
+        yield from BudgetGaugesCollector().collect()
 
 
 @probe

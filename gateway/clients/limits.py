@@ -76,6 +76,8 @@ def window_start(period: str, now: datetime) -> datetime:
         return now.replace(second=0, microsecond=0)
     if period == DAY:
         return now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period != MONTH:
+        raise ValueError(f"unknown window: {period!r}")
     return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 

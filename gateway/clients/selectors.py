@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import DEFAULT_DB_ALIAS
-from django.db.models import Count, F, QuerySet, Sum
+from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce, Trunc
 
-from gateway.clients.models import GatewayKey, Project, RequestLog
+from gateway.clients.limits import BUDGETS, MICROS, PROJECT, LimitKind, window_start
+from gateway.clients.models import GatewayKey, Project, RequestLog, UsageCounter
 from gateway.connections.models import ModelConnection, ModelPrice
 from ragmux.core import asyncdb
 from ragmux.core.errors import NotFound
@@ -197,3 +199,46 @@ async def prices_of(*, provider_types: list[str]) -> list[ModelPrice]:
     event loop."""
     rows = await asyncdb.fetch_all(_PRICES_OF, (provider_types,))
     return [ModelPrice(**dict(zip(_PRICE_FIELDS, row, strict=True))) for row in rows]
+
+
+@dataclass(frozen=True)
+class BudgetUse:
+    project: str
+    kind: LimitKind
+    used: int
+    budget: int
+
+
+def project_budgets_used(*, now: datetime) -> list[BudgetUse]:
+    """Every budget a project has configured, with what the project has spent in the budget's
+    current window (settled calls; the reservations of calls in flight are not spending yet)."""
+    fields = Q()
+    for kind in BUDGETS:
+        fields |= Q(**{f"{kind.field}__gt": 0})
+    projects = list(Project.objects.filter(fields).order_by("name"))
+    starts = {kind.period: window_start(kind.period, now) for kind in BUDGETS}
+    counters = {
+        (counter.owner_id, counter.period): counter
+        for counter in UsageCounter.objects.filter(
+            tier=PROJECT,
+            owner_id__in=[project.pk for project in projects],
+            period__in=list(starts),
+            period_start__in=list(starts.values()),
+        )
+        if counter.period_start == starts[counter.period]
+    }
+    uses = []
+    for project in projects:
+        for kind in BUDGETS:
+            budget = getattr(project, kind.field)
+            if not budget:
+                continue
+            counter = counters.get((project.pk, kind.period))
+            if counter is None:
+                used = 0
+            elif kind.column == MICROS:
+                used = counter.cost_micros
+            else:
+                used = counter.prompt_tokens + counter.completion_tokens
+            uses.append(BudgetUse(project.name, kind, used, budget))
+    return uses

@@ -14,17 +14,9 @@ from django.db.models import Avg, Count, F, FloatField, Q, QuerySet, Sum
 from django.db.models.aggregates import Aggregate
 from django.db.models.functions import Coalesce, TruncDate
 
+from gateway.clients.limits import DAY, MINUTE, MONTH, PERIODS
 from gateway.clients.models import Endpoint, GatewayKey, Project, RequestLog, SpendLimits
-from gateway.clients.usage_windows import (
-    DAY,
-    FORECAST_RATE_SPAN,
-    MINUTE,
-    MONTH,
-    WINDOWS,
-    Window,
-    exhausted_at,
-    window_at,
-)
+from gateway.clients.usage_windows import FORECAST_RATE_SPAN, Window, exhausted_at, window_at
 
 RATE_LIMITED = 429
 ERROR_FROM = 400
@@ -145,7 +137,7 @@ def _report(owner: SpendLimits, sums: dict | None, windows: dict[str, Window], n
 def usage_report(*, project: Project, api_key: GatewayKey | None = None, now: datetime) -> UsageReport:
     """The usage of ``project`` (or of its key ``api_key``) in the minute, day and month ``now``
     falls in, against that owner's own limits, with when each budget runs out at the last hour's rate."""
-    windows = {name: window_at(name, now) for name in WINDOWS}
+    windows = {name: window_at(name, now) for name in PERIODS}
     rows = RequestLog.objects.filter(project=project)
     if api_key is None:
         return _report(project, _sums_by_owner(rows, "project_id", windows, now).get(project.pk), windows, now)
@@ -155,7 +147,7 @@ def usage_report(*, project: Project, api_key: GatewayKey | None = None, now: da
 
 def project_usage_reports(*, projects: list[Project], now: datetime) -> list[UsageReport]:
     """`usage_report` of each of ``projects``, in one query whatever their number."""
-    windows = {name: window_at(name, now) for name in WINDOWS}
+    windows = {name: window_at(name, now) for name in PERIODS}
     sums = _sums_by_owner(RequestLog.objects.filter(project__in=projects), "project_id", windows, now)
     return [_report(project, sums.get(project.pk), windows, now) for project in projects]
 

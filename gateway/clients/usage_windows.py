@@ -1,7 +1,7 @@
 """Fixed UTC usage windows and the arithmetic of the usage report, without a database.
 
-The windows are the limits' (issue 24): a UTC minute, a UTC day and a calendar month, each
-starting at its truncation of the clock, never sliding.
+The windows are the limits' (`gateway.clients.limits`): a UTC minute, a UTC day and a calendar
+month, each starting at its truncation of the clock, never sliding.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-MINUTE, DAY, MONTH = "minute", "day", "month"
-WINDOWS = (MINUTE, DAY, MONTH)
+from gateway.clients.limits import window_end, window_start
+
 # The forecast's rate is what was spent in this last stretch of time.
 FORECAST_RATE_SPAN = timedelta(hours=1)
 
@@ -23,21 +23,10 @@ class Window:
 
 
 def window_at(name: str, now: datetime) -> Window:
-    """The window of kind ``name`` (minute, day, month) that ``now`` falls in, in UTC."""
-    now = now.astimezone(UTC)
-    if name == MINUTE:
-        start = now.replace(second=0, microsecond=0)
-        return Window(name, start, start + timedelta(minutes=1))
-    if name == DAY:
-        start = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        return Window(name, start, start + timedelta(days=1))
-    if name != MONTH:
-        raise ValueError(name)
-    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    following = (
-        start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
-    )
-    return Window(name, start, following)
+    """The window of kind ``name`` (minute, day, month) that ``now`` falls in, in UTC: the one the
+    limits are checked in."""
+    start = window_start(name, now)
+    return Window(name, start, window_end(name, start))
 
 
 def percent_of(used: int, limit: int) -> float:

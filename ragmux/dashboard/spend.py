@@ -11,9 +11,10 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from gateway.clients import selectors
+from gateway.clients.limits import DAY, MINUTE, MONTH
 from gateway.clients.models import Project
 from gateway.clients.usage_reports import UsageReport, WindowUsage, project_usage_reports, usage_report
-from gateway.clients.usage_windows import DAY, MINUTE, MONTH, percent_of
+from gateway.clients.usage_windows import percent_of
 from ragmux.dashboard.access import page
 from ragmux.dashboard.connections import dollars
 

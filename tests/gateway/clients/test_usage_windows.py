@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from gateway.clients.usage_windows import DAY, MINUTE, MONTH, exhausted_at, percent_of, window_at
+from gateway.clients.limits import DAY, MINUTE, MONTH
+from gateway.clients.usage_windows import exhausted_at, percent_of, window_at
 
 
 def at(text: str) -> datetime:

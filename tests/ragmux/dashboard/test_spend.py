@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
+from gateway.clients.limits import DAY, MINUTE, MONTH
 from gateway.clients.models import Project
 from gateway.clients.usage_reports import UsageReport, WindowUsage
-from gateway.clients.usage_windows import DAY, MINUTE, MONTH, window_at
+from gateway.clients.usage_windows import window_at
 from ragmux.dashboard.spend import budget_meters, forecast_words, utc_moment
 from tests.factories import ProjectFactory, RequestLogFactory
 from tests.helpers import text
