@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce, Trunc
 
 from gateway.clients.limits import BUDGETS, MICROS, PROJECT, LimitKind, window_start
 from gateway.clients.models import GatewayKey, Project, RequestLog, UsageCounter
-from gateway.connections.models import ModelConnection, ModelPrice
+from gateway.connections.models import PRICE_KEY_FIELDS, TOKEN_RATE_FIELDS, ModelConnection, ModelPrice
 from ragmux.core import asyncdb
 from ragmux.core.errors import NotFound
 from stores.models import RagStore
@@ -183,14 +183,7 @@ def request_log_batches(logs: QuerySet[RequestLog], columns: tuple[str, ...], *,
             return
 
 
-_PRICE_FIELDS = (
-    "provider_type",
-    "model",
-    "input_per_mtok",
-    "output_per_mtok",
-    "cached_input_per_mtok",
-    "cache_write_per_mtok",
-)
+_PRICE_FIELDS = (*PRICE_KEY_FIELDS, *TOKEN_RATE_FIELDS)
 _PRICES_OF = f"SELECT {', '.join(_PRICE_FIELDS)} FROM {ModelPrice._meta.db_table} WHERE provider_type = ANY(%s::text[])"
 
 

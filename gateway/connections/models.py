@@ -92,6 +92,13 @@ class PriceSource(models.TextChoices):
     USER = "user"
 
 
+# What names a price row's model, and its rates: what the ledger prices a call by, what the API
+# shows and what the audit trail keeps.
+PRICE_KEY_FIELDS = ("provider_type", "model")
+TOKEN_RATE_FIELDS = ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok", "cache_write_per_mtok")
+RATE_FIELDS = (*TOKEN_RATE_FIELDS, "per_search_unit")
+
+
 class ModelPrice(models.Model):
     """USD per million tokens (and per rerank search unit) for one provider's model.
 

@@ -2,7 +2,14 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from gateway.connections.models import ModelConnection, ModelPrice, ProbeMode, ProviderType
+from gateway.connections.models import (
+    PRICE_KEY_FIELDS,
+    RATE_FIELDS,
+    ModelConnection,
+    ModelPrice,
+    ProbeMode,
+    ProviderType,
+)
 from ragmux.core.serializers import StrictInput
 
 MAX_PRICE = 100000
@@ -89,13 +96,8 @@ class PriceOutput(serializers.ModelSerializer):
         model = ModelPrice
         fields = [
             "id",
-            "provider_type",
-            "model",
-            "input_per_mtok",
-            "output_per_mtok",
-            "cached_input_per_mtok",
-            "cache_write_per_mtok",
-            "per_search_unit",
+            *PRICE_KEY_FIELDS,
+            *RATE_FIELDS,
             "source",
             "created_at",
             "updated_at",

@@ -15,6 +15,8 @@ from django.utils import timezone
 from gateway.connections import http
 from gateway.connections.credentials import mask_api_key, seal_api_key
 from gateway.connections.models import (
+    PRICE_KEY_FIELDS,
+    RATE_FIELDS,
     Capability,
     ModelConnection,
     ModelPrice,
@@ -37,16 +39,7 @@ PROBE_TIMEOUT = 60.0
 VECTOR_DEFINING_FIELDS = ("provider_type", "model_name", "dimensions")
 # What the audit trail keeps of a connection: the key only as its masked hint.
 AUDITED_CONNECTION_FIELDS = ("name", "provider_type", "base_url", "model_name", "dimensions", "api_key_masked")
-AUDITED_PRICE_FIELDS = (
-    "provider_type",
-    "model",
-    "input_per_mtok",
-    "output_per_mtok",
-    "cached_input_per_mtok",
-    "cache_write_per_mtok",
-    "per_search_unit",
-    "source",
-)
+AUDITED_PRICE_FIELDS = (*PRICE_KEY_FIELDS, *RATE_FIELDS, "source")
 
 
 _audit_connection = partial(audit_change, object_type="connection")

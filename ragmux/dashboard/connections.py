@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 
 from gateway.connections import selectors, services
 from gateway.connections.http import UpstreamBlocked
-from gateway.connections.models import ModelPrice, PriceSource, ProviderType
+from gateway.connections.models import RATE_FIELDS, ModelPrice, PriceSource, ProviderType
 from gateway.connections.prices import builtin_values
 from gateway.connections.pricing import token_cost
 from gateway.connections.serializers import ConnectionInput, PriceCreateInput, PriceValuesInput
@@ -24,8 +24,9 @@ from ragmux.dashboard.access import page
 from ragmux.dashboard.forms import Form, attempt
 
 CONNECTION_FIELDS = ("name", "provider_type", "base_url", "model_name", "dimensions", "api_key")
-OPTIONAL_PRICES = ("cached_input_per_mtok", "cache_write_per_mtok", "per_search_unit")
-PRICE_VALUES = ("input_per_mtok", "output_per_mtok", *OPTIONAL_PRICES)
+PRICE_VALUES = RATE_FIELDS
+# The rates a price row may leave empty (the input rate applies, or no rerank price).
+OPTIONAL_PRICES = tuple(name for name in RATE_FIELDS if ModelPrice._meta.get_field(name).null)
 # The request every price row is previewed with.
 PREVIEW_INPUT_TOKENS = 1000
 PREVIEW_OUTPUT_TOKENS = 500
