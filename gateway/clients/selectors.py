@@ -12,7 +12,15 @@ from django.db.models.functions import Coalesce, Trunc
 
 from gateway.clients.limits import BUDGETS, MICROS, PROJECT, LimitKind, window_start
 from gateway.clients.models import GatewayKey, Project, RequestLog, UsageCounter
-from gateway.connections.models import PRICE_KEY_FIELDS, TOKEN_RATE_FIELDS, ModelConnection, ModelPrice
+from gateway.connections.models import (
+    PRICE_KEY_FIELDS,
+    TOKEN_RATE_FIELDS,
+    ModelConnection,
+    ModelPrice,
+    Route,
+    RouteKind,
+)
+from gateway.connections.selectors import route_list
 from ragmux.core import asyncdb
 from ragmux.core.errors import NotFound
 from stores.models import RagStore
@@ -27,6 +35,15 @@ def project_get(*, project_id: int) -> Project:
     if project is None:
         raise NotFound.of("project")
     return project
+
+
+def route_for_model(*, project: Project, model: str, kind: str = RouteKind.CHAT) -> Route | None:
+    """The route of ``kind`` named ``model`` that ``project`` lets its keys call, with its targets
+    in order and their connections; None when there is none: the call then goes to the project's
+    own chat connection or route, as any other model name does."""
+    if not model:
+        return None
+    return route_list(kind=kind).filter(allowed_projects=project, name=model).first()
 
 
 def key_list(*, project: Project) -> QuerySet[GatewayKey]:
@@ -63,7 +80,8 @@ _KEY_BY_HASH = (
     f"SELECT {', '.join(_columns(model, alias) for model, alias in _KEY_ROWS)} "
     f"FROM {GatewayKey._meta.db_table} k "
     f"JOIN {Project._meta.db_table} p ON p.id = k.project_id "
-    f"JOIN {ModelConnection._meta.db_table} cc ON cc.id = p.chat_connection_id "
+    # A project whose chat goes through a route has no chat connection.
+    f"LEFT JOIN {ModelConnection._meta.db_table} cc ON cc.id = p.chat_connection_id "
     f"LEFT JOIN {ModelConnection._meta.db_table} ec ON ec.id = p.embedding_connection_id "
     f"LEFT JOIN {RagStore._meta.db_table} s ON s.id = p.store_id "
     f"LEFT JOIN {ModelConnection._meta.db_table} sc ON sc.id = s.embedding_connection_id "
@@ -95,6 +113,28 @@ async def key_by_hash(*, key_hash: str) -> GatewayKey | None:
     project.chat_connection, project.embedding_connection, project.store = chat, embedder, store
     api_key.project = project
     return api_key
+
+
+# The routes a project's keys may name as `model`: the one its chat goes through and those it
+# allows, each once.
+_ROUTES_OF_PROJECT = (
+    f"SELECT r.name, r.kind, r.created_at FROM {Route._meta.db_table} r "
+    f"WHERE r.id = %s OR r.id IN (SELECT a.route_id FROM {Project.allowed_routes.through._meta.db_table} a "
+    "WHERE a.project_id = %s) ORDER BY r.name"
+)
+
+
+@dataclass(frozen=True)
+class RouteName:
+    name: str
+    kind: str
+    created_at: datetime
+
+
+async def project_route_names(*, project: Project) -> list[RouteName]:
+    """The routes ``project``'s keys may call by name: its chat route and those it allows."""
+    rows = await asyncdb.fetch_all(_ROUTES_OF_PROJECT, (project.chat_route_id, project.pk))
+    return [RouteName(*row) for row in rows]
 
 
 def request_log_list(
