@@ -1,0 +1,119 @@
+"""The dashboard's routes pages through Django's test client: who sees which controls, what the
+form saves and says, and a route in use kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.connections.models import Route
+from ragmux.core.models import AuditEntry
+from tests.factories import ConnectionFactory, ProjectFactory, RouteFactory, RouteTargetFactory
+from tests.helpers import post, text
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def chats(db):
+    return [ConnectionFactory(name=f"chat-{n}", model_name="gpt-4o-mini") for n in range(3)]
+
+
+def test_every_role_reads_the_routes_and_only_admins_see_the_controls(as_role, chats):
+    route = RouteFactory(name="smart", strategy="weighted")
+    RouteTargetFactory(route=route, connection=chats[0], weight=3, first_byte_timeout=2.5)
+    RouteTargetFactory(route=route, connection=chats[1], model_name="gpt-4o")
+    for role in ("viewer", "editor"):
+        page = as_role(role).get("/admin/routes/")
+        assert page.status_code == 200
+        words = text(page)
+        assert "chat-0 · gpt-4o-mini · weight 3 · first byte within 2.5 s" in words
+        assert "chat-1 · gpt-4o · weight 1" in words
+        assert "New route" not in words and "/edit" not in page.content.decode()
+    admin = as_role("admin").get("/admin/routes/").content.decode()
+    assert all(control in admin for control in ("New route", f"/admin/routes/{route.pk}/edit", "/delete"))
+    assert as_role("outsider").get("/admin/routes/").status_code == 403
+
+
+@pytest.mark.parametrize("role", ["viewer", "editor"])
+def test_the_route_forms_are_refused_to_other_roles(as_role, chats, role):
+    route = RouteTargetFactory(connection=chats[0]).route
+    client = as_role(role)
+    assert client.get("/admin/routes/new").status_code == 403
+    assert post(client, "/admin/routes/new", {"name": "forged", "target_connection_0": chats[0].pk}).status_code == 403
+    assert post(client, f"/admin/routes/{route.pk}/delete").status_code == 403
+    assert list(Route.objects.values_list("name", flat=True)) == [route.name]
+
+
+def test_an_admin_creates_a_route_from_the_filled_rows_in_order(as_role, chats):
+    response = post(
+        as_role("admin"),
+        "/admin/routes/new",
+        {
+            "name": "smart",
+            "kind": "chat",
+            "strategy": "weighted",
+            "target_connection_0": chats[2].pk,
+            "target_weight_0": "3",
+            "target_connection_1": "",
+            "target_model_1": "ignored",
+            "target_connection_2": chats[0].pk,
+            "target_model_2": "gpt-4o",
+            "target_timeout_2": "1.5",
+        },
+    )
+    assert response.status_code == 302, text(response)
+    route = Route.objects.get(name="smart")
+    assert [
+        (t.connection.name, t.effective_model_name, t.weight, t.first_byte_timeout) for t in route.targets.all()
+    ] == [("chat-2", "gpt-4o-mini", 3, None), ("chat-0", "gpt-4o", 1, 1.5)]
+    assert AuditEntry.objects.filter(action="route.create", actor_username="admin").exists()
+
+
+def test_a_refused_target_is_announced_beside_the_row_it_came_from(as_role, chats):
+    cohere = ConnectionFactory(name="cohere", provider_type="cohere_rerank", model_name="rerank-v3.5")
+    response = post(
+        as_role("admin"),
+        "/admin/routes/new",
+        {
+            "name": "smart",
+            "kind": "chat",
+            "strategy": "ordered",
+            "target_connection_0": chats[0].pk,
+            "target_connection_3": cohere.pk,
+        },
+    )
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert (
+        'id="id_target_connection_3" name="target_connection_3" aria-invalid="true" aria-describedby="errors_target_3"'
+        in html
+    )
+    assert 'the cohere_rerank connection "cohere" cannot chat' in text(response)
+    assert not Route.objects.exists()
+
+
+def test_an_admin_edits_a_route_its_targets_filled_in(as_role, chats):
+    route = RouteTargetFactory(route=RouteFactory(name="smart"), connection=chats[0], first_byte_timeout=2.0).route
+    admin = as_role("admin")
+    form = admin.get(f"/admin/routes/{route.pk}/edit").content.decode()
+    assert f'<option value="{chats[0].pk}" selected>' in form
+    assert 'name="target_timeout_0" value="2"' in form
+    response = post(
+        admin,
+        f"/admin/routes/{route.pk}/edit",
+        {"name": "smart", "kind": "chat", "strategy": "ordered", "target_connection_0": chats[1].pk},
+    )
+    assert response.status_code == 302
+    assert [t.connection.name for t in route.targets.all()] == ["chat-1"]
+
+
+def test_a_route_in_use_is_not_deleted_and_the_page_says_by_what(as_role, chats):
+    route = RouteTargetFactory(route=RouteFactory(name="smart"), connection=chats[0]).route
+    ProjectFactory(name="support", chat_connection=None, chat_route=route)
+    response = post(as_role("admin"), f"/admin/routes/{route.pk}/delete")
+    assert response.status_code == 409
+    assert "route 'smart' is in use by project 'support'" in text(response)
+    assert Route.objects.filter(pk=route.pk).exists()
+    unused = RouteTargetFactory(route=RouteFactory(name="spare"), connection=chats[0]).route
+    assert post(as_role("admin"), f"/admin/routes/{unused.pk}/delete").status_code == 302
+    assert not Route.objects.filter(pk=unused.pk).exists()
