@@ -117,3 +117,49 @@ def test_a_route_in_use_is_not_deleted_and_the_page_says_by_what(as_role, chats)
     unused = RouteTargetFactory(route=RouteFactory(name="spare"), connection=chats[0]).route
     assert post(as_role("admin"), f"/admin/routes/{unused.pk}/delete").status_code == 302
     assert not Route.objects.filter(pk=unused.pk).exists()
+
+
+def test_a_project_chats_through_a_route_chosen_on_its_form_and_its_pages_say_so(as_role, chats):
+    from gateway.clients.models import Project
+
+    smart = RouteTargetFactory(route=RouteFactory(name="smart", strategy="weighted"), connection=chats[0]).route
+    RouteTargetFactory(route=smart, connection=chats[1])
+    cheap = RouteTargetFactory(route=RouteFactory(name="cheap"), connection=chats[2]).route
+    sharp = RouteFactory(name="sharp", kind="rerank")
+    admin = as_role("admin")
+    form = admin.get("/admin/projects/new").content.decode()
+    assert f'<option value="route:{smart.pk}">smart (weighted)</option>' in form
+    assert f'value="route:{sharp.pk}"' not in form  # a rerank route cannot answer chat...
+    assert f'name="allowed_route_ids" value="{sharp.pk}"' in form  # ...but may be allowed
+
+    response = post(
+        admin,
+        "/admin/projects/new",
+        {"name": "support", "chat": f"route:{smart.pk}", "allowed_route_ids": [cheap.pk, sharp.pk]},
+    )
+    assert response.status_code == 302, text(response)
+    project = Project.objects.get(name="support")
+    assert (project.chat_connection, project.chat_route) == (None, smart)
+    assert set(project.allowed_routes.all()) == {cheap, sharp}
+
+    for url in ("/admin/projects/", f"/admin/projects/{project.pk}/"):
+        words = text(as_role("viewer").get(url))
+        assert "route smart" in words and "weighted · 2 targets" in words, url
+        assert "cheap, sharp" in words, url
+    edit = admin.get(f"/admin/projects/{project.pk}/edit").content.decode()
+    assert f'<option value="route:{smart.pk}" selected>' in edit
+    assert f'name="allowed_route_ids" value="{cheap.pk}" checked' in edit
+
+    response = post(
+        admin, f"/admin/projects/{project.pk}/edit", {"name": "support", "chat": f"connection:{chats[0].pk}"}
+    )
+    assert response.status_code == 302
+    project.refresh_from_db()
+    assert (project.chat_connection, project.chat_route, list(project.allowed_routes.all())) == (chats[0], None, [])
+
+
+def test_a_project_without_a_chat_model_is_refused_beside_the_choice(as_role, chats):
+    response = post(as_role("admin"), "/admin/projects/new", {"name": "support", "chat": ""})
+    assert response.status_code == 400
+    assert 'id="errors_chat"' in response.content.decode()
+    assert "chat_connection_id (or chat_route_id) is required" in text(response)
