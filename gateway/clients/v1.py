@@ -343,7 +343,7 @@ async def _chat_plan(call: Call, model: str) -> ChatPlan:
         [
             ChatTarget(
                 target.connection,
-                target.model_name or target.connection.model_name,
+                target.effective_model_name,
                 target.weight,
                 target.first_byte_timeout,
             )

@@ -35,10 +35,10 @@ def upstreams():
 
 def make_route(upstreams, *, strategy="ordered", weights=None, name=ROUTE):
     """A chat route of one target per upstream, in order; the second with its own timeout."""
-    from gateway.connections.models import Route, RouteTarget
     from gateway.connections.services import connection_create
+    from tests.factories import RouteFactory, RouteTargetFactory
 
-    route = Route.objects.create(name=name, kind="chat", strategy=strategy)
+    route = RouteFactory(name=name, strategy=strategy)
     for position, upstream in enumerate(upstreams):
         connection = connection_create(
             name=f"{name}-target-{position}",
@@ -48,9 +48,8 @@ def make_route(upstreams, *, strategy="ordered", weights=None, name=ROUTE):
             dimensions=None,
             api_key="sk-fake-chat-key-0000000000",
         )
-        RouteTarget.objects.create(
+        RouteTargetFactory(
             route=route,
-            position=position,
             connection=connection,
             weight=(weights or [1] * len(upstreams))[position],
             first_byte_timeout=TARGET_FIRST_BYTE_TIMEOUT if position == 1 else None,
