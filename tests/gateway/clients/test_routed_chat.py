@@ -232,3 +232,71 @@ def test_a_model_naming_no_allowed_route_goes_to_the_projects_connection(v1, pro
     assert calls(upstreams) == [0, 0, 0]
     [row] = wait_for_logs(1, project=project)
     assert (row.route_name, row.target, row.attempts) == ("", "", [])
+
+
+def price_targets(cheap_per_mtok: int, dear_per_mtok: int) -> None:
+    """The route's targets ask for gpt-4o-mini, priced ``cheap_per_mtok``, but the second asks
+    for `dear-model`, priced ``dear_per_mtok`` (dollars a million tokens, in and out alike)."""
+    from gateway.connections.models import ModelPrice, RouteTarget
+
+    RouteTarget.objects.filter(route__name=ROUTE, position=1).update(model_name="dear-model")
+    for model, rate in (("gpt-4o-mini", cheap_per_mtok), ("dear-model", dear_per_mtok)):
+        ModelPrice.objects.update_or_create(
+            provider_type="openai", model=model, defaults={"input_per_mtok": rate, "output_per_mtok": rate}
+        )
+
+
+def test_the_answering_target_prices_the_call(v1, project, routed_key, upstreams):
+    price_targets(cheap_per_mtok=1, dear_per_mtok=1000)
+    upstreams[0].configure("openai.chat", status=500)
+    usage = chat(v1(routed_key)).json()["usage"]
+    [row] = wait_for_logs(1, project=project)
+    assert (row.target, row.model) == (f"{ROUTE}-target-1", "dear-model")
+    # 1000 $ a million tokens is 1000 micro-dollars a token; the query's embedding is the store's.
+    chat_micros = (usage["prompt_tokens"] + usage["completion_tokens"]) * 1000
+    assert chat_micros <= row.cost_micros < chat_micros + 1000
+
+
+def test_a_dollar_budget_reserves_the_dearest_targets_price(v1, project, routed_key, upstreams):
+    from django.db import connection
+
+    from gateway.clients.models import Project, UsageCounter
+
+    price_targets(cheap_per_mtok=1, dear_per_mtok=1000)
+    Project.objects.filter(pk=project.pk).update(budget_monthly_usd_micros=10**12)
+    reserved: list[tuple[int, int]] = []
+
+    def read_reservation(request) -> None:
+        # The first target is called while the call's reservation is held.
+        reserved.extend(
+            UsageCounter.objects.filter(tier="project", owner_id=project.pk, period="month").values_list(
+                "reserved_tokens", "reserved_micros"
+            )
+        )
+        connection.close()
+
+    upstreams[0].on_request = read_reservation
+    assert chat(v1(routed_key)).status_code == 200
+    [(tokens, micros)] = reserved
+    # Priced as if the dear target answered (the query's embedding adds its own few micros).
+    assert tokens * 1000 <= micros < tokens * 1000 + 1000
+
+
+def test_attempts_failovers_and_cooling_targets_are_measured(v1, api, routed_key, upstreams, settings):
+    from prometheus_client import REGISTRY
+
+    from tests.ragmux.core.test_metrics import metric_lines
+
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, {"route": ROUTE, **labels}) or 0.0
+
+    settings.ROUTE_COOLDOWN_FAILURES = 1
+    upstreams[0].configure("openai.chat", status=500)
+    before = [sample("ragmux_route_attempts_total", outcome=o) for o in ("http_5xx", "ok")]
+    failovers = sample("ragmux_route_failovers_total")
+    for _ in range(2):
+        assert chat(v1(routed_key)).status_code == 200
+    after = [sample("ragmux_route_attempts_total", outcome=o) for o in ("http_5xx", "ok")]
+    assert [b - a for a, b in zip(before, after, strict=True)] == [1, 2]
+    assert sample("ragmux_route_failovers_total") - failovers == 1
+    assert f'ragmux_route_targets_cooling{{route="{ROUTE}"}} 1.0' in metric_lines(api())
