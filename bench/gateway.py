@@ -83,11 +83,11 @@ def cooling_route(name: str, connections: list):
     """An ordered chat route over ``connections`` whose first target is cooling down for the
     whole run, in the Redis the server reads."""
     from gateway.clients import cooldowns
-    from gateway.connections.models import Route, RouteTarget
+    from gateway.connections.services import TargetSpec, route_create
 
-    route = Route.objects.create(name=name, kind="chat", strategy="ordered")
-    for position, connection in enumerate(connections):
-        RouteTarget.objects.create(route=route, position=position, connection=connection)
+    route = route_create(
+        name=name, kind="chat", strategy="ordered", targets=[TargetSpec(connection.id) for connection in connections]
+    )
     first = connections[0]
     asyncio.run(cooldowns.failed(cooldowns.target_key(first.pk, first.model_name), retry_after=3600))
     return route
@@ -205,12 +205,11 @@ def main() -> None:
             keys[name] = key_create(project=project, name="bench", scopes=None, expires_at=None, **limits).key
         routed = project_create(
             name="bench-gateway-route",
-            chat_connection_id=chat.id,
+            chat_route_id=route.id,
             embedding_connection_id=None,
             store_id=None,
             system_prompt="",
         )
-        Project.objects.filter(pk=routed.pk).update(chat_connection=None, chat_route=route)
         keys["gateway_route"] = key_create(project=routed, name="bench", scopes=None, expires_at=None).key
 
         command = web_command()

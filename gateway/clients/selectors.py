@@ -22,6 +22,7 @@ from gateway.connections.models import (
     RouteKind,
     RouteTarget,
 )
+from gateway.connections.selectors import route_list
 from ragmux.core import asyncdb
 from ragmux.core.errors import NotFound
 from stores.models import RagStore
@@ -36,6 +37,15 @@ def project_get(*, project_id: int) -> Project:
     if project is None:
         raise NotFound.of("project")
     return project
+
+
+def route_for_model(*, project: Project, model: str, kind: str = RouteKind.CHAT) -> Route | None:
+    """The route of ``kind`` named ``model`` that ``project`` lets its keys call, with its targets
+    in order and their connections; None when there is none: the call then goes to the project's
+    own chat connection or route, as any other model name does."""
+    if not model:
+        return None
+    return route_list(kind=kind).filter(allowed_projects=project, name=model).first()
 
 
 def key_list(*, project: Project) -> QuerySet[GatewayKey]:
@@ -75,6 +85,7 @@ _KEY_BY_HASH = (
     f"EXISTS (SELECT 1 FROM {_ALLOWED_ROUTES} a WHERE a.project_id = p.id) "
     f"FROM {GatewayKey._meta.db_table} k "
     f"JOIN {Project._meta.db_table} p ON p.id = k.project_id "
+    # A project whose chat goes through a route has no chat connection.
     f"LEFT JOIN {ModelConnection._meta.db_table} cc ON cc.id = p.chat_connection_id "
     f"LEFT JOIN {ModelConnection._meta.db_table} ec ON ec.id = p.embedding_connection_id "
     f"LEFT JOIN {RagStore._meta.db_table} s ON s.id = p.store_id "
@@ -147,6 +158,28 @@ async def chat_route(*, project: Project, model: str) -> tuple[Route, list[Route
         target.connection = connection
         targets.append(target)
     return route, targets
+
+
+# The routes a project's keys may name as `model`: the one its chat goes through and those it
+# allows, each once.
+_ROUTES_OF_PROJECT = (
+    f"SELECT r.name, r.kind, r.created_at FROM {Route._meta.db_table} r "
+    f"WHERE r.id = %s OR r.id IN (SELECT a.route_id FROM {_ALLOWED_ROUTES} a "
+    "WHERE a.project_id = %s) ORDER BY r.name"
+)
+
+
+@dataclass(frozen=True)
+class RouteName:
+    name: str
+    kind: str
+    created_at: datetime
+
+
+async def project_route_names(*, project: Project) -> list[RouteName]:
+    """The routes ``project``'s keys may call by name: its chat route and those it allows."""
+    rows = await asyncdb.fetch_all(_ROUTES_OF_PROJECT, (project.chat_route_id, project.pk))
+    return [RouteName(*row) for row in rows]
 
 
 def request_log_list(

@@ -54,7 +54,11 @@ def why_cannot(connection: ModelConnection, capability: str, *, rerank_backend: 
     if connection.provider_type in able:
         return None
     with_backend = f" with the {rerank_backend} backend" if capability == Capability.RERANK and rerank_backend else ""
-    return f'the {connection.provider_type} connection "{connection.name}" cannot {capability}{with_backend}'
+    return _refusal(connection, f"{capability}{with_backend}")
+
+
+def _refusal(connection: ModelConnection, use: str) -> str:
+    return f'the {connection.provider_type} connection "{connection.name}" cannot {use}'
 
 
 class ModelConnection(models.Model):
@@ -157,6 +161,24 @@ class Route(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+# What a route's targets may be, by its kind: a rerank route may fail over between the dedicated
+# rerank APIs and chat models (the `llm` backend).
+ROUTE_TARGET_PROVIDERS = {
+    RouteKind.CHAT: CHAT_PROVIDERS,
+    RouteKind.RERANK: CHAT_PROVIDERS | frozenset(RERANK_API_PROVIDERS.values()),
+}
+# The most targets one route may have: more would only lengthen the failover of a failing call.
+MAX_ROUTE_TARGETS = 16
+
+
+def why_route_cannot_use(connection: ModelConnection, kind: str) -> str | None:
+    """Why ``connection`` cannot be a target of a route of ``kind``, worded as `why_cannot` words
+    its refusals; None when it can."""
+    if connection.provider_type in ROUTE_TARGET_PROVIDERS[kind]:
+        return None
+    return _refusal(connection, Capability.CHAT if kind == RouteKind.CHAT else Capability.RERANK)
 
 
 class RouteTarget(models.Model):

@@ -214,10 +214,9 @@ def test_with_redis_down_each_process_keeps_its_own_cooldowns(
 
 
 def test_the_projects_chat_route_answers_any_model_name(v1, project, route, upstreams):
-    from gateway.clients.models import Project
-    from gateway.clients.services import key_create
+    from gateway.clients.services import key_create, project_update
 
-    Project.objects.filter(pk=project.pk).update(chat_route=route, chat_connection=None)
+    project_update(project=project, chat_route_id=route.id, chat_connection_id=None)
     upstreams[0].configure("openai.chat", status=503)
     response = chat(v1(key_create(project=project, name="k", scopes=None, expires_at=None).key), model="anything")
     assert response.status_code == 200
