@@ -143,6 +143,13 @@ class RequestLog(models.Model):
     rag_skipped_reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
     streamed = models.BooleanField(default=False)
     error = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
+    # A chat sent to a route: its name, the connection of the target that answered (or was tried
+    # last), by name so the row still says it after the connection is gone, and every attempt
+    # made, in order: {"target": <connection name>, "model", "outcome": "ok", "timeout",
+    # "connect", "http_5xx", "http_429", ..., "ms"}. Empty for a chat of the project's connection.
+    route_name = models.CharField(max_length=200, blank=True, default="")
+    target = models.CharField(max_length=100, blank=True, default="")
+    attempts = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
