@@ -163,3 +163,28 @@ def test_a_project_without_a_chat_model_is_refused_beside_the_choice(as_role, ch
     assert response.status_code == 400
     assert 'id="errors_chat"' in response.content.decode()
     assert "chat_connection_id (or chat_route_id) is required" in text(response)
+
+
+ATTEMPTS = [
+    {"target": "chat-0", "model": "gpt-4o-mini", "outcome": "http_5xx", "ms": 12},
+    {"target": "chat-1", "model": "gpt-4o-mini", "outcome": "timeout", "ms": 2000},
+    {"target": "chat-2", "model": "gpt-4o", "outcome": "ok", "ms": 340},
+]
+
+
+def test_the_request_log_names_the_route_the_answering_target_and_each_attempt(as_role, api):
+    from tests.factories import RequestLogFactory
+
+    routed = RequestLogFactory(model="gpt-4o", route_name="smart", target="chat-2", attempts=ATTEMPTS)
+    plain = RequestLogFactory(project=routed.project, model="gpt-4o-mini")
+    viewer = as_role("viewer")
+    listing = text(viewer.get("/admin/request-logs/"))
+    assert "gpt-4o route smart, 3 attempts" in listing
+    detail = text(viewer.get(f"/admin/request-logs/{routed.pk}"))
+    assert "Route smart Answering target chat-2" in detail
+    assert (
+        "1 chat-0 gpt-4o-mini http_5xx 12 ms 2 chat-1 gpt-4o-mini timeout 2000 ms 3 chat-2 gpt-4o ok 340 ms" in detail
+    )
+    assert "Answering target" not in text(viewer.get(f"/admin/request-logs/{plain.pk}"))
+    [row] = [r for r in api("viewer").get("/admin/api/request-logs").json()["data"] if r["id"] == routed.pk]
+    assert (row["route_name"], row["target"], row["attempts"]) == ("smart", "chat-2", ATTEMPTS)
