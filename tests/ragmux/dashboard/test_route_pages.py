@@ -188,3 +188,14 @@ def test_the_request_log_names_the_route_the_answering_target_and_each_attempt(a
     assert "Answering target" not in text(viewer.get(f"/admin/request-logs/{plain.pk}"))
     [row] = [r for r in api("viewer").get("/admin/api/request-logs").json()["data"] if r["id"] == routed.pk]
     assert (row["route_name"], row["target"], row["attempts"]) == ("smart", "chat-2", ATTEMPTS)
+
+
+def test_the_audit_page_shows_a_routes_targets_as_json(as_role, chats):
+    post(
+        as_role("admin"),
+        "/admin/routes/new",
+        {"name": "smart", "kind": "chat", "strategy": "ordered", "target_connection_0": chats[0].pk},
+    )
+    page = text(as_role("admin").get("/admin/audit/?object_type=route"))
+    target = f'{{"connection_id": {chats[0].pk}, "first_byte_timeout": null, "model_name": "", "weight": 1}}'
+    assert f"targets: — → [{target}]" in page
