@@ -121,6 +121,10 @@ REQUEST_LOG_COLUMNS = (
     # Appended: a spreadsheet reading the export by column position keeps working.
     "cached_prompt_tokens",
     "cache_write_tokens",
+    # A chat through a route: its name, the target that answered and every attempt.
+    "route_name",
+    "target",
+    "attempts",
 )
 REQUEST_LOG_MAX_PAGE = 500
 _STATUS = re.compile(r"^(?:[1-5]xx|[1-5][0-9][0-9])$")
