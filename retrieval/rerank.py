@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from gateway.connections.models import ModelConnection
 from gateway.connections.providers.rerank import (
@@ -40,7 +40,7 @@ from gateway.connections.selectors import connection_named_by
 from ragmux.core import metrics
 from ragmux.core.errors import ServiceError, UpstreamTimeout
 from retrieval.rerank_prompt import listwise_prompt
-from retrieval.search import SearchResult
+from retrieval.search import SearchResult, store_search
 from stores.models import RagStore
 
 logger = logging.getLogger("ragmux.retrieval.rerank")
@@ -209,3 +209,12 @@ async def rerank_async(result: SearchResult, *, query: str, choice: RerankConnec
         attempt.failed(exc)
     else:
         attempt.ranked(spent)
+
+
+def reranked_search(*, store: RagStore, query: str, overrides: dict[str, Any] | None = None) -> SearchResult:
+    """:func:`~retrieval.search.store_search` then the rerank, for a search outside a project's
+    request (the search endpoint, the dashboard's search compare, a bench): every backend reranks
+    with the store's rerank connection, or the call's override."""
+    result = store_search(store=store, query=query, overrides=overrides)
+    rerank(result, query=query, choice=store_rerank_connection(store, result))
+    return result

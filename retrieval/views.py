@@ -6,8 +6,7 @@ import time
 
 from rest_framework.response import Response
 
-from retrieval.rerank import rerank, store_rerank_connection
-from retrieval.search import store_search
+from retrieval.rerank import reranked_search
 from retrieval.serializers import CorrectionOutput, HitOutput, SearchInput, rerank_fields
 from stores.views import StoreEndpoint
 
@@ -19,9 +18,8 @@ class StoreSearchApi(StoreEndpoint):
         data.is_valid(raise_exception=True)
         query = data.validated_data["query"]
         overrides = {k: v for k, v in data.validated_data.items() if k != "query"}
-        result = store_search(store=self.store, query=query, overrides=overrides)
         # No project's chat model to borrow here: every backend reranks with the store's connection.
-        rerank(result, query=query, choice=store_rerank_connection(self.store, result))
+        result = reranked_search(store=self.store, query=query, overrides=overrides)
         return Response(
             {
                 "mode": result.mode,
