@@ -22,7 +22,6 @@ reply names no passage we sent; any other ``UpstreamFailed`` for the rest.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import re
 from abc import ABC, abstractmethod
@@ -37,8 +36,8 @@ from gateway.connections.credentials import open_api_key
 from gateway.connections.models import RERANK_API_PROVIDERS, Capability, ModelConnection, ProviderType, why_cannot
 from gateway.connections.providers.chat import NoChat, chat_provider
 from gateway.connections.providers.chat_interface import ChatProvider
-from gateway.connections.providers.embeddings import estimate_tokens
-from gateway.connections.providers.upstream_errors import by_status, malformed, refusal
+from gateway.connections.providers.embeddings import RETRYABLE_STATUSES, estimate_tokens
+from gateway.connections.providers.upstream_errors import json_answer, malformed
 from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import Conflict, UpstreamFailed, UpstreamTimeout
 
@@ -53,7 +52,6 @@ DEFAULT_BASE_URLS = {
 }
 # Cohere bills one search unit per query of up to 100 documents; a reply without a count is one.
 DEFAULT_SEARCH_UNITS = 1
-RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, *range(500, 600)})
 # A number longer than this in a model's answer is no passage number (and int() of a huge one
 # is refused by Python anyway).
 _PASSAGE_NUMBER = re.compile(r"\d{1,6}")
@@ -208,20 +206,14 @@ class ApiReranker(Reranker):
         """The ranking and spend in the provider's reply."""
 
     def _reply(self, status: int, content: bytes, headers, documents: list[str], query: str) -> Reranked:
-        if status >= 400:
-            raise refusal(
-                label=self.label,
-                secret=self.api_key,
-                status=status,
-                content=content,
-                headers=headers,
-                classify=by_status,
-                retryable_statuses=RETRYABLE_STATUSES,
-            )
-        try:
-            reply = json.loads(content)
-        except ValueError:
-            raise malformed(self.label, "body (not JSON)") from None
+        reply = json_answer(
+            label=self.label,
+            secret=self.api_key,
+            status=status,
+            content=content,
+            headers=headers,
+            retryable_statuses=RETRYABLE_STATUSES,
+        )
         if not isinstance(reply, dict):
             raise malformed(self.label, "body (not an object)")
         return self.read(reply, documents, query)
