@@ -134,6 +134,11 @@ try:
     # backend or query): the search API answers 503 `search_timeout` beyond it, and a chat is
     # answered without context.
     SEARCH_TIMEOUT = env_duration("SEARCH_TIMEOUT", 5, minimum=0.001)
+    # One rerank call's timeout; unset, each backend has its own (10 s for `llm`, 5 s for the APIs:
+    # gateway.connections.providers.rerank). A rerank that times out keeps the fused order.
+    RERANK_TIMEOUT = env_duration("RERANK_TIMEOUT", None, minimum=0.001)
+    # The cap on an `llm` rerank's answer (passage numbers), in tokens.
+    RERANK_MAX_TOKENS = env_int("RERANK_MAX_TOKENS", 200, minimum=1, maximum=100000)
     # Stores with at most this many chunks are searched by exact scan instead of the HNSW graph.
     VECTOR_EXACT_SCAN_MAX_CHUNKS = env_int("VECTOR_EXACT_SCAN_MAX_CHUNKS", 20000, minimum=0)
     # ParadeDB's analyser for the pg_search backend: `default` or `<iso-639-1>_stem`.

@@ -49,8 +49,9 @@ from ragmux.core.errors import (
     validation_failed,
 )
 from retrieval import context as rag_context
+from retrieval.rerank import project_rerank_connection, rerank_async
 from retrieval.search import SearchOptions, SearchResult, embed_query_async, store_search
-from retrieval.serializers import HitOutput
+from retrieval.serializers import HitOutput, rerank_fields
 from stores.models import RagStore
 
 logger = logging.getLogger("ragmux.gateway.v1")
@@ -220,6 +221,14 @@ async def _search(call: Call, store: RagStore, query: str, overrides: dict[str, 
     return result
 
 
+async def _rerank(call: Call, store: RagStore, query: str, result: SearchResult) -> None:
+    """The store's rerank of ``result``, when it has reranking on (`llm` asks the project's own chat
+    model); outside the search's SEARCH_TIMEOUT, as a rerank has timeouts of its own. A failure
+    keeps the fused order (retrieval.rerank)."""
+    choice = project_rerank_connection(store, result, chat_connection=call.project.chat_connection)
+    await rerank_async(result, query=query, choice=choice)
+
+
 def _record_search(call: Call, result: SearchResult) -> None:
     """What a call's search found and what embedding its query cost."""
     call.rag_hits = len(result.hits)
@@ -250,6 +259,7 @@ async def _ground(call: Call, messages: list[dict]) -> tuple[str, list[dict]]:
         logger.exception("retrieval for project %s failed", call.project.pk)
         call.rag_skipped_reason = "internal error in retrieval (see the server log)"
     else:
+        await _rerank(call, store, query, result)
         _record_search(call, result)
         if result.embedding_tokens:
             call.spends.append(_embedding_spend(store, result))
@@ -454,6 +464,7 @@ async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
     query_spend = _query_spend(store, data["query"])
     await limiter.admit(call, tokens=query_spend.prompt_tokens, spends=[query_spend])
     result = await _search(call, store, data["query"], {"top_k": data["top_k"]})
+    await _rerank(call, store, data["query"], result)
     _record_search(call, result)
     call.spends.append(_embedding_spend(store, result))
     return JsonResponse(
@@ -463,6 +474,7 @@ async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
             "mode": result.mode,
             "backend": result.backend,
             "fts_config": result.fts_config,
+            **rerank_fields(result),
             "usage": {"prompt_tokens": result.embedding_tokens, "total_tokens": result.embedding_tokens},
         }
     )

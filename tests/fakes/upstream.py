@@ -23,15 +23,17 @@ Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``
 - ``prompt_cache``: ``(read, written)``: the chat usage says that many prompt tokens were read
   from and written to the provider's prompt cache, each in the provider's own fields (OpenAI
   and Gemini report reads only).
+- ``answer``: the text of a non-streamed OpenAI chat answer;
+- ``rerank_results``: the indices a rerank route answers with (see ``tests.fakes.rerank``).
 
 Failures (``status``) answer in the route's provider's own error format.
 
 :attr:`on_request`, when set, is called with each recorded request before it is answered (a
 test can make a request stall, or kill the process that sent it).
 
-Every request is recorded (:attr:`requests`) and counted per route (:meth:`calls`). Later
-issues add rerank routes with :meth:`route`. The chat routes (``openai.chat``,
-``anthropic.messages``, ``gemini.generate``, ``gemini.stream``, ``ollama.chat``) answer
+Every request is recorded (:attr:`requests`) and counted per route (:meth:`calls`). The rerank
+routes (``cohere.rerank``, ``voyage.rerank``) are in ``tests.fakes.rerank``. The chat routes
+(``openai.chat``, ``anthropic.messages``, ``gemini.generate``, ``gemini.stream``, ``ollama.chat``) answer
 :data:`CHAT_ANSWER` in their provider's format, whole or streamed (a handler may return an
 iterator of byte pieces, written and flushed one by one), cut to the request's token limit
 (one word a token) with the provider's "length" finish reason.
@@ -51,6 +53,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.fakes.rerank import RERANK_PROMPT_MARK, register_rerank_routes, rerank_prompt_numbers
 
 STALL = b""  # yielded by a streamed reply: send nothing more and wait for the caller to hang up
 Reply = tuple[int, dict[str, str], bytes | Iterator[bytes]]
@@ -75,6 +79,11 @@ class Knobs:
     # Sent as `Retry-After` with a failure: seconds, or an HTTP-date.
     retry_after: int | str | None = None
     prompt_cache: tuple[int, int] | None = None
+    # The text of a non-streamed OpenAI chat answer, instead of CHAT_ANSWER (or of a rerank answer).
+    answer: str | None = None
+    # The indices a rerank route answers with, in order (duplicates and out-of-range ones are sent
+    # as given); None: every document in reverse order, cut to the request's top_n / top_k.
+    rerank_results: list[int] | None = None
 
 
 @dataclass
@@ -154,6 +163,7 @@ class FakeUpstream:
         _register_anthropic_routes(self)
         _register_gemini_routes(self)
         _register_ollama_routes(self)
+        register_rerank_routes(self)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> FakeUpstream:
@@ -387,6 +397,16 @@ def _chat_usage(payload: dict, knobs: Knobs) -> dict:
     return usage
 
 
+def _openai_answer(payload: dict, knobs: Knobs) -> str:
+    """The ``answer`` knob, else a rerank prompt's passage numbers in reverse order (as the
+    original's e2e mock answers), else CHAT_ANSWER."""
+    if knobs.answer is not None:
+        return knobs.answer
+    if any(RERANK_PROMPT_MARK in text for text in _texts(payload.get("messages"))):
+        return json.dumps(list(reversed(rerank_prompt_numbers(payload))))
+    return CHAT_ANSWER
+
+
 def _register_chat_routes(upstream: FakeUpstream) -> None:
     @upstream.route("openai.chat", "POST", r"/v1/chat/completions")
     def openai_chat(up, payload, match, knobs):
@@ -396,7 +416,11 @@ def _register_chat_routes(upstream: FakeUpstream) -> None:
                 **base,
                 "object": "chat.completion",
                 "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": CHAT_ANSWER}, "finish_reason": "stop"}
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": _openai_answer(payload, knobs)},
+                        "finish_reason": "stop",
+                    }
                 ],
             }
             if not knobs.omit_usage:

@@ -172,9 +172,9 @@ class ChatProvider(ABC):
         async with stack:
             yield chunks
 
-    def probe(self, *, timeout: float) -> dict[str, Any]:
-        """A one-token answer, by the blocking client: the connection test's chat call."""
-        body = {"messages": [{"role": "user", "content": "ping"}], self.token_limit_field: 1}
+    def complete_blocking(self, body: dict[str, Any], *, timeout: float) -> dict[str, Any]:
+        """One non-streamed answer by the blocking client, in one attempt: for callers that are not
+        on the event loop (the connection test, a dashboard search's rerank)."""
         upstream = http.request(
             "POST",
             self._url(stream=False),
@@ -185,6 +185,11 @@ class ChatProvider(ABC):
         if upstream.status >= 400:
             raise self._refusal(upstream.status, upstream.content, upstream.headers)
         return self._reply(upstream.content)
+
+    def probe(self, *, timeout: float) -> dict[str, Any]:
+        """A one-token answer: the connection test's chat call."""
+        body = {"messages": [{"role": "user", "content": "ping"}], self.token_limit_field: 1}
+        return self.complete_blocking(body, timeout=timeout)
 
     async def _retrying(self, attempt: Callable[[float], Awaitable[T]], *, once: Once | None) -> T:
         """Makes the call (``attempt`` is given the seconds left for the first byte), again after a

@@ -1,0 +1,62 @@
+"""A store's rerank in a project's requests: `/v1/retrieve` and a chat's context, with the `llm`
+backend asking the project's own chat model (the fake OpenAI upstream ranks in reverse)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ingestion.services import IncomingFile, document_upload
+from stores.services import store_update
+
+QUESTION = "What is the launch code for Project Falcon?"
+PASSAGE_LINE = re.compile(r"^\[\d+\] (.*)$", re.MULTILINE)
+
+
+@pytest.fixture
+def reranking_store(falcon_store, ingest_now):
+    files = [IncomingFile(f"launch-{n}.txt", f"Launch checklist {n} for Project Falcon.".encode()) for n in range(5)]
+    assert document_upload(store=falcon_store, files=files).refusal is None
+    ingest_now()
+    return store_update(store=falcon_store, name=falcon_store.name, values={"rerank": True, "rerank_backend": "llm"})
+
+
+def rerank_prompt_passages(fake_upstream) -> list[str]:
+    requests = [r.json() for r in fake_upstream.requests_to("openai.chat")]
+    (prompt,) = [p for p in requests if "Return only a JSON array" in p["messages"][0]["content"]]
+    return PASSAGE_LINE.findall(prompt["messages"][-1]["content"])
+
+
+def test_retrieve_reranks_with_the_projects_chat_model(v1, project_key, reranking_store, fake_upstream):
+    response = v1(project_key).post("/retrieve", json={"query": QUESTION, "top_k": 3})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    pool = rerank_prompt_passages(fake_upstream)
+    assert len(pool) == 6  # every chunk of the store is a candidate
+    assert [hit["content"] for hit in body["data"]] == list(reversed(pool))[:3]
+    assert (body["reranked"], body["rerank_backend"], body["rerank_fallback"]) == (True, "llm", False)
+    (rerank_call,) = [r for r in fake_upstream.requests_to("openai.chat")]
+    assert rerank_call.json()["model"] == "gpt-4o-mini"  # the project's chat connection
+
+
+def test_a_chats_context_is_in_reranked_order(v1, project_key, reranking_store, fake_upstream):
+    response = v1(project_key).post(
+        "/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": QUESTION}]}
+    )
+    assert response.status_code == 200, response.text
+    pool = rerank_prompt_passages(fake_upstream)
+    system = fake_upstream.requests_to("openai.chat")[-1].json()["messages"][0]["content"]
+    injected = re.findall(r"^\[\d+\] \(.*\)\n(.*)$", system, re.MULTILINE)
+    assert injected == list(reversed(pool))[:3]
+    assert response.headers["x-ragmux-rag-hits"] == "3"
+
+
+def test_a_failed_rerank_still_answers_in_fused_order(v1, project_key, reranking_store, fake_upstream):
+    fake_upstream.configure("openai.chat", answer="I cannot rank these passages.")
+    response = v1(project_key).post("/retrieve", json={"query": QUESTION, "top_k": 3})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert [hit["content"] for hit in body["data"]] == rerank_prompt_passages(fake_upstream)[:3]
+    assert (body["reranked"], body["rerank_fallback"]) == (False, True)
+    assert isinstance(body["rerank_latency_ms"], int)
