@@ -14,12 +14,16 @@ p95). A third target, a project whose store holds a 10k-chunk synthetic store (f
 stores.index's writer, as bench/search_latency.py does, and embedded by the fake upstream),
 adds the cost of retrieval: reported, no target. A fourth, a project and key with every rate
 limit and budget configured (tokens and dollars, none reached), adds the cost of the limits'
-admission, held to the gateway's targets. Last line: one JSON object.
+admission, held to the gateway's targets. A fifth, a project whose chat is a route whose first
+target is cooling down (put there before the run, as a 429 with a long `Retry-After` would),
+adds the route's cost: its target's lookup, the cooldown read from Redis, the skip, and the
+attempt's record; held to the same 5 ms. Last line: one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
@@ -73,6 +77,20 @@ def rag_store(connection, chunks: int, seed: int):
     store = fresh_store("bench-gateway-rag", connection)
     fill_store(store, texts, vectors)
     return store, synthetic_texts(rng, words, cdf, 1, (RAG_QUERY_WORDS, RAG_QUERY_WORDS))[0]
+
+
+def cooling_route(name: str, connections: list):
+    """An ordered chat route over ``connections`` whose first target is cooling down for the
+    whole run, in the Redis the server reads."""
+    from gateway.clients import cooldowns
+    from gateway.connections.services import TargetSpec, route_create
+
+    route = route_create(
+        name=name, kind="chat", strategy="ordered", targets=[TargetSpec(connection.id) for connection in connections]
+    )
+    first = connections[0]
+    asyncio.run(cooldowns.failed(cooldowns.target_key(first.pk, first.model_name), retry_after=3600))
+    return route
 
 
 def server_setup(command: list[str]) -> str:
@@ -160,6 +178,16 @@ def main() -> None:
             cache_write_per_mtok=None,
             per_search_unit=None,
         )
+        cold = connection_create(
+            name=f"bench-cold-{port}",
+            provider_type="custom_openai",
+            # Never called while it cools; were it called, nothing listens there.
+            base_url=f"http://127.0.0.1:{free_port()}/v1",
+            model_name="gpt-4o-mini",
+            dimensions=None,
+            api_key=upstream_key,
+        )
+        route = cooling_route(f"bench-gateway-route-{port}", [cold, chat])
         keys = {}
         for name, store_id, limits in (
             ("gateway", None, {}),
@@ -175,6 +203,14 @@ def main() -> None:
                 **limits,
             )
             keys[name] = key_create(project=project, name="bench", scopes=None, expires_at=None, **limits).key
+        routed = project_create(
+            name="bench-gateway-route",
+            chat_route_id=route.id,
+            embedding_connection_id=None,
+            store_id=None,
+            system_prompt="",
+        )
+        keys["gateway_route"] = key_create(project=routed, name="bench", scopes=None, expires_at=None).key
 
         command = web_command()
         print(server_setup(command))
@@ -198,6 +234,12 @@ def main() -> None:
                     "phases": ["latency", "ttfb", "throughput"],
                 },
                 "gateway_limits": {**base, "port": port, "key": keys["gateway_limits"]},
+                "gateway_route": {
+                    **base,
+                    "port": port,
+                    "key": keys["gateway_route"],
+                    "phases": ["latency", "ttfb", "throughput"],
+                },
             },
         }
         with started(
@@ -221,12 +263,13 @@ def main() -> None:
 
         store_delete(store=store)
         ModelPrice.objects.filter(pk=price.pk).delete()
-        chat.delete()
-        embed.delete()
+        route.delete()
+        for connection in (chat, embed, cold):
+            connection.delete()
 
     results = {name: summary(result) for name, result in json.loads(measured.stdout).items()}
     direct, gateway, rag = results["direct"], results["gateway"], results["gateway_rag"]
-    limited = results["gateway_limits"]
+    limited, routed = results["gateway_limits"], results["gateway_route"]
     metrics = ("p50_ms", "p95_ms", "ttfb_p50_ms", "requests_per_second", "streams_seconds", "streams_ttfb_p95_ms")
     rows = [
         (
@@ -237,6 +280,8 @@ def main() -> None:
             f"{rag[metric]:.2f}" if metric in rag else "-",
             f"{limited[metric]:.2f}",
             f"{limited[metric] - direct[metric]:+.2f}",
+            f"{routed[metric]:.2f}" if metric in routed else "-",
+            f"{routed[metric] - direct[metric]:+.2f}" if metric in routed else "",
         )
         for metric in metrics
     ]
@@ -249,6 +294,8 @@ def main() -> None:
                 str(rag.get(metric) or "-"),
                 str(limited.get(metric) or "-"),
                 "",
+                str(routed.get(metric) or "-"),
+                "",
             )
         )
     print_table(
@@ -260,6 +307,8 @@ def main() -> None:
             "added",
             f"gateway + RAG ({args.chunks} chunks)",
             "gateway + every limit",
+            "added",
+            "gateway + route, 1st target cooling",
             "added",
         ),
     )
@@ -288,6 +337,11 @@ def main() -> None:
         "limits_requests_per_second": round(limited["requests_per_second"], 1),
         "limits_failed": limited["failed"],
         "limits_streams_ok": limited["streams_ok"],
+        "route_added_p50_ms": round(routed["p50_ms"] - direct["p50_ms"], 2),
+        "route_added_p95_ms": round(routed["p95_ms"] - direct["p95_ms"], 2),
+        "route_added_ttfb_p50_ms": round(routed["ttfb_p50_ms"] - direct["ttfb_p50_ms"], 2),
+        "route_requests_per_second": round(routed["requests_per_second"], 1),
+        "route_failed": routed["failed"],
     }
     met = {
         "added_p50": figures["added_p50_ms"] <= TARGETS["added_p50_ms"],
@@ -297,6 +351,7 @@ def main() -> None:
         and figures["gateway_streams_ttfb_p95_ms"] <= TARGETS["streams_ttfb_p95_ms"],
         "limits_added_p50": figures["limits_added_p50_ms"] <= TARGETS["added_p50_ms"],
         "limits_requests_per_second": figures["limits_requests_per_second"] >= TARGETS["requests_per_second"],
+        "route_added_p50": figures["route_added_p50_ms"] <= TARGETS["added_p50_ms"],
     }
     print("targets met: " + ", ".join(f"{name} {'yes' if ok else 'NO'}" for name, ok in met.items()))
     print(f"load average: {load_before[0]:.2f} before, {load_after[0]:.2f} after")

@@ -158,6 +158,11 @@ try:
     # is the call's, retries and their waits included: a `Retry-After` that does not fit in it is
     # passed on to the client instead of waited.
     UPSTREAM_FIRST_BYTE_TIMEOUT = env_duration("UPSTREAM_FIRST_BYTE_TIMEOUT", 60, minimum=0.1)
+    # A route's target that fails (a failure that moves the call to the next target) this many
+    # times within ROUTE_COOLDOWN_WINDOW is skipped by every web process for ROUTE_COOLDOWN.
+    ROUTE_COOLDOWN_FAILURES = env_int("ROUTE_COOLDOWN_FAILURES", 3, minimum=1, maximum=1000)
+    ROUTE_COOLDOWN_WINDOW = env_duration("ROUTE_COOLDOWN_WINDOW", 60, minimum=1)
+    ROUTE_COOLDOWN = env_duration("ROUTE_COOLDOWN", 30, minimum=1)
     UPSTREAM_MAX_RESPONSE_MB = env_int("UPSTREAM_MAX_RESPONSE_MB", 64, minimum=1)
     ALLOW_PRIVATE_UPSTREAMS = env_bool("ALLOW_PRIVATE_UPSTREAMS", False)
     PRIVATE_UPSTREAM_ALLOWLIST = env_host_allowlist("PRIVATE_UPSTREAM_ALLOWLIST")

@@ -13,7 +13,7 @@ from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from gateway.clients.metrics import BudgetGaugesCollector
+from gateway.clients.metrics import BudgetGaugesCollector, RouteCoolingCollector
 from ragmux.core import asyncdb
 from ragmux.core import metrics as process_metrics
 from ragmux.core.errors import MethodNotAllowed, NotFound, ServerFault, error_response
@@ -93,6 +93,7 @@ class _Scrape:
         yield from process_metrics.this_host().collect()
         yield from DatabaseGaugesCollector().collect()
         yield from BudgetGaugesCollector().collect()
+        yield from RouteCoolingCollector().collect()
 
 
 @probe

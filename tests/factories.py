@@ -6,7 +6,7 @@ import factory
 from django.contrib.auth.models import Group, User
 
 from gateway.clients.models import GatewayKey, Project, RequestLog
-from gateway.connections.models import ModelConnection
+from gateway.connections.models import ModelConnection, Route, RouteTarget
 from stores.models import Document, RagStore
 
 PASSWORD = "correct horse battery"
@@ -37,6 +37,31 @@ class ConnectionFactory(factory.django.DjangoModelFactory):
     provider_type = "openai"
     base_url = ""
     model_name = "text-embedding-3-small"
+
+
+class RouteFactory(factory.django.DjangoModelFactory):
+    """A route row written directly, without targets; API tests create theirs through the API."""
+
+    class Meta:
+        model = Route
+
+    name = factory.Sequence(lambda n: f"route-{n}")
+    kind = "chat"
+    strategy = "ordered"
+
+
+class RouteTargetFactory(factory.django.DjangoModelFactory):
+    """A route's target; ``position`` follows the order targets are made in."""
+
+    class Meta:
+        model = RouteTarget
+
+    route = factory.SubFactory(RouteFactory)
+    position = factory.LazyAttribute(lambda t: t.route.targets.count())
+    connection = factory.SubFactory(ConnectionFactory, model_name="gpt-4o-mini")
+    model_name = ""
+    weight = 1
+    first_byte_timeout = None
 
 
 class StoreFactory(factory.django.DjangoModelFactory):

@@ -291,3 +291,17 @@ def client_api_routes() -> list[str]:
 
 def served_methods(view_class: type) -> list[str]:
     return [method for method in API_METHODS if hasattr(view_class, method)]
+
+
+def forget_cooldowns() -> None:
+    """Route targets cool in the process and in the suite's Redis; one test's must not leak."""
+    import redis
+    from django.conf import settings
+
+    from gateway.clients import cooldowns
+
+    cooldowns.local.clear()
+    with redis.Redis.from_url(settings.REDIS_URL) as client:
+        keys = list(client.scan_iter(f"{cooldowns.PREFIX}:*"))
+        if keys:
+            client.delete(*keys)

@@ -78,6 +78,10 @@ class Call:
     # Set when a streamed response took over: the relay finishes the call when the stream ends.
     relaying: bool = False
     finished: bool = False
+    # A routed chat's route, the target that answered (or was tried last) and its attempts.
+    route_name: str = ""
+    target: str = ""
+    attempts: list[dict] = field(default_factory=list)
     # Its place in the usage counters (gateway.clients.limiter), settled when its row is written.
     admission: Admission | None = None
     # The `x-ratelimit-*` and `x-ragmux-budget-*` headers of its limits.
@@ -170,6 +174,9 @@ def _row(finished: _Finished, prices: list[ModelPrice]) -> RequestLog:
         rag_skipped_reason=call.rag_skipped_reason,
         streamed=call.streamed,
         error=call.error,
+        route_name=call.route_name,
+        target=call.target,
+        attempts=call.attempts,
     )
 
 

@@ -9,6 +9,7 @@ Called by each `/v1` view once it knows the call's estimated size and before any
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import psycopg
 from django.utils import timezone
@@ -22,27 +23,29 @@ from ragmux.core.errors import Forbidden, RateLimited, Unavailable
 logger = logging.getLogger("ragmux.gateway.limits")
 
 
-async def _estimated_micros(spends: list[Spend]) -> int:
+async def _estimated_micros(spends: list[Spend], dearest_of: list[Spend]) -> int:
     """The call's price if it spends what it is estimated to, from the price table the ledger
-    prices its row with; a model without a price is refused rather than counted as free."""
-    rows = await selectors.prices_of(provider_types=sorted({spend.provider_type for spend in spends}))
-    total = 0
-    for spend in spends:
-        micros, source = price([spend], rows)
+    prices its row with: every one of ``spends``, and the dearest of ``dearest_of`` (the
+    targets of a route, any of which may answer). A model without a price is refused rather than
+    counted as free."""
+    everything = [*spends, *dearest_of]
+    rows = await selectors.prices_of(provider_types=sorted({spend.provider_type for spend in everything}))
+    micros = {}
+    for spend in everything:
+        micros[spend], source = price([spend], rows)
         if source == UNPRICED:
             raise Forbidden(
                 f"model {spend.model!r} has no price, and this call is under a dollar budget; "
                 "an admin must price it first",
                 code="unpriced_model",
             )
-        total += micros
-    return total
+    return sum(micros[spend] for spend in spends) + max((micros[spend] for spend in dearest_of), default=0)
 
 
-async def admit(call: Call, *, tokens: int, spends: list[Spend]) -> None:
-    """Admits the call, reserving ``tokens`` and the price of ``spends`` until it settles, or
-    refuses it (429, or 403 for an unpriced model under a dollar budget). Either way the call
-    carries the headers of its configured limits."""
+async def admit(call: Call, *, tokens: int, spends: list[Spend], dearest_of: Sequence[Spend] = ()) -> None:
+    """Admits the call, reserving ``tokens`` and the price of ``spends`` (and of the dearest of
+    ``dearest_of``) until it settles, or refuses it (429, or 403 for an unpriced model under a
+    dollar budget). Either way the call carries the headers of its configured limits."""
     now = timezone.now()
     project, key = call.project, call.key
     admission = usage.Admission(project_id=project.pk, key_id=key.pk, windows=usage.admission_windows(now))
@@ -50,7 +53,7 @@ async def admit(call: Call, *, tokens: int, spends: list[Spend]) -> None:
     if not checks:
         call.admission = admission  # nothing to check: the call counts when it settles
         return
-    micros = await _estimated_micros(spends) if limits.has_dollar_budget(project, key) else 0
+    micros = await _estimated_micros(spends, list(dearest_of)) if limits.has_dollar_budget(project, key) else 0
     try:
         denied = await usage.reserve(admission, checks=checks, tokens=tokens, micros=micros)
     except psycopg.Error:

@@ -1,4 +1,5 @@
-"""Gauges of the client API, computed from the database when `/metrics` is scraped."""
+"""Gauges of the client API, computed when `/metrics` is scraped: from the database, and the
+route targets cooling down from the cooldown store."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from django.db import DatabaseError
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 
+from gateway.clients import cooldowns
 from gateway.clients.limits import DAY, MICROS, MONTH, TOKENS
-from gateway.clients.selectors import project_budgets_used
+from gateway.clients.selectors import project_budgets_used, route_target_keys
 
 logger = logging.getLogger("ragmux.core.metrics")
 
@@ -40,4 +42,30 @@ class BudgetGaugesCollector:
             gauge.add_metric(
                 [use.project, WINDOW_LABELS[use.kind.period], UNIT_LABELS[use.kind.column]], use.used / use.budget
             )
+        yield gauge
+
+
+class RouteCoolingCollector:
+    """``ragmux_route_targets_cooling``: per route, its targets cooling down now, as Redis (or,
+    while it is down, the scraped process) holds them. Routes are few and made by admins, so a
+    route's name is a bounded label."""
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        try:
+            keys = route_target_keys()
+        except DatabaseError as exc:
+            logger.warning("route cooldown gauges unavailable: %s", exc)
+            return
+        cooling = cooldowns.cooling_now(sorted({key for _, key in keys}))
+        gauge = GaugeMetricFamily(
+            "ragmux_route_targets_cooling", "Targets of each route cooling down after failures", labels=["route"]
+        )
+        counts: dict[str, int] = {}
+        for route, key in keys:
+            counts[route] = counts.get(route, 0) + (key in cooling)
+        for route, count in sorted(counts.items()):
+            gauge.add_metric([route], count)
         yield gauge

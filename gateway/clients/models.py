@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
-from gateway.connections.models import ModelConnection
+from gateway.connections.models import ModelConnection, Route
 from stores.models import RagStore
 
 
@@ -48,11 +48,17 @@ LIMIT_FIELDS = (
 
 
 class Project(SpendLimits):
-    """What a gateway key may do: the chat model it talks to, and the store it is grounded in."""
+    """What a gateway key may do: the chat model it talks to (a connection or a route), the other
+    routes its keys may call by name, and the store it is grounded in."""
 
     name = models.CharField(max_length=100, unique=True)
-    # PROTECT: a connection a project depends on cannot disappear under it.
-    chat_connection = models.ForeignKey(ModelConnection, on_delete=models.PROTECT, related_name="chat_projects")
+    # PROTECT: a connection or route a project depends on cannot disappear under it. Exactly one
+    # of the two answers the project's chat.
+    chat_connection = models.ForeignKey(
+        ModelConnection, on_delete=models.PROTECT, null=True, blank=True, related_name="chat_projects"
+    )
+    chat_route = models.ForeignKey(Route, on_delete=models.PROTECT, null=True, blank=True, related_name="chat_projects")
+    allowed_routes = models.ManyToManyField(Route, blank=True, related_name="allowed_projects")
     embedding_connection = models.ForeignKey(
         ModelConnection, on_delete=models.PROTECT, null=True, blank=True, related_name="embedding_projects"
     )
@@ -64,6 +70,13 @@ class Project(SpendLimits):
     class Meta:
         db_table = "projects"
         ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(chat_connection__isnull=False, chat_route__isnull=True)
+                | models.Q(chat_connection__isnull=True, chat_route__isnull=False),
+                name="projects_one_chat_target",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -130,6 +143,13 @@ class RequestLog(models.Model):
     rag_skipped_reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
     streamed = models.BooleanField(default=False)
     error = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
+    # A chat sent to a route: its name, the connection of the target that answered (or was tried
+    # last), by name so the row still says it after the connection is gone, and every attempt
+    # made, in order: {"target": <connection name>, "model", "outcome": "ok", "timeout",
+    # "connect", "http_5xx", "http_429", ..., "ms"}. Empty for a chat of the project's connection.
+    route_name = models.CharField(max_length=200, blank=True, default="")
+    target = models.CharField(max_length=100, blank=True, default="")
+    attempts = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

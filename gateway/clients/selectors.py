@@ -10,9 +10,19 @@ from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce, Trunc
 
+from gateway.clients.cooldowns import target_key
 from gateway.clients.limits import BUDGETS, MICROS, PROJECT, LimitKind, window_start
 from gateway.clients.models import GatewayKey, Project, RequestLog, UsageCounter
-from gateway.connections.models import PRICE_KEY_FIELDS, TOKEN_RATE_FIELDS, ModelConnection, ModelPrice
+from gateway.connections.models import (
+    PRICE_KEY_FIELDS,
+    TOKEN_RATE_FIELDS,
+    ModelConnection,
+    ModelPrice,
+    Route,
+    RouteKind,
+    RouteTarget,
+)
+from gateway.connections.selectors import route_list
 from ragmux.core import asyncdb
 from ragmux.core.errors import NotFound
 from stores.models import RagStore
@@ -27,6 +37,15 @@ def project_get(*, project_id: int) -> Project:
     if project is None:
         raise NotFound.of("project")
     return project
+
+
+def route_for_model(*, project: Project, model: str, kind: str = RouteKind.CHAT) -> Route | None:
+    """The route of ``kind`` named ``model`` that ``project`` lets its keys call, with its targets
+    in order and their connections; None when there is none: the call then goes to the project's
+    own chat connection or route, as any other model name does."""
+    if not model:
+        return None
+    return route_list(kind=kind).filter(allowed_projects=project, name=model).first()
 
 
 def key_list(*, project: Project) -> QuerySet[GatewayKey]:
@@ -59,11 +78,15 @@ _KEY_ROWS = (
     (RagStore, "s"),
     (ModelConnection, "sc"),
 )
+_ALLOWED_ROUTES = Project.allowed_routes.through._meta.db_table
 _KEY_BY_HASH = (
-    f"SELECT {', '.join(_columns(model, alias) for model, alias in _KEY_ROWS)} "
+    f"SELECT {', '.join(_columns(model, alias) for model, alias in _KEY_ROWS)}, "
+    # Whether the project may call routes by name: a chat whose project may not needs no lookup.
+    f"EXISTS (SELECT 1 FROM {_ALLOWED_ROUTES} a WHERE a.project_id = p.id) "
     f"FROM {GatewayKey._meta.db_table} k "
     f"JOIN {Project._meta.db_table} p ON p.id = k.project_id "
-    f"JOIN {ModelConnection._meta.db_table} cc ON cc.id = p.chat_connection_id "
+    # A project whose chat goes through a route has no chat connection.
+    f"LEFT JOIN {ModelConnection._meta.db_table} cc ON cc.id = p.chat_connection_id "
     f"LEFT JOIN {ModelConnection._meta.db_table} ec ON ec.id = p.embedding_connection_id "
     f"LEFT JOIN {RagStore._meta.db_table} s ON s.id = p.store_id "
     f"LEFT JOIN {ModelConnection._meta.db_table} sc ON sc.id = s.embedding_connection_id "
@@ -71,10 +94,11 @@ _KEY_BY_HASH = (
 )
 
 
-def _instances(row: tuple) -> list:
-    """One model instance per table of a _KEY_BY_HASH row; None for a table the left join missed."""
+def _instances(row: tuple, rows: tuple[tuple[type, str], ...] = _KEY_ROWS) -> list:
+    """One model instance per table of a row of ``rows``' columns; None for a table a left join
+    missed."""
     instances, start = [], 0
-    for model, _ in _KEY_ROWS:
+    for model, _ in rows:
         width = len(model._meta.concrete_fields)
         values = row[start : start + width]
         instances.append(None if values[0] is None else model.from_db(DEFAULT_DB_ALIAS, None, values))
@@ -93,8 +117,69 @@ async def key_by_hash(*, key_hash: str) -> GatewayKey | None:
     if store is not None:
         store.embedding_connection = store_embedder
     project.chat_connection, project.embedding_connection, project.store = chat, embedder, store
+    project.may_call_routes = row[-1]
     api_key.project = project
     return api_key
+
+
+def route_target_keys() -> list[tuple[str, str]]:
+    """Every route's name with the cooldown key of each of its targets."""
+    rows = RouteTarget.objects.values_list("route__name", "connection_id", "model_name", "connection__model_name")
+    return [(route, target_key(connection, model or own)) for route, connection, model, own in rows]
+
+
+_ROUTE_ROWS = ((Route, "r"), (RouteTarget, "t"), (ModelConnection, "c"))
+_CHAT_ROUTE = (
+    f"SELECT {', '.join(_columns(model, alias) for model, alias in _ROUTE_ROWS)} "
+    f"FROM {Route._meta.db_table} r "
+    f"JOIN {RouteTarget._meta.db_table} t ON t.route_id = r.id "
+    f"JOIN {ModelConnection._meta.db_table} c ON c.id = t.connection_id "
+    "WHERE r.id = COALESCE("
+    f"(SELECT a.route_id FROM {_ALLOWED_ROUTES} a JOIN {Route._meta.db_table} n ON n.id = a.route_id "
+    "WHERE a.project_id = %s AND n.name = %s AND n.kind = %s), %s::bigint) "
+    "ORDER BY t.position"
+)
+
+
+async def chat_route(*, project: Project, model: str) -> tuple[Route, list[RouteTarget]] | None:
+    """The chat route a `/v1` chat of ``project`` asking for ``model`` goes to, with its targets
+    in order and their connections: the allowed route named ``model``, else the project's own
+    chat route; None when neither (the project's chat connection answers). Read on every such
+    call, so an edited route applies to the next call in every process; a project without
+    routes (`may_call_routes`, read with its key) costs no statement."""
+    if project.chat_route_id is None and not getattr(project, "may_call_routes", True):
+        return None
+    rows = await asyncdb.fetch_all(_CHAT_ROUTE, (project.pk, model, RouteKind.CHAT, project.chat_route_id))
+    if not rows:
+        return None
+    targets = []
+    for row in rows:
+        route, target, connection = _instances(row, _ROUTE_ROWS)
+        target.connection = connection
+        targets.append(target)
+    return route, targets
+
+
+# The routes a project's keys may name as `model`: the one its chat goes through and those it
+# allows, each once.
+_ROUTES_OF_PROJECT = (
+    f"SELECT r.name, r.kind, r.created_at FROM {Route._meta.db_table} r "
+    f"WHERE r.id = %s OR r.id IN (SELECT a.route_id FROM {_ALLOWED_ROUTES} a "
+    "WHERE a.project_id = %s) ORDER BY r.name"
+)
+
+
+@dataclass(frozen=True)
+class RouteName:
+    name: str
+    kind: str
+    created_at: datetime
+
+
+async def project_route_names(*, project: Project) -> list[RouteName]:
+    """The routes ``project``'s keys may call by name: its chat route and those it allows."""
+    rows = await asyncdb.fetch_all(_ROUTES_OF_PROJECT, (project.chat_route_id, project.pk))
+    return [RouteName(*row) for row in rows]
 
 
 def request_log_list(

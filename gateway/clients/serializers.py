@@ -15,6 +15,9 @@ from ragmux.core.serializers import MAX_BIGINT, MicroDollarsField, StrictInput
 from ragmux.core.units import micros_to_dollars
 from retrieval.serializers import API_MAX_TOP_K
 
+# The most routes a project may let its keys call by name.
+MAX_ALLOWED_ROUTES = 100
+
 
 class LimitsInput(StrictInput):
     """A project's or a key's limits (`SpendLimits`; 0 is none), each optional: one left out keeps
@@ -38,8 +41,15 @@ class LimitsOutput(serializers.ModelSerializer):
 
 
 class ProjectInput(LimitsInput):
+    """A project; its chat goes through exactly one of ``chat_connection_id`` and ``chat_route_id``.
+    ``allowed_route_ids`` left out keeps the routes allowed, on a full update too."""
+
     name = serializers.CharField(max_length=100)
-    chat_connection_id = serializers.IntegerField()
+    chat_connection_id = serializers.IntegerField(required=False, allow_null=True, default=None)
+    chat_route_id = serializers.IntegerField(required=False, allow_null=True, default=None)
+    allowed_route_ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_BIGINT), required=False, max_length=MAX_ALLOWED_ROUTES
+    )
     embedding_connection_id = serializers.IntegerField(required=False, allow_null=True, default=None)
     store_id = serializers.IntegerField(required=False, allow_null=True, default=None)
     system_prompt = serializers.CharField(
@@ -48,12 +58,16 @@ class ProjectInput(LimitsInput):
 
 
 class ProjectOutput(LimitsOutput):
+    allowed_route_ids = serializers.PrimaryKeyRelatedField(source="allowed_routes", many=True, read_only=True)
+
     class Meta:
         model = Project
         fields = [
             "id",
             "name",
             "chat_connection_id",
+            "chat_route_id",
+            "allowed_route_ids",
             "embedding_connection_id",
             "store_id",
             "system_prompt",
@@ -107,6 +121,10 @@ REQUEST_LOG_COLUMNS = (
     # Appended: a spreadsheet reading the export by column position keeps working.
     "cached_prompt_tokens",
     "cache_write_tokens",
+    # A chat through a route: its name, the target that answered and every attempt.
+    "route_name",
+    "target",
+    "attempts",
 )
 REQUEST_LOG_MAX_PAGE = 500
 _STATUS = re.compile(r"^(?:[1-5]xx|[1-5][0-9][0-9])$")

@@ -12,13 +12,23 @@ from django.utils import timezone
 
 from gateway.clients.gateway_keys import DISPLAY_PREFIX_LENGTH, hash_key, new_key
 from gateway.clients.models import LIMIT_FIELDS, GatewayKey, Project, RequestLog, Scope, SpendLimits
-from gateway.connections.models import Capability, ModelConnection, why_cannot
-from gateway.connections.selectors import connection_named_by
+from gateway.connections.models import Capability, ModelConnection, Route, RouteKind, why_cannot
+from gateway.connections.selectors import connection_named_by, route_named_by
 from ragmux.core.audit import audit_change, snapshot
 from ragmux.core.errors import Conflict, InvalidInput
 from stores.models import RagStore
 
-PROJECT_FIELDS = ("name", "chat_connection_id", "embedding_connection_id", "store_id", "system_prompt", *LIMIT_FIELDS)
+PROJECT_FIELDS = (
+    "name",
+    "chat_connection_id",
+    "chat_route_id",
+    "embedding_connection_id",
+    "store_id",
+    "system_prompt",
+    *LIMIT_FIELDS,
+)
+# The two fields of which a project sets exactly one: what answers its chat.
+CHAT_FIELDS = ("chat_connection_id", "chat_route_id")
 # A key is audited by its display prefix; its hash never leaves the table.
 KEY_FIELDS = ("project_id", "name", "prefix", "scopes", "expires_at", "revoked_at", *LIMIT_FIELDS)
 
@@ -36,7 +46,9 @@ class Limits(TypedDict, total=False):
 
 class ProjectChanges(Limits, total=False):
     name: str
-    chat_connection_id: int
+    chat_connection_id: int | None
+    chat_route_id: int | None
+    allowed_route_ids: list[int]
     embedding_connection_id: int | None
     store_id: int | None
     system_prompt: str
@@ -51,6 +63,11 @@ class KeyChanges(Limits, total=False):
 
 
 _audit_project = partial(audit_change, object_type="project")
+
+
+def _project_snapshot(project: Project) -> dict:
+    allowed = sorted(project.allowed_routes.values_list("pk", flat=True)) if project.pk else []
+    return {**snapshot(project, PROJECT_FIELDS), "allowed_route_ids": allowed}
 
 
 def _audit_key(api_key: GatewayKey, **change) -> None:
@@ -72,6 +89,29 @@ def _connection_that_can(connection_id: int | None, *, field: str, capability: C
     if refusal is not None:
         raise InvalidInput(refusal, field=field)
     return connection
+
+
+def _set_chat(project: Project, connection_id: int | None, route_id: int | None) -> None:
+    """Points the project's chat at a connection or a chat route: one, never both."""
+    if connection_id is not None and route_id is not None:
+        raise InvalidInput("give chat_connection_id or chat_route_id, not both", field="chat_route_id")
+    if connection_id is None and route_id is None:
+        raise InvalidInput("chat_connection_id (or chat_route_id) is required", field="chat_connection_id")
+    project.chat_connection = _connection_that_can(
+        connection_id, field="chat_connection_id", capability=Capability.CHAT
+    )
+    route = route_named_by(route_id, field="chat_route_id")
+    if route is not None and route.kind != RouteKind.CHAT:
+        raise InvalidInput(f"route {route.name!r} is a {route.kind} route, not a chat route", field="chat_route_id")
+    project.chat_route = route
+
+
+def _allowed_routes(route_ids: list[int]) -> list[Route]:
+    routes = list(Route.objects.filter(pk__in=set(route_ids)))
+    missing = sorted(set(route_ids) - {route.pk for route in routes})
+    if missing:
+        raise InvalidInput(f"no route {', '.join(map(str, missing))}", field="allowed_route_ids")
+    return routes
 
 
 def _store(store_id: int | None) -> RagStore | None:
@@ -105,12 +145,8 @@ def _apply(project: Project, changes: ProjectChanges) -> Project:
         if Project.objects.filter(name=name).exclude(pk=project.pk).exists():
             raise Conflict(f"a project named {name!r} already exists", code="duplicate_name")
         project.name = name
-    if "chat_connection_id" in changes:
-        if changes["chat_connection_id"] is None:
-            raise InvalidInput("chat_connection_id is required", field="chat_connection_id")
-        project.chat_connection = _connection_that_can(
-            changes["chat_connection_id"], field="chat_connection_id", capability=Capability.CHAT
-        )
+    if any(field in changes for field in CHAT_FIELDS):
+        _set_chat(project, changes.get("chat_connection_id"), changes.get("chat_route_id"))
     if "embedding_connection_id" in changes:
         project.embedding_connection = _connection_that_can(
             changes["embedding_connection_id"], field="embedding_connection_id", capability=Capability.EMBED
@@ -121,6 +157,8 @@ def _apply(project: Project, changes: ProjectChanges) -> Project:
         project.system_prompt = changes["system_prompt"]
     _set_limits(project, changes)
     project.save()
+    if "allowed_route_ids" in changes:
+        project.allowed_routes.set(_allowed_routes(changes["allowed_route_ids"]))
     return project
 
 
@@ -128,10 +166,12 @@ def _apply(project: Project, changes: ProjectChanges) -> Project:
 def project_create(
     *,
     name: str,
-    chat_connection_id: int,
     embedding_connection_id: int | None,
     store_id: int | None,
     system_prompt: str,
+    chat_connection_id: int | None = None,
+    chat_route_id: int | None = None,
+    allowed_route_ids: list[int] | None = None,
     actor=None,
     **limits: Unpack[Limits],
 ) -> Project:
@@ -140,13 +180,15 @@ def project_create(
         ProjectChanges(
             name=name,
             chat_connection_id=chat_connection_id,
+            chat_route_id=chat_route_id,
+            allowed_route_ids=allowed_route_ids or [],
             embedding_connection_id=embedding_connection_id,
             store_id=store_id,
             system_prompt=system_prompt,
             **limits,
         ),
     )
-    _audit_project(project, actor=actor, action="project.create", after=snapshot(project, PROJECT_FIELDS))
+    _audit_project(project, actor=actor, action="project.create", after=_project_snapshot(project))
     return project
 
 
@@ -154,19 +196,18 @@ def project_create(
 def project_update(*, project: Project, actor=None, **changes: Unpack[ProjectChanges]) -> Project:
     """Changes the fields given (a full update gives all but the limits it leaves as they are)."""
     locked = Project.objects.select_for_update().get(pk=project.pk)
-    before = snapshot(locked, PROJECT_FIELDS)
+    before = _project_snapshot(locked)
     project = _apply(locked, changes)
-    _audit_project(
-        project, actor=actor, action="project.update", before=before, after=snapshot(project, PROJECT_FIELDS)
-    )
+    _audit_project(project, actor=actor, action="project.update", before=before, after=_project_snapshot(project))
     return project
 
 
 @transaction.atomic
 def project_delete(*, project: Project, actor=None) -> None:
+    before = _project_snapshot(project)
     # Its keys and request log rows go with it (ON DELETE CASCADE).
     Project.objects.filter(pk=project.pk).delete()
-    _audit_project(project, actor=actor, action="project.delete", before=snapshot(project, PROJECT_FIELDS))
+    _audit_project(project, actor=actor, action="project.delete", before=before)
 
 
 def _validated_scopes(scopes: list[str] | None) -> list[str]:

@@ -22,14 +22,15 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from gateway.clients import access, limiter, limits
+from gateway.clients import access, limiter, limits, routed_chat, selectors
 from gateway.clients.injection import inject, message_texts, query_text
 from gateway.clients.ledger import Call, Spend
 from gateway.clients.models import Endpoint, Scope
 from gateway.clients.offloop import off_loop
+from gateway.clients.routed_chat import Attempts, ChatPlan, ChatTarget
 from gateway.clients.serializers import ChatInput, EmbeddingsInput, RetrieveInput
 from gateway.connections.models import ModelConnection
-from gateway.connections.providers.chat import NoChat, chat_provider
+from gateway.connections.providers.chat import NoChat
 from gateway.connections.providers.chat_reply import count
 from gateway.connections.providers.embeddings import Embeddings, embedding_provider, estimate_tokens
 from ragmux.core.bodies import body_limit, parse_json
@@ -280,7 +281,10 @@ def _count_usage(call: Call, usage: Any) -> bool:
     return True
 
 
-def _settle_tokens(call: Call, connection: ModelConnection, sent: list[dict], answer_chars: int, reported: bool):
+def _settle_tokens(call: Call, attempts: Attempts, sent: list[dict], answer_chars: int, reported: bool):
+    """The chat's tokens, priced by the target that answered (or was tried last)."""
+    target = attempts.current
+    call.model = target.model
     if not reported:
         call.tokens_estimated = True
         call.prompt_tokens = estimate_tokens(message_texts(sent))
@@ -288,8 +292,8 @@ def _settle_tokens(call: Call, connection: ModelConnection, sent: list[dict], an
     call.spends.insert(
         0,
         Spend(
-            connection.provider_type,
-            connection.model_name,
+            target.connection.provider_type,
+            target.model,
             call.prompt_tokens,
             call.completion_tokens,
             call.cached_tokens,
@@ -312,21 +316,42 @@ def _query_spend(store: RagStore, query: str) -> Spend:
     return Spend(embedder.provider_type, embedder.model_name, estimate_tokens([query]))
 
 
-def _chat_size(call: Call, body: dict, messages: list[dict]) -> dict[str, Any]:
+def _chat_size(call: Call, plan: ChatPlan, body: dict, messages: list[dict]) -> dict[str, Any]:
     """A chat's size before it is made, as the limits reserve it: the system prompt and the
     client's messages (reference §4.7's estimate, before any context) and the completion it may
-    write (`max_tokens`, else LIMIT_DEFAULT_COMPLETION_TOKENS); priced with its query's embedding."""
+    write (`max_tokens`, else LIMIT_DEFAULT_COMPLETION_TOKENS); priced with its query's embedding,
+    and, as any of a route's targets may answer, at the dearest target's price."""
     written = next(
         (body[name] for name in ("max_tokens", "max_completion_tokens") if type(body.get(name)) is int), None
     )
     completion = settings.LIMIT_DEFAULT_COMPLETION_TOKENS if written is None else max(written, 0)
     prompt = estimate_tokens([call.project.system_prompt, *message_texts(messages)])
-    connection = call.project.chat_connection
-    spends = [Spend(connection.provider_type, connection.model_name, prompt, completion)]
+    chat = [Spend(target.connection.provider_type, target.model, prompt, completion) for target in plan.targets]
     query = query_text(messages)
-    if call.project.store is not None and query:
-        spends.append(_query_spend(call.project.store, query))
-    return {"tokens": prompt + completion, "spends": spends}
+    spends = [_query_spend(call.project.store, query)] if call.project.store is not None and query else []
+    return {"tokens": prompt + completion, "spends": spends, "dearest_of": chat}
+
+
+async def _chat_plan(call: Call, model: str) -> ChatPlan:
+    """The route the call's `model` names among the project's allowed routes, else the
+    project's chat route, else its chat connection."""
+    found = await selectors.chat_route(project=call.project, model=model)
+    if found is None:
+        return ChatPlan.of_connection(call.project.chat_connection)
+    route, targets = found
+    return ChatPlan(
+        [
+            ChatTarget(
+                target.connection,
+                target.effective_model_name,
+                target.weight,
+                target.first_byte_timeout,
+            )
+            for target in targets
+        ],
+        route=route.name,
+        strategy=route.strategy,
+    )
 
 
 @v1_endpoint(endpoint=Endpoint.CHAT, scope=Scope.CHAT, methods=("POST",))
@@ -335,39 +360,50 @@ async def chat_completions(request: HttpRequest, call: Call) -> HttpResponse:
     data = _validated(ChatInput, body)
     extras = body.pop("ragmux", None)  # ours: never sent upstream
     include_context = isinstance(extras, dict) and extras.get("include_context") is True
-    connection = call.project.chat_connection
-    call.model = connection.model_name
-    client_model = data["model"] or connection.model_name
-    try:
-        provider = chat_provider(connection)
-    except (NoChat, DecryptionFailed) as exc:
-        logger.error("project %s: chat connection unusable: %s", call.project.pk, exc)
-        raise ServerFault("model connection unavailable", code="connection_unavailable") from None
+    plan = await _chat_plan(call, data["model"])
+    attempts = Attempts(plan.targets[0])
+    call.model = attempts.current.model
+    client_model = data["model"] or attempts.current.model
 
-    await limiter.admit(call, **_chat_size(call, body, data["messages"]))
+    await limiter.admit(call, **_chat_size(call, plan, body, data["messages"]))
     context, sources = await _ground(call, data["messages"])
     body["messages"] = inject(data["messages"], context=context, system_prompt=call.project.system_prompt)
 
-    unanswered = functools.partial(_settle_tokens, call, connection, body["messages"], answer_chars=0, reported=False)
+    unanswered = functools.partial(_settle_tokens, call, attempts, body["messages"], answer_chars=0, reported=False)
     with _estimated_if_cancelled(unanswered):
         if data["stream"]:
             call.streamed = True
-            return await _stream(call, provider, body, client_model, sources)
-        reply = await provider.complete(body)
+            return await _stream(call, plan, attempts, body, client_model, sources)
+        reply = await _answer(call, plan, attempts, lambda provider, once: provider.complete(body, once=once))
     reported = _count_usage(call, reply.get("usage"))
-    _settle_tokens(call, connection, body["messages"], _answer_chars(reply.get("choices"), "message"), reported)
+    _settle_tokens(call, attempts, body["messages"], _answer_chars(reply.get("choices"), "message"), reported)
     reply["model"] = client_model
     if include_context:
         reply["ragmux"] = {"sources": sources, "context": context}
     return _rag_headers(JsonResponse(reply), call, sources)
 
 
-async def _stream(call: Call, provider, body: dict, client_model: str, sources: list[dict]) -> HttpResponse:
+async def _answer(call: Call, plan: ChatPlan, attempts: Attempts, attempt):
+    """:func:`routed_chat.answer`, with a project's chat connection that cannot chat said as such."""
+    try:
+        return await routed_chat.answer(call, plan, attempts, attempt)
+    except (NoChat, DecryptionFailed) as exc:
+        logger.error("project %s: chat connection unusable: %s", call.project.pk, exc)
+        raise ServerFault("model connection unavailable", code="connection_unavailable") from None
+
+
+async def _stream(
+    call: Call, plan: ChatPlan, attempts: Attempts, body: dict, client_model: str, sources: list[dict]
+) -> HttpResponse:
     wants_usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get("include_usage") is True
     stack = AsyncExitStack()
-    # Opening reads the first chunk: an upstream that fails before it gets a plain JSON error.
-    chunks = await stack.enter_async_context(provider.stream(body))
-    connection = call.project.chat_connection
+
+    async def opened(provider, once):
+        return await stack.enter_async_context(provider.stream(body, once=once))
+
+    # Opening reads the first chunk: an upstream that fails before it gets a plain JSON error,
+    # and a route's next target is tried; after it, nothing moves the call to another target.
+    chunks = await _answer(call, plan, attempts, opened)
 
     async def relay() -> AsyncIterator[bytes]:
         status, error, reported, answer_chars = 200, "", False, 0
@@ -393,7 +429,7 @@ async def _stream(call: Call, provider, body: dict, client_model: str, sources: 
             status, error = CLIENT_CLOSED, CLIENT_CLOSED_REASON
             raise
         finally:
-            _settle_tokens(call, connection, body["messages"], answer_chars, reported)
+            _settle_tokens(call, attempts, body["messages"], answer_chars, reported)
             call.finish(status, error)
         yield b"data: [DONE]\n\n"
 
@@ -482,28 +518,38 @@ async def embeddings(request: HttpRequest, call: Call) -> HttpResponse:
 # --------------------------------------------------------------------------------------------
 
 
-def _model_objects(call: Call) -> list[dict]:
+# Who a route is "owned by" in its model object: the gateway, which picks the upstream.
+ROUTE_OWNER = "ragmux"
+
+
+def _model_object(name: str, created, owned_by: str) -> dict:
+    return {"id": name, "object": "model", "created": int(created.timestamp()), "owned_by": owned_by}
+
+
+async def _model_objects(call: Call) -> list[dict]:
+    """The project's chat and embedding models, then the routes its keys may name (its chat
+    route among them); a route named like a model stands for it, as a call naming it goes to
+    the route."""
     project = call.project
     objects: dict[str, dict] = {}
     for connection in (project.chat_connection, project.embedding_connection):
         if connection is not None and connection.model_name not in objects:
-            objects[connection.model_name] = {
-                "id": connection.model_name,
-                "object": "model",
-                "created": int(connection.created_at.timestamp()),
-                "owned_by": connection.provider_type,
-            }
+            objects[connection.model_name] = _model_object(
+                connection.model_name, connection.created_at, connection.provider_type
+            )
+    for route in await selectors.project_route_names(project=project):
+        objects[route.name] = _model_object(route.name, route.created_at, ROUTE_OWNER)
     return list(objects.values())
 
 
 @v1_endpoint(endpoint=Endpoint.MODELS, scope=Scope.MODELS, methods=("GET",))
 async def models(request: HttpRequest, call: Call) -> HttpResponse:
-    return JsonResponse({"object": "list", "data": _model_objects(call)})
+    return JsonResponse({"object": "list", "data": await _model_objects(call)})
 
 
 @v1_endpoint(endpoint=Endpoint.MODELS, scope=Scope.MODELS, methods=("GET",))
 async def model(request: HttpRequest, call: Call, model_id: str) -> HttpResponse:
-    for item in _model_objects(call):
+    for item in await _model_objects(call):
         if item["id"] == model_id:
             return JsonResponse(item)
     raise NotFound(f"no model {model_id!r} for this project", code="model_not_found")

@@ -276,13 +276,23 @@ class UpstreamStream:
     arrived also by the first-byte deadline; the body is capped at ``max_bytes``.
     """
 
-    def __init__(self, response: httpx.Response, *, url: str, deadline: float, first_byte_deadline: float, limit: int):
+    def __init__(
+        self,
+        response: httpx.Response,
+        *,
+        url: str,
+        deadline: float,
+        first_byte_deadline: float,
+        first_byte_timeout: float,
+        limit: int,
+    ):
         self.status = response.status_code
         self.headers = response.headers
         self.url = url
         self._response = response
         self._deadline = deadline
         self._first_byte_deadline = first_byte_deadline
+        self._first_byte_timeout = first_byte_timeout
         self._limit = limit
         self._received = 0
 
@@ -296,7 +306,7 @@ class UpstreamStream:
             except StopAsyncIteration:
                 return
             except TimeoutError:
-                raise _timeout_error(first_byte=deadline < self._deadline) from None
+                raise _timeout_error(self._first_byte_timeout if deadline < self._deadline else None) from None
             except httpx.TransportError as exc:
                 raise _unreachable(f"upstream connection failed: {exc}", retryable=not self._received) from None
             self._received += len(chunk)
@@ -318,10 +328,11 @@ def _loop_time(deadline: float) -> float:
     return asyncio.get_running_loop().time() + (deadline - time.monotonic())
 
 
-def _timeout_error(*, first_byte: bool) -> UpstreamTimeout:
+def _timeout_error(first_byte_timeout: float | None) -> UpstreamTimeout:
+    """The first byte's timeout (its seconds given), else the whole call's."""
     # Never retried: a retry would make the caller wait the whole timeout again.
-    if first_byte:
-        return UpstreamTimeout(f"upstream sent nothing within {settings.UPSTREAM_FIRST_BYTE_TIMEOUT:g}s")
+    if first_byte_timeout is not None:
+        return UpstreamTimeout(f"upstream sent nothing within {first_byte_timeout:.3g}s")
     return UpstreamTimeout(f"upstream timed out after {settings.UPSTREAM_TIMEOUT:g}s")
 
 
@@ -355,7 +366,7 @@ async def open_stream(
             async with asyncio.timeout_at(_loop_time(first_byte_deadline)):
                 response = await client.send(request, stream=True)
         except TimeoutError:
-            raise _timeout_error(first_byte=first_byte_deadline < deadline) from None
+            raise _timeout_error(first_byte_timeout if first_byte_deadline < deadline else None) from None
         except httpx.TransportError as exc:
             raise _unreachable(f"upstream connection failed: {exc}", retryable=True) from None
         try:
@@ -365,7 +376,12 @@ async def open_stream(
                     method, json_body = "GET", None
                 continue
             yield UpstreamStream(
-                response, url=str(target), deadline=deadline, first_byte_deadline=first_byte_deadline, limit=limit
+                response,
+                url=str(target),
+                deadline=deadline,
+                first_byte_deadline=first_byte_deadline,
+                first_byte_timeout=first_byte_timeout,
+                limit=limit,
             )
             return
         finally:

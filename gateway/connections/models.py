@@ -54,7 +54,11 @@ def why_cannot(connection: ModelConnection, capability: str, *, rerank_backend: 
     if connection.provider_type in able:
         return None
     with_backend = f" with the {rerank_backend} backend" if capability == Capability.RERANK and rerank_backend else ""
-    return f'the {connection.provider_type} connection "{connection.name}" cannot {capability}{with_backend}'
+    return _refusal(connection, f"{capability}{with_backend}")
+
+
+def _refusal(connection: ModelConnection, use: str) -> str:
+    return f'the {connection.provider_type} connection "{connection.name}" cannot {use}'
 
 
 class ModelConnection(models.Model):
@@ -124,3 +128,88 @@ class ModelPrice(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider_type} {self.model}"
+
+
+class RouteKind(models.TextChoices):
+    """What a route's targets are called for; embedding routes are left out on purpose: a store's
+    vectors must all come from one model."""
+
+    CHAT = "chat"
+    RERANK = "rerank"
+
+
+class RouteStrategy(models.TextChoices):
+    """``ordered``: each call tries the targets in position order; ``weighted``: smooth weighted
+    round-robin picks the first target tried, the others follow as failover."""
+
+    ORDERED = "ordered"
+    WEIGHTED = "weighted"
+
+
+class Route(models.Model):
+    """One name clients send as ``model``, answered by one of several targets."""
+
+    name = models.CharField(max_length=200, unique=True)
+    kind = models.CharField(max_length=16, choices=RouteKind.choices, default=RouteKind.CHAT)
+    strategy = models.CharField(max_length=16, choices=RouteStrategy.choices, default=RouteStrategy.ORDERED)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "routes"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# What a route's targets may be, by its kind: a rerank route may fail over between the dedicated
+# rerank APIs and chat models (the `llm` backend).
+ROUTE_TARGET_PROVIDERS = {
+    RouteKind.CHAT: CHAT_PROVIDERS,
+    RouteKind.RERANK: CHAT_PROVIDERS | frozenset(RERANK_API_PROVIDERS.values()),
+}
+# The most targets one route may have: more would only lengthen the failover of a failing call.
+MAX_ROUTE_TARGETS = 16
+
+
+def why_route_cannot_use(connection: ModelConnection, kind: str) -> str | None:
+    """Why ``connection`` cannot be a target of a route of ``kind``, worded as `why_cannot` words
+    its refusals; None when it can."""
+    if connection.provider_type in ROUTE_TARGET_PROVIDERS[kind]:
+        return None
+    return _refusal(connection, Capability.CHAT if kind == RouteKind.CHAT else Capability.RERANK)
+
+
+class RouteTarget(models.Model):
+    """One connection a route may call, at ``position`` (0-based) in the route's order."""
+
+    route = models.ForeignKey(Route, on_delete=models.CASCADE, related_name="targets")
+    position = models.PositiveSmallIntegerField()
+    # PROTECT: a connection a route depends on cannot disappear under it.
+    connection = models.ForeignKey(ModelConnection, on_delete=models.PROTECT, related_name="route_targets")
+    # Empty: the connection's own model.
+    model_name = models.CharField(max_length=128, blank=True, default="")
+    weight = models.PositiveIntegerField(default=1)
+    # Seconds to the first byte of the answer; None: the connection's default timeout.
+    first_byte_timeout = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        db_table = "route_targets"
+        ordering = ["route", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["route", "position"], name="route_targets_position"),
+            models.CheckConstraint(condition=models.Q(weight__gte=1), name="route_targets_weight_positive"),
+            models.CheckConstraint(
+                condition=models.Q(first_byte_timeout__isnull=True) | models.Q(first_byte_timeout__gt=0),
+                name="route_targets_timeout_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.route.name}[{self.position}] {self.connection.name}"
+
+    @property
+    def effective_model_name(self) -> str:
+        """The model this target asks its connection for."""
+        return self.model_name or self.connection.model_name

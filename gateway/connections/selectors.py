@@ -1,10 +1,10 @@
-"""Reads of model connections and prices."""
+"""Reads of model connections, prices and routes."""
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 
-from gateway.connections.models import ModelConnection, ModelPrice
+from gateway.connections.models import ModelConnection, ModelPrice, Route, RouteTarget
 from ragmux.core.errors import InvalidInput, NotFound
 
 
@@ -42,3 +42,35 @@ def connection_named_by(connection_id: int | None, *, field: str) -> ModelConnec
     if connection is None:
         raise InvalidInput(f"connection {connection_id} does not exist", field=field)
     return connection
+
+
+def _with_targets(routes: QuerySet[Route]) -> QuerySet[Route]:
+    """``routes`` with their targets in order, each with its connection, in two more queries."""
+    return routes.prefetch_related(
+        Prefetch("targets", queryset=RouteTarget.objects.select_related("connection").order_by("position"))
+    )
+
+
+def route_list(*, kind: str | None = None) -> QuerySet[Route]:
+    routes = Route.objects.order_by("name")
+    if kind:
+        routes = routes.filter(kind=kind)
+    return _with_targets(routes)
+
+
+def route_get(*, route_id: int) -> Route:
+    route = _with_targets(Route.objects.filter(pk=route_id)).first()
+    if route is None:
+        raise NotFound.of("route")
+    return route
+
+
+def route_named_by(route_id: int | None, *, field: str) -> Route | None:
+    """The route a request names in ``field`` (None when it names none); a refusal of that field
+    when no such route exists."""
+    if route_id is None:
+        return None
+    route = Route.objects.filter(pk=route_id).first()
+    if route is None:
+        raise InvalidInput(f"route {route_id} does not exist", field=field)
+    return route

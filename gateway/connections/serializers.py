@@ -3,16 +3,25 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from gateway.connections.models import (
+    MAX_ROUTE_TARGETS,
     PRICE_KEY_FIELDS,
     RATE_FIELDS,
     ModelConnection,
     ModelPrice,
     ProbeMode,
     ProviderType,
+    Route,
+    RouteKind,
+    RouteStrategy,
+    RouteTarget,
 )
+from gateway.connections.services import TargetSpec
 from ragmux.core.serializers import StrictInput
 
 MAX_PRICE = 100000
+# Seconds a target may be given to its first byte: from a tenth of a second (less would fail every
+# call) to an hour.
+FIRST_BYTE_TIMEOUT_RANGE = (0.1, 3600.0)
 
 
 class ConnectionInput(StrictInput):
@@ -102,3 +111,54 @@ class PriceOutput(serializers.ModelSerializer):
             "created_at",
             "updated_at",
         ]
+
+
+class RouteTargetInput(StrictInput):
+    connection_id = serializers.IntegerField(min_value=1)
+    # Empty: the connection's own model.
+    model_name = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
+    weight = serializers.IntegerField(min_value=1, required=False, default=1)
+    first_byte_timeout = serializers.FloatField(
+        min_value=FIRST_BYTE_TIMEOUT_RANGE[0],
+        max_value=FIRST_BYTE_TIMEOUT_RANGE[1],
+        required=False,
+        allow_null=True,
+        default=None,
+    )
+
+    def to_internal_value(self, data) -> TargetSpec:
+        return TargetSpec(**super().to_internal_value(data))
+
+
+class RouteInput(StrictInput):
+    """A whole route: its targets in the order an ``ordered`` route tries them."""
+
+    name = serializers.CharField(max_length=Route._meta.get_field("name").max_length)
+    kind = serializers.ChoiceField(choices=RouteKind.choices, required=False, default=RouteKind.CHAT)
+    strategy = serializers.ChoiceField(choices=RouteStrategy.choices, required=False, default=RouteStrategy.ORDERED)
+    targets = RouteTargetInput(many=True, allow_empty=False, max_length=MAX_ROUTE_TARGETS)
+
+
+class RouteTargetOutput(serializers.ModelSerializer):
+    connection_name = serializers.CharField(source="connection.name", read_only=True)
+    effective_model_name = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = RouteTarget
+        fields = [
+            "position",
+            "connection_id",
+            "connection_name",
+            "model_name",
+            "effective_model_name",
+            "weight",
+            "first_byte_timeout",
+        ]
+
+
+class RouteOutput(serializers.ModelSerializer):
+    targets = RouteTargetOutput(many=True, read_only=True)
+
+    class Meta:
+        model = Route
+        fields = ["id", "name", "kind", "strategy", "targets", "created_at", "updated_at"]

@@ -8,4 +8,6 @@ urlpatterns = [
     path("models/<id:connection_id>/test", views.ConnectionTestApi.as_view()),
     path("model-prices", views.PricesApi.as_view()),
     path("model-prices/<id:price_id>", views.PriceApi.as_view()),
+    path("routes", views.RoutesApi.as_view()),
+    path("routes/<id:route_id>", views.RouteApi.as_view()),
 ]

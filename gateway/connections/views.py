@@ -1,4 +1,4 @@
-"""Admin API for model connections and prices: reads for every role, writes for admins."""
+"""Admin API for model connections, prices and routes: reads for every role, writes for admins."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from gateway.connections.serializers import (
     PriceListQuery,
     PriceOutput,
     PriceValuesInput,
+    RouteInput,
+    RouteOutput,
 )
 from ragmux.core.roles import AdminWrites
 
@@ -91,3 +93,34 @@ class PriceApi(APIView):
     def delete(self, request, price_id: int):
         restored = services.price_delete(price=selectors.price_get(price_id), actor=request.user)
         return Response({"ok": True, "restored": PriceOutput(restored).data if restored else None})
+
+
+class RoutesApi(APIView):
+    permission_classes = [AdminWrites]
+
+    def get(self, request):
+        return Response(RouteOutput(selectors.route_list(), many=True).data)
+
+    def post(self, request):
+        data = RouteInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        route = services.route_create(**data.validated_data, actor=request.user)
+        return Response(RouteOutput(selectors.route_get(route_id=route.pk)).data, status=201)
+
+
+class RouteApi(APIView):
+    permission_classes = [AdminWrites]
+
+    def get(self, request, route_id: int):
+        return Response(RouteOutput(selectors.route_get(route_id=route_id)).data)
+
+    def put(self, request, route_id: int):
+        route = selectors.route_get(route_id=route_id)
+        data = RouteInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        route = services.route_update(route=route, **data.validated_data, actor=request.user)
+        return Response(RouteOutput(selectors.route_get(route_id=route.pk)).data)
+
+    def delete(self, request, route_id: int):
+        services.route_delete(route=selectors.route_get(route_id=route_id), actor=request.user)
+        return Response({"ok": True})

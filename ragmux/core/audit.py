@@ -1,4 +1,4 @@
-"""The audit trail: one row for each change to the configuration (stores, connections, prices,
+"""The audit trail: one row for each change to the configuration (stores, connections, prices, routes,
 projects, gateway keys, users), saying who made it, when, to what, and the values before and
 after.
 
@@ -27,7 +27,7 @@ from ragmux.core.models import AuditEntry
 logger = logging.getLogger("ragmux.audit")
 
 # What the trail records changes to (each service passes its own).
-OBJECT_TYPES = ("store", "connection", "price", "project", "gateway_key", "user")
+OBJECT_TYPES = ("store", "connection", "price", "route", "project", "gateway_key", "user")
 SYSTEM = "system"
 MASKED = "(hidden)"
 # A value under a name containing one of these is never stored, whatever the caller passed.

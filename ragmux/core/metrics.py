@@ -60,6 +60,15 @@ LIMITS_UNCHECKED = Counter(
     "ragmux_limits_unchecked_total", "/v1 calls let through unchecked: the minute counters could not be reached"
 )
 
+ROUTE_ATTEMPTS = Counter(
+    "ragmux_route_attempts_total",
+    "Calls made to a route's targets, by route and outcome (ok, timeout, connect, http_5xx, http_429, ...)",
+    ["route", "outcome"],
+)
+ROUTE_FAILOVERS = Counter(
+    "ragmux_route_failovers_total", "Routed calls moved on from a failed target to the next one, by route", ["route"]
+)
+
 _failure_logged = False
 
 

@@ -1,10 +1,10 @@
 """The one Redis client of a process, and what the process knows of Redis's health.
 
 Redis is an accelerator, never a single point of failure for a write: each use has a fallback
-for when it is down (sign-in throttling counts in the process, ingestion wake-ups wait for the
-scheduler's sweep). After a failure the process leaves Redis alone for OUTAGE_RETRY_SECONDS, so a
-hung server costs one request its timeout rather than every request; the outage is logged once
-when it starts and once when it ends.
+for when it is down (sign-in throttling counts in the process, route cooldowns are kept in the
+process, ingestion wake-ups wait for the scheduler's sweep). After a failure the process leaves
+Redis alone for OUTAGE_RETRY_SECONDS, so a hung server costs one request its timeout rather than
+every request; the outage is logged once when it starts and once when it ends.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class RedisOutage:
         if started:
             logger.warning(
                 "Redis is unreachable (%s): until it is back, sign-in throttling counts in each process "
-                "and ingestion waits for the scheduler's sweep",
+                "and route cooldowns are kept in each process, and ingestion waits for the scheduler's sweep",
                 exc,
             )
 

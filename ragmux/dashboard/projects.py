@@ -16,8 +16,8 @@ from django.shortcuts import redirect, render
 from gateway.clients import selectors, services
 from gateway.clients.models import Scope, SpendLimits
 from gateway.clients.serializers import API_LIMIT_FIELDS, KeyInput, LimitsInput, ProjectInput
-from gateway.connections.models import Capability, why_cannot
-from gateway.connections.selectors import connection_list
+from gateway.connections.models import Capability, RouteKind, why_cannot
+from gateway.connections.selectors import connection_list, route_list
 from ragmux.core.serializers import MicroDollarsField
 from ragmux.core.units import micros_to_dollars
 from ragmux.dashboard.access import page
@@ -26,7 +26,11 @@ from ragmux.dashboard.forms import Form
 from ragmux.dashboard.spend import project_spend
 from stores.selectors import store_list
 
-PROJECT_FIELDS = ("name", "chat_connection_id", "embedding_connection_id", "store_id", "system_prompt")
+# `chat` is one choice among the chat connections and the chat routes: `connection:<id>` or
+# `route:<id>`, which become the API's `chat_connection_id` or `chat_route_id`.
+PROJECT_FIELDS = ("name", "chat", "embedding_connection_id", "store_id", "system_prompt")
+PROJECT_LISTS = ("allowed_route_ids",)
+CHAT_CHOICES = {"connection": "chat_connection_id", "route": "chat_route_id"}
 OPTIONAL_IDS = ("embedding_connection_id", "store_id")
 KEY_FIELDS = ("name", "expires_at")
 KEY_EDIT_FIELDS = (*KEY_FIELDS, *API_LIMIT_FIELDS)
@@ -93,10 +97,29 @@ def _limits_input(form: Form) -> dict:
     return {name: str(form.values.get(name) or "").strip() or "0" for name in API_LIMIT_FIELDS}
 
 
+def _project_form(request=None, *, initial: dict | None = None) -> Form:
+    # A refusal of either chat field is shown beside the one choice.
+    chat = {field: {"": "chat"} for field in CHAT_CHOICES.values()}
+    return Form(request, names=PROJECT_FIELDS, lists=PROJECT_LISTS, initial=initial, nested=chat)
+
+
+def _saved_project(project) -> dict:
+    chat = f"route:{project.chat_route_id}" if project.chat_route_id else f"connection:{project.chat_connection_id}"
+    return {
+        **{name: getattr(project, name) for name in PROJECT_FIELDS if name != "chat"},
+        "chat": chat,
+        "allowed_route_ids": [str(pk) for pk in project.allowed_routes.values_list("pk", flat=True)],
+    }
+
+
 def _project_input(form: Form) -> dict:
-    data = {name: form.values.get(name) or "" for name in PROJECT_FIELDS}
+    data = {name: form.values.get(name) or "" for name in PROJECT_FIELDS if name != "chat"}
     for name in OPTIONAL_IDS:
         data[name] = data[name] or None
+    kind, _, chosen = str(form.values.get("chat") or "").partition(":")
+    for choice, field in CHAT_CHOICES.items():
+        data[field] = chosen if kind == choice else None
+    data["allowed_route_ids"] = form.values.get("allowed_route_ids") or []
     return data
 
 
@@ -108,7 +131,15 @@ def _project_form_page(request, form: Form, *, project=None):
         {
             "form": form,
             "project": project,
-            "chat_connections": [c for c in connections if why_cannot(c, Capability.CHAT) is None],
+            "chat_groups": [
+                (
+                    "Connections",
+                    [(f"connection:{c.pk}", c.name) for c in connections if why_cannot(c, Capability.CHAT) is None],
+                ),
+                ("Routes", [(f"route:{r.pk}", f"{r.name} ({r.strategy})") for r in route_list(kind=RouteKind.CHAT)]),
+            ],
+            "routes": list(route_list()),
+            "allowed": {str(pk) for pk in form.values.get("allowed_route_ids") or []},
             "embedding_connections": [c for c in connections if why_cannot(c, Capability.EMBED) is None],
             "stores": list(store_list()),
         },
@@ -118,13 +149,17 @@ def _project_form_page(request, form: Form, *, project=None):
 
 @page("viewer")
 def projects(request):
-    rows = selectors.project_list().select_related("chat_connection", "embedding_connection", "store")
+    rows = (
+        selectors.project_list()
+        .select_related("chat_connection", "chat_route", "embedding_connection", "store")
+        .prefetch_related("chat_route__targets", "allowed_routes")
+    )
     return render(request, "dashboard/projects.html", {"projects": list(rows)})
 
 
 @page("admin", methods=("GET", "POST"))
 def project_create(request):
-    form = Form(request, names=PROJECT_FIELDS)
+    form = _project_form(request)
     if request.method == "POST":
         if form.submit(ProjectInput, _project_input(form), partial(services.project_create, actor=request.user)):
             project = form.result
@@ -137,8 +172,7 @@ def project_create(request):
 @page("admin", methods=("GET", "POST"))
 def project_edit(request, project_id: int):
     project = selectors.project_get(project_id=project_id)
-    saved = {name: getattr(project, name) for name in PROJECT_FIELDS}
-    form = Form(request, names=PROJECT_FIELDS, initial=saved)
+    form = _project_form(request, initial=_saved_project(project))
     if request.method == "POST":
         save = partial(services.project_update, project=project, actor=request.user)
         if form.submit(ProjectInput, _project_input(form), save):

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from ragmux.dashboard import connections, projects, request_logs, spend, users, views
+from ragmux.dashboard import connections, projects, request_logs, routes, spend, users, views
 
 app_name = "dashboard"
 
@@ -29,6 +29,10 @@ urlpatterns = [
     path("prices/new", connections.price_create, name="price-create"),
     path("prices/<id:price_id>/edit", connections.price_edit, name="price-edit"),
     path("prices/<id:price_id>/delete", connections.price_delete, name="price-delete"),
+    path("routes/", routes.routes, name="routes"),
+    path("routes/new", routes.route_create, name="route-create"),
+    path("routes/<id:route_id>/edit", routes.route_edit, name="route-edit"),
+    path("routes/<id:route_id>/delete", routes.route_delete, name="route-delete"),
     path("projects/", projects.projects, name="projects"),
     path("projects/new", projects.project_create, name="project-create"),
     path("projects/<id:project_id>/", projects.project_detail, name="project"),

@@ -66,7 +66,13 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
     connection = {"name": "other", "provider_type": "custom_openai", "base_url": ids["url"], "model_name": "m"}
     price = {"provider_type": "openai", "model": "gpt-hostile", "input_per_mtok": 1, "output_per_mtok": 2}
     store = {"name": "kb2", "embedding_connection_id": ids["connection"], "chunk_size": 500}
-    project = {"name": "app", "chat_connection_id": ids["connection"], "system_prompt": "Be brief."}
+    project = {
+        "name": "app",
+        "chat_connection_id": ids["connection"],
+        "system_prompt": "Be brief.",
+        "allowed_route_ids": [],
+    }
+    route = {"name": "r2", "kind": "chat", "strategy": "weighted", "targets": [{"connection_id": ids["connection"]}]}
     # `model` is left out: any short text, digits too, is a model name one may filter by.
     log_filters = {
         "project": 1,
@@ -105,6 +111,11 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
             {"input_per_mtok": 3, "output_per_mtok": 4}, empty_is_valid=True
         ),
         ("admin/api/model-prices/<id:price_id>", "delete"): NoInput(),
+        ("admin/api/routes", "get"): NoInput(),
+        ("admin/api/routes", "post"): Json(route),
+        ("admin/api/routes/<id:route_id>", "get"): NoInput(),
+        ("admin/api/routes/<id:route_id>", "put"): Json(route),
+        ("admin/api/routes/<id:route_id>", "delete"): NoInput(),
         ("admin/api/rag-stores", "get"): NoInput(),
         ("admin/api/rag-stores", "post"): Json(store),
         ("admin/api/rag-stores/<id:store_id>", "get"): NoInput(),
@@ -189,6 +200,7 @@ def json_rows(spec: Json) -> list[tuple[str, object, bool]]:
 def objects(db, fake_connection, fake_upstream, personas):
     from gateway.clients.services import key_create, project_create
     from gateway.connections.models import ModelPrice
+    from gateway.connections.services import TargetSpec, route_create
     from ingestion.services import IncomingFile, document_upload
     from stores.services import store_create
 
@@ -203,7 +215,11 @@ def objects(db, fake_connection, fake_upstream, personas):
         system_prompt="",
     )
     issued = key_create(project=project, name="table", scopes=None, expires_at=None)
+    route = route_create(
+        name="table", kind="chat", strategy="ordered", targets=[TargetSpec(connection_id=fake_connection.pk)]
+    )
     return {
+        "route_id": route.pk,
         "url": f"{fake_upstream.url}/v1",
         "connection": fake_connection.pk,
         "connection_id": fake_connection.pk,
@@ -217,7 +233,7 @@ def objects(db, fake_connection, fake_upstream, personas):
 
 
 def concrete(route: str, ids: dict) -> str:
-    for name in ("connection_id", "store_id", "document_id", "price_id", "project_id", "key_id", "user_id"):
+    for name in ("connection_id", "route_id", "store_id", "document_id", "price_id", "project_id", "key_id", "user_id"):
         route = route.replace(f"<id:{name}>", str(ids[name]))
     return "/" + route
 

@@ -21,13 +21,13 @@ from gateway.connections.credentials import open_api_key
 from gateway.connections.models import Capability, ModelConnection, ProviderType, why_cannot
 from gateway.connections.providers.chat_anthropic import AnthropicChat
 from gateway.connections.providers.chat_gemini import GeminiChat
-from gateway.connections.providers.chat_interface import ChatProvider, ChatStream
+from gateway.connections.providers.chat_interface import ChatProvider, ChatStream, Once
 from gateway.connections.providers.chat_ollama import OllamaChat
 from gateway.connections.providers.chat_openai import CustomOpenAIChat, OpenAIChat
 from gateway.connections.providers.embeddings import effective_base_url
 from ragmux.core.errors import Conflict
 
-__all__ = ["ChatProvider", "ChatStream", "NoChat", "chat_provider"]
+__all__ = ["ChatProvider", "ChatStream", "NoChat", "Once", "chat_provider"]
 
 
 class NoChat(Conflict):
@@ -46,12 +46,14 @@ _CHAT_PROVIDERS: dict[str, type[ChatProvider]] = {
 }
 
 
-def chat_provider(connection: ModelConnection) -> ChatProvider:
+def chat_provider(connection: ModelConnection, *, model: str = "") -> ChatProvider:
+    """The connection's adapter, asking for ``model`` (a route's target may name another model
+    than its connection's), else for the connection's own."""
     refusal = why_cannot(connection, Capability.CHAT)
     if refusal is not None:
         raise NoChat(refusal)
     return _CHAT_PROVIDERS[connection.provider_type](
         base_url=effective_base_url(connection.provider_type, connection.base_url),
         api_key=open_api_key(connection),
-        model=connection.model_name,
+        model=model or connection.model_name,
     )

@@ -18,6 +18,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -31,6 +32,14 @@ BACKOFF_SECONDS = 0.25
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Once:
+    """A call made one time, not retried: ``first_byte_timeout`` seconds (None: the global
+    UPSTREAM_FIRST_BYTE_TIMEOUT) for the first byte."""
+
+    first_byte_timeout: float | None = None
 
 
 class ChatStream:
@@ -125,10 +134,12 @@ class ChatProvider(ABC):
             raise self._refusal(upstream.status, content, upstream.headers)
         return self._reply(content)
 
-    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def complete(self, body: dict[str, Any], *, once: Once | None = None) -> dict[str, Any]:
         """One non-streamed answer as an OpenAI ``chat.completion`` object."""
         payload = self._payload(body, stream=False)
-        return await self._retrying(lambda first_byte_timeout: self._complete_once(payload, first_byte_timeout))
+        return await self._retrying(
+            lambda first_byte_timeout: self._complete_once(payload, first_byte_timeout), once=once
+        )
 
     async def _open_once(self, payload: dict[str, Any], first_byte_timeout: float) -> tuple[AsyncExitStack, ChatStream]:
         stack = AsyncExitStack()
@@ -152,10 +163,12 @@ class ChatProvider(ABC):
         return stack, ChatStream(first, chunks)
 
     @asynccontextmanager
-    async def stream(self, body: dict[str, Any]) -> AsyncIterator[ChatStream]:
+    async def stream(self, body: dict[str, Any], *, once: Once | None = None) -> AsyncIterator[ChatStream]:
         """An async context manager yielding the answer's chunks; leaving it ends the call."""
         payload = self._payload(body, stream=True)
-        stack, chunks = await self._retrying(lambda first_byte_timeout: self._open_once(payload, first_byte_timeout))
+        stack, chunks = await self._retrying(
+            lambda first_byte_timeout: self._open_once(payload, first_byte_timeout), once=once
+        )
         async with stack:
             yield chunks
 
@@ -178,12 +191,16 @@ class ChatProvider(ABC):
         body = {"messages": [{"role": "user", "content": "ping"}], self.token_limit_field: 1}
         return self.complete_blocking(body, timeout=timeout)
 
-    async def _retrying(self, attempt: Callable[[float], Awaitable[T]]) -> T:
+    async def _retrying(self, attempt: Callable[[float], Awaitable[T]], *, once: Once | None) -> T:
         """Makes the call (``attempt`` is given the seconds left for the first byte), again after a
         failure that may pass, waiting as long as the provider's ``Retry-After`` asks, else backing
         off. The first-byte budget (UPSTREAM_FIRST_BYTE_TIMEOUT) is the call's, waits included: a
         wait it cannot hold is not waited, and the failure goes to the client with its
-        ``Retry-After``, which the client can honour better than a held call."""
+        ``Retry-After``, which the client can honour better than a held call. With ``once`` (a
+        route's target, whose retry is the route's next target) the call is made one time, within
+        its own first-byte timeout."""
+        if once is not None:
+            return await attempt(once.first_byte_timeout or settings.UPSTREAM_FIRST_BYTE_TIMEOUT)
         deadline = time.monotonic() + settings.UPSTREAM_FIRST_BYTE_TIMEOUT
         for number in range(1, MAX_ATTEMPTS + 1):
             try:

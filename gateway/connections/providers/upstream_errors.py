@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-from ragmux.core.errors import UpstreamFailed
+from ragmux.core.errors import UpstreamFailed, UpstreamTimeout
 
 MAX_ERROR_MESSAGE = 512
 _SECRET_PATTERNS = re.compile(
@@ -40,6 +40,20 @@ def type_for_status(status: int) -> str:
         404: "not_found_error",
         429: "rate_limit_error",
     }.get(status, "invalid_request_error")
+
+
+def failure_kind(exc: UpstreamFailed) -> str:
+    """What kind of failure a provider call ended in, as the request log's attempts and the
+    route metrics name it: ``timeout``, ``connect`` (no usable HTTP answer: refused, reset, not
+    resolved), ``http_5xx`` for any server error, ``http_<status>`` for a refusal, else the
+    failure's own code (``upstream_malformed``, ``private_upstream``, ...)."""
+    if isinstance(exc, UpstreamTimeout):
+        return "timeout"
+    if exc.upstream_status is not None:
+        return "http_5xx" if exc.upstream_status >= 500 else f"http_{exc.upstream_status}"
+    if exc.code == "upstream_unreachable" and exc.retryable:
+        return "connect"
+    return exc.code or "upstream_error"
 
 
 def by_status(status: int, error: dict | None) -> tuple[int, str, str | None]:

@@ -28,7 +28,7 @@ def test_an_admin_creates_a_project_and_a_key_and_finds_its_call_in_the_request_
     page.get_by_role("link", name="Projects").click()
     page.get_by_role("link", name="New project").click()
     page.get_by_label("Name").fill("falcon-bot")
-    page.get_by_label("Chat connection").select_option(label="fake-chat")
+    page.get_by_label("Chat model").select_option(label="fake-chat")
     page.get_by_label("RAG store").select_option(label="falcon")
     page.get_by_label("System prompt").fill("You are the Falcon support assistant.")
     shots(page, "project-form")

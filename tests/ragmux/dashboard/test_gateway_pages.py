@@ -60,8 +60,8 @@ def test_forged_posts_with_a_valid_csrf_token_are_refused(as_role, project, issu
     editor = as_role("editor")
     key = issued.api_key
     for url, data in (
-        ("/admin/projects/new", {"name": "x", "chat_connection_id": chat_connection.pk}),
-        (f"/admin/projects/{project.pk}/edit", {"name": "x", "chat_connection_id": chat_connection.pk}),
+        ("/admin/projects/new", {"name": "x", "chat": f"connection:{chat_connection.pk}"}),
+        (f"/admin/projects/{project.pk}/edit", {"name": "x", "chat": f"connection:{chat_connection.pk}"}),
         (f"/admin/projects/{project.pk}/delete", {}),
         (f"/admin/projects/{project.pk}/keys", {"name": "stolen", "scopes": "chat"}),
         (f"/admin/keys/{key.pk}/rotate", {}),
@@ -84,7 +84,7 @@ def test_an_admin_creates_edits_and_deletes_a_project(as_role, chat_connection, 
     response = post(
         admin,
         "/admin/projects/new",
-        {"name": "docs", "chat_connection_id": chat_connection.pk, "store_id": kb.pk, "system_prompt": "Hi."},
+        {"name": "docs", "chat": f"connection:{chat_connection.pk}", "store_id": kb.pk, "system_prompt": "Hi."},
     )
     project = Project.objects.get(name="docs")
     assert response.status_code == 302 and response.url == f"/admin/projects/{project.pk}/"
@@ -96,7 +96,7 @@ def test_an_admin_creates_edits_and_deletes_a_project(as_role, chat_connection, 
     response = post(
         admin,
         f"/admin/projects/{project.pk}/edit",
-        {"name": "docs2", "chat_connection_id": chat_connection.pk, "embedding_connection_id": fake_connection.pk},
+        {"name": "docs2", "chat": f"connection:{chat_connection.pk}", "embedding_connection_id": fake_connection.pk},
     )
     project.refresh_from_db()
     assert response.status_code == 302
@@ -109,11 +109,13 @@ def test_an_admin_creates_edits_and_deletes_a_project(as_role, chat_connection, 
 def test_a_project_form_error_is_shown_beside_its_field(as_role, project, local_connection):
     admin = as_role("admin")
     # The local embedding model cannot chat: the service refuses, and says so beside the field.
-    response = post(admin, "/admin/projects/new", {"name": "other", "chat_connection_id": local_connection.pk})
+    response = post(admin, "/admin/projects/new", {"name": "other", "chat": f"connection:{local_connection.pk}"})
     html = response.content.decode()
     assert response.status_code == 400
-    assert 'id="errors_chat_connection_id"' in html and 'the local connection "local" cannot chat' in text(response)
-    response = post(admin, "/admin/projects/new", {"name": "support", "chat_connection_id": project.chat_connection_id})
+    assert 'id="errors_chat"' in html and 'the local connection "local" cannot chat' in text(response)
+    response = post(
+        admin, "/admin/projects/new", {"name": "support", "chat": f"connection:{project.chat_connection_id}"}
+    )
     assert response.status_code == 400 and "already exists" in text(response)
     assert Project.objects.count() == 1
 

@@ -1,0 +1,142 @@
+"""Where a `/v1` chat goes, and the calls that get its answer: the project's one connection
+(retried in place, as the adapters do), or a route's targets, tried one after the other.
+
+Inside a route the failover is the retry: each target is called once, within its own first-byte
+timeout, in the order `routing.attempt_order` gives (cooling targets left out, see
+`gateway.clients.cooldowns`). A failure `routing.fails_over` names moves the call on and counts
+towards the target's cooldown; any other failure is the answer. Only what happens before the
+first byte reaches the client can move a call: a stream is handed to the client after its first
+chunk was read, and what fails after that ends the stream. Each attempt is written to the
+call's request log row (target, outcome, milliseconds) and counted in the route metrics.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from gateway.clients import cooldowns, routing
+from gateway.clients.ledger import Call
+from gateway.connections.models import ModelConnection, RouteStrategy
+from gateway.connections.providers.chat import ChatProvider, NoChat, Once, chat_provider
+from gateway.connections.providers.upstream_errors import failure_kind
+from ragmux.core import metrics
+from ragmux.core.crypto import DecryptionFailed
+from ragmux.core.errors import ServerFault, ServiceError, Unavailable, UpstreamFailed
+
+T = TypeVar("T")
+
+# One balancer per process: the weighted choice is deterministic within a process.
+balancer = routing.SmoothWeightedRoundRobin()
+
+
+class RouteCoolingDown(Unavailable):
+    """Every target of the route is cooling down."""
+
+    code = "route_cooling_down"
+
+
+@dataclass(frozen=True)
+class ChatTarget:
+    """One place a chat can be answered: a connection, the model asked of it, its weight in a
+    weighted route and its own first-byte timeout (None: UPSTREAM_FIRST_BYTE_TIMEOUT)."""
+
+    connection: ModelConnection
+    model: str
+    weight: int = 1
+    first_byte_timeout: float | None = None
+
+    @property
+    def cooldown_key(self) -> str:
+        return cooldowns.target_key(self.connection.pk, self.model)
+
+
+@dataclass(frozen=True)
+class ChatPlan:
+    """A chat's targets: a route's (``route`` its name), or the project's connection alone."""
+
+    targets: list[ChatTarget]
+    route: str = ""
+    strategy: str = RouteStrategy.ORDERED
+
+    @classmethod
+    def of_connection(cls, connection: ModelConnection) -> ChatPlan:
+        return cls([ChatTarget(connection, connection.model_name)])
+
+
+@dataclass
+class Attempts:
+    """The target a chat is being answered by (the last one tried), once it is known."""
+
+    current: ChatTarget
+    made: list[dict] = field(default_factory=list)
+
+
+Attempt = Callable[[ChatProvider, Once | None], Awaitable[T]]
+
+
+async def answer(call: Call, plan: ChatPlan, attempts: Attempts, attempt: Attempt) -> T:
+    """``attempt``'s result from the first target that answers; the last failure when none does.
+
+    ``attempt(provider, once)`` makes the call (``once`` None: with the adapter's own retries).
+    ``attempts.current`` is the target of the attempt made last, so the caller prices and logs
+    by it, whatever the outcome."""
+    if not plan.route:
+        return await attempt(_provider(plan.targets[0]), None)
+    call.route_name = plan.route
+    call.attempts = attempts.made
+    order = await _order(plan)
+    failure: ServiceError | None = None
+    for number, target in enumerate(order):
+        if number:
+            metrics.increment(metrics.ROUTE_FAILOVERS, route=plan.route)
+        attempts.current = target
+        call.target = target.connection.name
+        started = time.monotonic()
+        try:
+            result = await attempt(_provider(target), Once(target.first_byte_timeout))
+        except UpstreamFailed as exc:
+            outcome, failure, retry_after = failure_kind(exc), exc, exc.retry_after
+        except (NoChat, DecryptionFailed) as exc:
+            outcome, retry_after = "unusable", None
+            failure = ServerFault(f"route target {target.connection.name!r} is unusable: {exc}", code="target_unusable")
+        else:
+            _record(attempts, plan.route, target, routing.OK, started)
+            return result
+        _record(attempts, plan.route, target, outcome, started)
+        if not routing.fails_over(outcome):
+            raise failure
+        await cooldowns.failed(target.cooldown_key, retry_after=retry_after if outcome == "http_429" else None)
+    raise failure
+
+
+def _provider(target: ChatTarget) -> ChatProvider:
+    return chat_provider(target.connection, model=target.model)
+
+
+async def _order(plan: ChatPlan) -> list[ChatTarget]:
+    """The route's targets that are not cooling down, in the order they are tried."""
+    cooling = await cooldowns.cooling(list({target.cooldown_key for target in plan.targets}))
+    candidates = [
+        (index, target.weight) for index, target in enumerate(plan.targets) if target.cooldown_key not in cooling
+    ]
+    if not candidates:
+        error = RouteCoolingDown(f"every target of route {plan.route!r} is cooling down after repeated failures")
+        error.retry_after = routing.retry_after_header(cooling_until=list(cooling.values()), now=time.time())
+        raise error
+    order = routing.attempt_order(plan.strategy, candidates, route=plan.route, balancer=balancer)
+    return [plan.targets[index] for index in order]
+
+
+def _record(attempts: Attempts, route: str, target: ChatTarget, outcome: str, started: float) -> None:
+    attempts.made.append(
+        {
+            "target": target.connection.name,
+            "model": target.model,
+            "outcome": outcome,
+            "ms": int((time.monotonic() - started) * 1000),
+        }
+    )
+    metrics.increment(metrics.ROUTE_ATTEMPTS, route=route, outcome=outcome)

@@ -1,0 +1,165 @@
+"""The dashboard's pages for routes: every role reads them, admins create, edit and delete them
+through the services the JSON API uses, validated by the API's own input.
+
+A route's targets are rows of inputs, one per target and a few empty ones to add more; a row
+without a connection is no target."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+from django.contrib import messages
+from django.shortcuts import redirect, render
+
+from gateway.connections import selectors, services
+from gateway.connections.models import MAX_ROUTE_TARGETS, ROUTE_TARGET_PROVIDERS, Route, RouteKind, RouteStrategy
+from gateway.connections.serializers import RouteInput
+from ragmux.core.errors import status_for
+from ragmux.dashboard.access import page
+from ragmux.dashboard.forms import Form, attempt
+
+ROUTE_FIELDS = ("name", "kind", "strategy")
+# A target row's inputs, by the API field each one fills.
+TARGET_INPUTS = {
+    "connection_id": "target_connection",
+    "model_name": "target_model",
+    "weight": "target_weight",
+    "first_byte_timeout": "target_timeout",
+}
+ROUTABLE_PROVIDERS = frozenset().union(*ROUTE_TARGET_PROVIDERS.values())
+# Empty rows a form offers beyond the route's targets, to add more.
+SPARE_ROWS = 2
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    """One row of target inputs as the template shows it."""
+
+    index: int
+    values: dict[str, str]
+    errors: list[str]
+
+    @property
+    def number(self) -> int:
+        return self.index + 1
+
+
+def _row_names(index: int) -> list[str]:
+    return [f"{name}_{index}" for name in TARGET_INPUTS.values()]
+
+
+def _form(request=None, *, initial: dict | None = None) -> Form:
+    names = [*ROUTE_FIELDS, *(name for index in range(MAX_ROUTE_TARGETS) for name in _row_names(index))]
+    return Form(request, names=names, initial=initial)
+
+
+def _route_input(form: Form) -> dict:
+    """The route as the API takes it: the filled rows in order. A refusal of the n-th target
+    (`targets.n.weight`) is put beside the row it came from (its connection input)."""
+    targets, rows = [], {}
+    for index in range(MAX_ROUTE_TARGETS):
+        row = {field: str(form.values.get(f"{name}_{index}") or "").strip() for field, name in TARGET_INPUTS.items()}
+        if not row["connection_id"]:
+            continue
+        row["weight"] = row["weight"] or "1"
+        row["first_byte_timeout"] = row["first_byte_timeout"] or None
+        rows[str(len(targets))] = f"target_connection_{index}"
+        targets.append(row)
+    form.nested = {"targets": rows or {"0": "target_connection_0"}}
+    return {**{name: form.values.get(name) or "" for name in ROUTE_FIELDS}, "targets": targets}
+
+
+def _target_rows(form: Form) -> list[TargetRow]:
+    count = min(MAX_ROUTE_TARGETS, _filled_rows(form) + SPARE_ROWS)
+    return [
+        TargetRow(
+            index=index,
+            values={field: form.values.get(f"{name}_{index}") or "" for field, name in TARGET_INPUTS.items()},
+            errors=form.errors.get(f"target_connection_{index}", []),
+        )
+        for index in range(count)
+    ]
+
+
+def _filled_rows(form: Form) -> int:
+    filled = [i for i in range(MAX_ROUTE_TARGETS) if form.values.get(f"target_connection_{i}")]
+    return max(filled) + 1 if filled else 0
+
+
+def _saved_values(route: Route) -> dict:
+    values = {name: getattr(route, name) for name in ROUTE_FIELDS}
+    for target in route.targets.all():
+        values.update(
+            {
+                f"target_connection_{target.position}": str(target.connection_id),
+                f"target_model_{target.position}": target.model_name,
+                f"target_weight_{target.position}": str(target.weight),
+                f"target_timeout_{target.position}": ""
+                if target.first_byte_timeout is None
+                else f"{target.first_byte_timeout:g}",
+            }
+        )
+    return values
+
+
+def _route_form_page(request, form: Form, *, route: Route | None = None):
+    return render(
+        request,
+        "dashboard/route_form.html",
+        {
+            "form": form,
+            "route": route,
+            "kinds": RouteKind.values,
+            "strategies": RouteStrategy.values,
+            "rows": _target_rows(form),
+            # Any connection a route of some kind may use; the service names one that does not fit.
+            "connections": [c for c in selectors.connection_list() if c.provider_type in ROUTABLE_PROVIDERS],
+            "max_targets": MAX_ROUTE_TARGETS,
+        },
+        status=400 if form.errors else 200,
+    )
+
+
+@page("viewer")
+def routes(request):
+    return render(request, "dashboard/routes.html", {"routes": list(selectors.route_list())})
+
+
+@page("admin", methods=("GET", "POST"))
+def route_create(request):
+    form = _form(request, initial={"kind": RouteKind.CHAT, "strategy": RouteStrategy.ORDERED})
+    if request.method == "POST":
+        if form.submit(RouteInput, _route_input(form), partial(services.route_create, actor=request.user)):
+            messages.success(request, f"Created the route “{form.result.name}”. Clients may now send it as model.")
+            return redirect("dashboard:routes")
+        messages.error(request, "The route was not created: see the messages beside the fields.")
+    return _route_form_page(request, form)
+
+
+@page("admin", methods=("GET", "POST"))
+def route_edit(request, route_id: int):
+    route = selectors.route_get(route_id=route_id)
+    form = _form(request, initial=_saved_values(route))
+    if request.method == "POST":
+        save = partial(services.route_update, route=route, actor=request.user)
+        if form.submit(RouteInput, _route_input(form), save):
+            messages.success(request, f"Saved the route “{form.result.name}”.")
+            return redirect("dashboard:routes")
+        messages.error(request, "The route was not saved: see the messages beside the fields.")
+    return _route_form_page(request, form, route=route)
+
+
+@page("admin", methods=("GET", "POST"))
+def route_delete(request, route_id: int):
+    route = selectors.route_get(route_id=route_id)
+    if request.method == "POST":
+        refusal = attempt(lambda: services.route_delete(route=route, actor=request.user)).refusal
+        if refusal is not None:
+            messages.error(request, f"The route “{route.name}” was not deleted: {refusal.message}.")
+            return render(
+                request, "dashboard/route_delete.html", {"route": route, "refusal": refusal}, status=status_for(refusal)
+            )
+        messages.success(request, f"Deleted the route “{route.name}”.")
+        return redirect("dashboard:routes")
+    return render(request, "dashboard/route_delete.html", {"route": route})
