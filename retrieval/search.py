@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
@@ -30,10 +30,13 @@ from retrieval.ranking import (
     typo_limit,
     within_distance,
 )
-from stores.choices import SearchBackend, SearchMode
+from stores.choices import RerankBackend, SearchBackend, SearchMode
 from stores.index import format_vector
 from stores.lexical import lexical_query, lexical_text
 from stores.models import RagStore
+
+if TYPE_CHECKING:
+    from retrieval.rerank import RerankReport
 
 
 class SearchTimeout(Unavailable):
@@ -99,6 +102,12 @@ class SearchOptions:
     typo_tolerance: bool
     # The configuration the query is parsed with (echoed by every search response).
     fts_config: str
+    rerank: bool = False
+    rerank_backend: str = RerankBackend.LLM
+    # The connection a search outside a project's request reranks with (the store's, or this
+    # call's override); a project's request with the `llm` backend uses its chat model instead.
+    rerank_connection_id: int | None = None
+    rerank_candidates: int = 0
 
     @classmethod
     def for_store(cls, store: RagStore, overrides: dict[str, Any] | None = None) -> SearchOptions:
@@ -114,11 +123,20 @@ class SearchOptions:
             lexical_weight=float(weights["lexical"]),
             typo_tolerance=overrides.get("typo_tolerance", store.typo_tolerance),
             fts_config=query_config(store, backend),
+            rerank=overrides.get("rerank", store.rerank),
+            rerank_backend=overrides.get("rerank_backend", store.rerank_backend),
+            rerank_connection_id=overrides.get("rerank_connection_id", store.rerank_connection_id),
+            rerank_candidates=store.rerank_candidates,
         )
 
     def candidates(self) -> int:
-        """Candidates per side, so fusion has more than top_k to choose from."""
-        return 3 * self.top_k
+        """Candidates per side, so fusion has more than top_k to choose from (the seed's rule)."""
+        return max(self.top_k, self.rerank_candidates) if self.rerank else 3 * self.top_k
+
+    def kept(self) -> int:
+        """Fused hits kept: top_k, or with reranking on the pool the reranker reorders before the
+        cut to top_k."""
+        return max(self.top_k, self.rerank_candidates) if self.rerank else self.top_k
 
     def ranks_by_vector(self) -> bool:
         return self.mode in (SearchMode.VECTOR, SearchMode.HYBRID)
@@ -145,6 +163,8 @@ class Hit:
     source: str
     tags: list[str]
     lex_score: float | None = None
+    # The reranker's relevance score, when a reranker ranked the hit.
+    rerank_score: float | None = None
 
 
 @dataclass
@@ -153,6 +173,11 @@ class SearchResult:
     mode: str
     backend: str
     fts_config: str
+    # With reranking on, `hits` holds the fused pool (SearchOptions.kept) until
+    # retrieval.rerank reorders it and cuts it to top_k.
+    options: SearchOptions | None = None
+    # What became of the rerank; None when reranking is off (or not run yet).
+    rerank: RerankReport | None = None
     corrections: list[Correction] = field(default_factory=list)
     embedding_ms: float = 0.0
     database_ms: float = 0.0
@@ -277,7 +302,9 @@ def store_search(
         # Recorded by the first ingest, possibly after the caller loaded the store.
         store.dimensions = RagStore.objects.values_list("dimensions", flat=True).get(pk=store.pk)
     wants_vector = options.ranks_by_vector()
-    result = SearchResult(hits=[], mode=options.mode, backend=options.backend, fts_config=options.fts_config)
+    result = SearchResult(
+        hits=[], mode=options.mode, backend=options.backend, fts_config=options.fts_config, options=options
+    )
 
     vector_text = None
     if options.embeds_query(store):
@@ -316,7 +343,7 @@ def store_search(
         if vector_text is not None:
             missing = [f.chunk_id for f in fused if f.chunk_id not in distance_of]
             distance_of.update(sql.distances(width=store.dimensions, query_vector=vector_text, chunk_ids=missing))
-        kept = within_distance(fused, distance_of, options.max_distance)[: options.top_k]
+        kept = within_distance(fused, distance_of, options.max_distance)[: options.kept()]
         details = sql.hit_details([f.chunk_id for f in kept])
     lexical_score = dict(lexical_rows) if result.backend in (SearchBackend.BM25, SearchBackend.PG_SEARCH) else {}
     for item in kept:

@@ -3,8 +3,9 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from ragmux.core.serializers import StrictInput
-from stores.models import SearchBackend, SearchMode
-from stores.serializers import FusionWeights, refuse_rerank
+from retrieval.search import SearchResult
+from stores.models import RerankBackend, SearchBackend, SearchMode
+from stores.serializers import FusionWeights
 
 API_MAX_TOP_K = 50
 # The longest query a search (and a `/v1/rerank`) takes.
@@ -22,8 +23,8 @@ class SearchInput(StrictInput):
     fusion_weights = FusionWeights(required=False)
     typo_tolerance = serializers.BooleanField(required=False)
     rerank = serializers.BooleanField(required=False)
-
-    validate_rerank = staticmethod(refuse_rerank)
+    rerank_backend = serializers.ChoiceField(choices=RerankBackend.choices, required=False)
+    rerank_connection_id = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
 
     def validate_top_k(self, value: int) -> int | None:
         # 0 means the store's top_k; the API never returns more than 50 hits.
@@ -56,4 +57,20 @@ class HitOutput(serializers.Serializer):
         # Only real BM25 scores are exposed; ts_rank_cd is not comparable and stays hidden.
         if hit.lex_score is not None:
             body["lex_score"] = hit.lex_score
+        if hit.rerank_score is not None:
+            body["rerank_score"] = hit.rerank_score
         return body
+
+
+def rerank_fields(result: SearchResult) -> dict:
+    """The rerank fields of a search response: `rerank_latency_ms` is null only when reranking is
+    off; `rerank_skipped` says that nothing could rerank (not a failure)."""
+    report = result.rerank
+    return {
+        "reranked": bool(report and report.reranked),
+        "rerank_backend": result.options.rerank_backend,
+        "rerank_fallback": bool(report and report.fallback),
+        "rerank_latency_ms": None if report is None else report.latency_ms,
+        "rerank_skipped": bool(report and report.skipped),
+        "rerank_skipped_reason": report.skipped_reason if report else "",
+    }

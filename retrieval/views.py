@@ -6,8 +6,8 @@ import time
 
 from rest_framework.response import Response
 
-from retrieval.search import store_search
-from retrieval.serializers import CorrectionOutput, HitOutput, SearchInput
+from retrieval.rerank import reranked_search
+from retrieval.serializers import CorrectionOutput, HitOutput, SearchInput, rerank_fields
 from stores.views import StoreEndpoint
 
 
@@ -16,20 +16,19 @@ class StoreSearchApi(StoreEndpoint):
         started = time.monotonic()
         data = SearchInput(data=request.data)
         data.is_valid(raise_exception=True)
+        query = data.validated_data["query"]
         overrides = {k: v for k, v in data.validated_data.items() if k != "query"}
-        result = store_search(store=self.store, query=data.validated_data["query"], overrides=overrides)
+        # No project's chat model to borrow here: every backend reranks with the store's connection.
+        result = reranked_search(store=self.store, query=query, overrides=overrides)
         return Response(
             {
                 "mode": result.mode,
                 "backend": result.backend,
                 "fts_config": result.fts_config,
                 "corrections": CorrectionOutput(result.corrections, many=True).data,
-                # Reranking is refused until it exists (see refuse_rerank), so no hit is reranked.
-                "reranked": False,
-                "rerank_fallback": False,
+                **rerank_fields(result),
                 "latency_ms": round((time.monotonic() - started) * 1000),
                 "retrieval_latency_ms": round(result.embedding_ms + result.database_ms),
-                "rerank_latency_ms": None,
                 "hits": HitOutput(result.hits, many=True).data,
             }
         )

@@ -37,12 +37,6 @@ class FusionWeights(StrictInput):
         return values
 
 
-def refuse_rerank(value: bool) -> bool:
-    if value:
-        raise serializers.ValidationError("reranking is not available yet")
-    return value
-
-
 class StoreSettingsInput(StrictInput):
     """Every setting of a store; on create and PUT an omitted one takes its default."""
 
@@ -65,8 +59,6 @@ class StoreSettingsInput(StrictInput):
     max_distance = serializers.FloatField(min_value=0, max_value=2)
     max_documents = serializers.IntegerField(min_value=0)
     max_bytes = serializers.IntegerField(min_value=0, max_value=2**63 - 1)
-
-    validate_rerank = staticmethod(refuse_rerank)
 
     def validate_chunk_size(self, value: int) -> int:
         if value and value < 200:

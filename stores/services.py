@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from gateway.connections.models import Capability, ModelConnection, why_cannot
+from gateway.connections.models import RERANK_API_PROVIDERS, Capability, ModelConnection, why_cannot
 from gateway.connections.selectors import connection_named_by
 from gateway.connections.services import embedding_width
 from ragmux.core.audit import audit_change, snapshot
@@ -59,6 +59,12 @@ def _validate_store_values(values: dict[str, Any]) -> dict[str, Any]:
         if not text_search_config_exists(values[name]):
             raise InvalidInput(f'{name} "{values[name]}" is not a text search configuration on this server', field=name)
     rerank_connection = connection_named_by(values["rerank_connection_id"], field="rerank_connection_id")
+    if rerank_connection is None and values["rerank"] and values["rerank_backend"] in RERANK_API_PROVIDERS:
+        raise InvalidInput(
+            f"rerank_connection_id is required with the {values['rerank_backend']} backend: "
+            f"a {RERANK_API_PROVIDERS[values['rerank_backend']]} connection",
+            field="rerank_connection_id",
+        )
     if rerank_connection is not None:
         refusal = why_cannot(rerank_connection, Capability.RERANK, rerank_backend=values["rerank_backend"])
         if refusal is not None:

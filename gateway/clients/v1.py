@@ -50,9 +50,10 @@ from ragmux.core.errors import (
     validation_failed,
 )
 from retrieval import context as rag_context
+from retrieval.rerank import project_rerank_connection, rerank_async
 from retrieval.rerank_prompt import listwise_prompt
 from retrieval.search import SearchOptions, SearchResult, embed_query_async, store_search
-from retrieval.serializers import HitOutput
+from retrieval.serializers import HitOutput, rerank_fields
 from stores.models import RagStore
 
 logger = logging.getLogger("ragmux.gateway.v1")
@@ -222,12 +223,30 @@ async def _search(call: Call, store: RagStore, query: str, overrides: dict[str, 
     return result
 
 
+async def _rerank(call: Call, store: RagStore, query: str, result: SearchResult) -> None:
+    """The store's rerank of ``result``, when it has reranking on (`llm` asks the project's own chat
+    model); outside the search's SEARCH_TIMEOUT, as a rerank has timeouts of its own. A failure
+    keeps the fused order (retrieval.rerank)."""
+    choice = project_rerank_connection(store, result, chat_connection=call.project.chat_connection)
+    await rerank_async(result, query=query, choice=choice)
+
+
+def _count_rerank(call: Call, connection: ModelConnection, model: str, reranked: Reranked) -> None:
+    """A rerank's tokens onto the call's row, priced by the connection (and model) that ran it."""
+    call.rerank_tokens += reranked.tokens
+    call.tokens_estimated = call.tokens_estimated or not reranked.tokens_reported
+    call.spends.append(Spend.of_rerank(connection.provider_type, model, reranked))
+
+
 def _record_search(call: Call, result: SearchResult) -> None:
-    """What a call's search found and what embedding its query cost."""
+    """What a call's search found, what embedding its query cost and what its rerank spent."""
     call.rag_hits = len(result.hits)
     call.sources = rag_context.sources(result.hits)
     call.embedding_tokens = result.embedding_tokens
     call.tokens_estimated = not result.embedding_tokens_reported
+    report = result.rerank
+    if report is not None and report.spent is not None:
+        _count_rerank(call, report.connection, report.connection.model_name, report.spent)
 
 
 def _embedding_spend(store: RagStore, result: SearchResult) -> Spend:
@@ -252,6 +271,7 @@ async def _ground(call: Call, messages: list[dict]) -> tuple[str, list[dict]]:
         logger.exception("retrieval for project %s failed", call.project.pk)
         call.rag_skipped_reason = "internal error in retrieval (see the server log)"
     else:
+        await _rerank(call, store, query, result)
         _record_search(call, result)
         if result.embedding_tokens:
             call.spends.append(_embedding_spend(store, result))
@@ -456,6 +476,7 @@ async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
     query_spend = _query_spend(store, data["query"])
     await limiter.admit(call, tokens=query_spend.prompt_tokens, spends=[query_spend])
     result = await _search(call, store, data["query"], {"top_k": data["top_k"]})
+    await _rerank(call, store, data["query"], result)
     _record_search(call, result)
     call.spends.append(_embedding_spend(store, result))
     return JsonResponse(
@@ -465,7 +486,12 @@ async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
             "mode": result.mode,
             "backend": result.backend,
             "fts_config": result.fts_config,
-            "usage": {"prompt_tokens": result.embedding_tokens, "total_tokens": result.embedding_tokens},
+            **rerank_fields(result),
+            "usage": {
+                "prompt_tokens": result.embedding_tokens,
+                "rerank_tokens": call.rerank_tokens,
+                "total_tokens": result.embedding_tokens + call.rerank_tokens,
+            },
         }
     )
 
@@ -518,13 +544,6 @@ async def embeddings(request: HttpRequest, call: Call) -> HttpResponse:
 # --------------------------------------------------------------------------------------------
 # POST /v1/rerank
 # --------------------------------------------------------------------------------------------
-
-
-def count_rerank(call: Call, target: ChatTarget, reranked: Reranked) -> None:
-    """A rerank's tokens onto the call's row, priced by the connection (and model) that ran it."""
-    call.rerank_tokens += reranked.tokens
-    call.tokens_estimated = call.tokens_estimated or not reranked.tokens_reported
-    call.spends.append(Spend.of_rerank(target.connection.provider_type, target.model, reranked))
 
 
 async def _rerank_plan(call: Call, model: str) -> tuple[ChatPlan, dict[ChatTarget, str]]:
@@ -591,7 +610,8 @@ async def rerank(request: HttpRequest, call: Call) -> HttpResponse:
         )
 
     def unanswered() -> None:
-        count_rerank(call, attempts.current, estimates[attempts.current])
+        target = attempts.current
+        _count_rerank(call, target.connection, target.model, estimates[target])
 
     with _estimated_if_cancelled(unanswered):
         reranked = await routed_chat.answer(
@@ -601,8 +621,9 @@ async def rerank(request: HttpRequest, call: Call) -> HttpResponse:
             lambda ranker, once: ranker.rerank_async(query, documents, top_n=top_n),
             open_target=open_target,
         )
-    call.model = attempts.current.model
-    count_rerank(call, attempts.current, reranked)
+    target = attempts.current
+    call.model = target.model
+    _count_rerank(call, target.connection, target.model, reranked)
     meta: dict[str, Any] = {"tokens": {"input_tokens": reranked.input_tokens, "output_tokens": reranked.output_tokens}}
     if reranked.search_units is not None:
         meta["billed_units"] = {"search_units": reranked.search_units}

@@ -41,6 +41,17 @@ SEARCH_SECONDS = Histogram(
     ["mode", "backend"],
     buckets=BUCKETS,
 )
+RERANK_SECONDS = Histogram(
+    "ragmux_rag_rerank_duration_seconds",
+    "Duration of search reranks by backend, skipped and failed ones included",
+    ["backend"],
+    buckets=BUCKETS,
+)
+RERANK_FAILURES = Counter(
+    "ragmux_rag_rerank_failures_total",
+    "Reranks that kept the fused order, by backend and reason (timeout, upstream, parse, unavailable)",
+    ["backend", "reason"],
+)
 INGEST_STAGE_SECONDS = Histogram(
     "ragmux_ingest_stage_seconds",
     "Duration of ingestion stages per document (parse, chunk, embed, commit)",

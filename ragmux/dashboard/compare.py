@@ -31,6 +31,9 @@ SETTING_OF_INPUT = {
 }
 WEIGHT_INPUT_OF_SIDE = {"vector": "vector_weight", "lexical": "lexical_weight"}
 WEIGHT_INPUTS = tuple(WEIGHT_INPUT_OF_SIDE.values())
+# The rerank overrides of one configuration (compared, not saved: the store form sets them).
+RERANK_CHECKBOX = "rerank"
+RERANK_CHOICES = ("rerank_backend", "rerank_connection_id")
 
 
 @dataclass
@@ -52,21 +55,30 @@ def _form_values(options: SearchOptions) -> dict[str, Any]:
         "vector_weight": options.vector_weight,
         "lexical_weight": options.lexical_weight,
         "typo_tolerance": options.typo_tolerance,
+        "rerank": options.rerank,
+        "rerank_backend": options.rerank_backend,
+        "rerank_connection_id": options.rerank_connection_id or "",
     }
 
 
 def default_configurations(store: RagStore) -> list[Configuration]:
-    """A is the store's settings; B the same with the other of the two built-in lexical
-    backends, the comparison people come here for."""
+    """A is the store's settings; B the same unreranked when the store reranks, else with the other
+    of the two built-in lexical backends: the comparisons people come here for."""
     a = _form_values(SearchOptions.for_store(store))
+    if a["rerank"]:
+        return [Configuration("a", a), Configuration("b", {**a, "rerank": False})]
     other = SearchBackend.PGVECTOR if a["backend"] != SearchBackend.PGVECTOR else SearchBackend.BM25
     return [Configuration("a", a), Configuration("b", {**a, "backend": str(other)})]
 
 
 def search_input(values: dict[str, Any], query: str) -> dict[str, Any]:
     """The search API's input for one configuration's form values (empty ones left out)."""
-    data: dict[str, Any] = {"query": query, CHECKBOX: bool(values.get(CHECKBOX))}
-    for name in ("mode", "backend", "top_k", "max_distance"):
+    data: dict[str, Any] = {
+        "query": query,
+        CHECKBOX: bool(values.get(CHECKBOX)),
+        RERANK_CHECKBOX: bool(values.get(RERANK_CHECKBOX)),
+    }
+    for name in ("mode", "backend", "top_k", "max_distance", *RERANK_CHOICES):
         if str(values.get(name, "")).strip():
             data[name] = str(values[name]).strip()
     weights = [str(values.get(name, "")).strip() for name in WEIGHT_INPUTS]
@@ -76,8 +88,9 @@ def search_input(values: dict[str, Any], query: str) -> dict[str, Any]:
 
 
 def configuration_from(params: QueryDict, side: str, query: str) -> Configuration:
-    values = {name: params.get(f"{side}-{name}", "") for name in (*SETTING_OF_INPUT, *WEIGHT_INPUTS)}
-    values[CHECKBOX] = f"{side}-{CHECKBOX}" in params
+    values = {name: params.get(f"{side}-{name}", "") for name in (*SETTING_OF_INPUT, *WEIGHT_INPUTS, *RERANK_CHOICES)}
+    for checkbox in (CHECKBOX, RERANK_CHECKBOX):
+        values[checkbox] = f"{side}-{checkbox}" in params
     form = Form(initial=values, nested={"fusion_weights": WEIGHT_INPUT_OF_SIDE})
     data = form.validated(SearchInput, search_input(values, query))
     overrides = None if data is None else {k: v for k, v in data.items() if k != "query"}

@@ -9,13 +9,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.connections.models import Capability, why_cannot
 from ragmux.dashboard.forms import Form
 from stores.backends import backend_statuses, text_search_configs
-from stores.choices import ChunkingStrategy, SearchMode
+from stores.choices import ChunkingStrategy, RerankBackend, SearchMode
 from stores.models import STORE_SETTINGS, RagStore, store_defaults
 from stores.serializers import StoreCreateInput
 
-CHECKBOXES = ("contextual_chunks", "typo_tolerance")
+CHECKBOXES = ("contextual_chunks", "typo_tolerance", "rerank")
+# A select whose empty choice means "none" (null), not "leave unchanged".
+NULLABLE_SELECTS = ("rerank_connection_id",)
 # The fusion weights are one setting in the API and two inputs here.
 WEIGHT_INPUTS = {"vector": "fusion_vector", "lexical": "fusion_lexical"}
 
@@ -34,6 +37,8 @@ class Option:
     value: str
     label: str
     disabled: bool = False
+    # The rerank backend a connection fits; app.js hides the connections that do not fit the chosen one.
+    fits: str = ""
 
 
 GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
@@ -136,6 +141,32 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
         ),
     ),
     (
+        "Reranking",
+        (
+            Setting(
+                "rerank",
+                "Rerank",
+                "Reorder the top candidates with the backend below before they are cut to top k. A rerank that "
+                "fails keeps the fused order, and the search says so.",
+                kind="checkbox",
+            ),
+            Setting("rerank_backend", "Rerank backend", "Who reorders the candidates.", kind="select"),
+            Setting(
+                "rerank_connection_id",
+                "Rerank connection",
+                "The connection that reranks: required for cohere and voyage; for llm a chat connection, used where "
+                "no project's chat model is at hand (the search compare). Only connections that fit the backend "
+                "are offered.",
+                kind="select",
+            ),
+            Setting(
+                "rerank_candidates",
+                "Rerank candidates",
+                "Fused hits sent to the reranker, 1–100 (0 means the default).",
+            ),
+        ),
+    ),
+    (
         "Quotas",
         (
             Setting(
@@ -153,7 +184,12 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
     ),
 )
 SETTING_INPUTS = tuple(setting.name for _, settings in GROUPS for setting in settings)
-RERANK_NOTE = "Reranking is not available yet: it arrives with the rerank adapters. Until then it stays off."
+# One line on each rerank backend, shown with its choice.
+RERANK_BACKEND_LINES = {
+    RerankBackend.LLM: "the project's own chat model ranks them in one prompt (one extra completion, 0.5–3 s)",
+    RerankBackend.COHERE: "Cohere Rerank, through a cohere_rerank connection (50–300 ms, billed per search)",
+    RerankBackend.VOYAGE: "Voyage Rerank, through a voyage_rerank connection (50–300 ms, billed per token)",
+}
 
 
 def _initial(store: RagStore | None) -> dict[str, Any]:
@@ -174,12 +210,24 @@ def _input(values: dict[str, Any]) -> dict[str, Any]:
         value = str(values.get(name) or "").strip()
         if name not in CHECKBOXES and value:
             data[name] = value
+        elif name in NULLABLE_SELECTS and name in values:
+            data[name] = None
     weights = {side: data.pop(input_name, "") for side, input_name in WEIGHT_INPUTS.items()}
     if any(weights.values()):
         data["fusion_weights"] = weights
     if str(values.get("name") or "").strip():
         data["name"] = values["name"].strip()
     return data
+
+
+def rerank_connection_choices(connections) -> list[tuple[Any, str]]:
+    """Each connection that can rerank, with the backend it fits."""
+    return [
+        (connection, backend)
+        for connection in connections
+        for backend in RerankBackend.values
+        if why_cannot(connection, Capability.RERANK, rerank_backend=backend) is None
+    ]
 
 
 def shown_default(name: str) -> str | None:
@@ -206,6 +254,7 @@ class StoreForm(Form):
         )
         self.store = store
         self.connections = [c for c in connections if c.supports_embeddings]
+        self.rerank_connections = rerank_connection_choices(connections)
 
     def save(self, save: Callable[..., Any]) -> bool:
         """Validates the form and calls ``save(name=…, values=…)`` with the store's name and
@@ -243,6 +292,14 @@ class StoreForm(Form):
     def _options(self, name: str) -> list[Option]:
         if name == "embedding_connection_id":
             return [Option(str(c.pk), f"{c.name} ({c.provider_type} · {c.model_name})") for c in self.connections]
+        if name == "rerank_backend":
+            return [Option(value, f"{value}: {line}") for value, line in RERANK_BACKEND_LINES.items()]
+        if name == "rerank_connection_id":
+            chosen = str(self.values.get("rerank_backend") or RerankBackend.LLM)
+            return [
+                Option(str(c.pk), f"{c.name} ({c.provider_type} · {c.model_name})", backend != chosen, backend)
+                for c, backend in self.rerank_connections
+            ]
         if name == "chunking_strategy":
             return [Option(value, value) for value in ChunkingStrategy.values]
         if name == "index_config":

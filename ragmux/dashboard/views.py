@@ -40,11 +40,12 @@ from ragmux.dashboard.pager import Pager, pager
 from ragmux.dashboard.quota import store_quota
 from ragmux.dashboard.request_logs import overview_usage
 from ragmux.dashboard.spend import overview_spend
-from ragmux.dashboard.store_form import RERANK_NOTE, StoreForm
+from ragmux.dashboard.store_form import StoreForm, rerank_connection_choices
 from ragmux.dashboard.uploads import summary, upload_outcomes
-from retrieval.search import SearchResult, matching_words, store_search
+from retrieval.rerank import reranked_search
+from retrieval.search import SearchResult, matching_words
 from stores import selectors, services
-from stores.choices import DocumentStatus, SearchBackend, SearchMode
+from stores.choices import DocumentStatus, RerankBackend, SearchBackend, SearchMode
 from stores.models import RagStore
 from stores.serializers import DocumentListQuery, StoreSettingsInput
 
@@ -96,7 +97,6 @@ def _store_form_page(request, form: StoreForm, *, status: int = 200):
             "form": form,
             "store": store,
             "lexical": lexical_index(store) if store else None,
-            "rerank_note": RERANK_NOTE,
             "reprocess_recommended": bool(
                 store and store.document_count and request.GET.get("reprocess") == "recommended"
             ),
@@ -336,6 +336,18 @@ class Column:
     def label(self) -> str:
         return self.configuration.side.upper()
 
+    @property
+    def rerank_status(self) -> str:
+        """What became of this column's rerank, in words."""
+        report = self.result.rerank if self.result is not None else None
+        if report is None:
+            return "off"
+        if report.reranked:
+            return f"reranked by {report.backend} in {report.latency_ms} ms"
+        if report.fallback:
+            return f"{report.backend} failed after {report.latency_ms} ms: the fused order is kept"
+        return f"skipped: {report.skipped_reason}"
+
 
 def _run(store: RagStore, query: str, configuration: Configuration) -> Column:
     column = Column(configuration)
@@ -343,7 +355,7 @@ def _run(store: RagStore, query: str, configuration: Configuration) -> Column:
         column.error = "Fix the settings of this configuration to run it."
         return column
     started = time.monotonic()
-    searched = attempt(lambda: store_search(store=store, query=query, overrides=configuration.overrides))
+    searched = attempt(lambda: reranked_search(store=store, query=query, overrides=configuration.overrides))
     column.result = searched.result
     column.error = searched.refusal.message if searched.refusal is not None else ""
     column.latency_ms = (time.monotonic() - started) * 1000
@@ -380,6 +392,8 @@ def search(request):
             "compared": bool(query),
             "modes": SearchMode.values,
             "backends": SearchBackend.values,
+            "rerank_backends": RerankBackend.values,
+            "rerank_connections": rerank_connection_choices(connection_list()),
         },
     )
 

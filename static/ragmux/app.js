@@ -106,3 +106,21 @@ function drawCharts() {
 }
 
 document.addEventListener("DOMContentLoaded", drawCharts);
+
+// A select with data-filters offers, in the select it names, only the options whose data-fits
+// is its value (the rerank connections that fit the chosen backend); the server checks it again.
+function filterOptions(select) {
+  const target = document.getElementById(select.dataset.filters);
+  if (!target) return;
+  for (const option of target.options) {
+    if (!option.dataset.fits) continue;
+    const fits = option.dataset.fits === select.value;
+    option.hidden = !fits;
+    option.disabled = !fits;
+    if (!fits && option.selected) target.value = "";
+  }
+}
+
+document.addEventListener("change", (event) => {
+  if (event.target.matches("select[data-filters]")) filterOptions(event.target);
+});

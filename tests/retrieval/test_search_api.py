@@ -115,13 +115,6 @@ def test_an_unknown_store_is_404(api):
     assert api("viewer").post("/admin/api/rag-stores/999/search", json={"query": "x"}).status_code == 404
 
 
-def test_reranking_is_refused_until_it_exists(api, store):
-    response = search(api("viewer"), store, query="return policy", rerank=True)
-
-    assert response.status_code == 400
-    assert response.json()["error"]["fields"] == {"rerank": ["reranking is not available yet"]}
-
-
 @pytest.mark.parametrize("weights", [{"vector": 0, "lexical": 0}, {"vector": 1}])
 def test_fusion_weight_overrides_follow_the_store_settings_rule(api, store, weights):
     response = search(api("viewer"), store, query="return policy", fusion_weights=weights)

@@ -68,7 +68,8 @@ def test_chunking_strategy_aliases_are_accepted(api, fake_connection):
         ({"index_config": "klingon"}, "index_config", 'index_config "klingon" is not a text search configuration'),
         ({"search_backend": "pg_search"}, "search_backend", "pg_search extension (ParadeDB) is not installed"),
         ({"fusion_weights": {"vector": 0, "lexical": 0}}, "fusion_weights", "cannot both be 0"),
-        ({"rerank": True}, "rerank", "reranking is not available yet"),
+        ({"rerank": True, "rerank_backend": "cohere"}, "rerank_connection_id", "required with the cohere backend"),
+        ({"rerank_backend": "bge"}, "rerank_backend", "bge"),
         ({"fusion_weights": {"vector": 1}}, "fusion_weights.lexical", "required"),
     ],
 )
@@ -109,6 +110,32 @@ def test_a_rerank_connection_must_fit_the_backend(api, fake_connection):
     assert response.status_code == 400
     assert response.json()["error"]["message"] == (
         'the openai connection "fake-openai" cannot rerank with the voyage backend'
+    )
+
+
+def test_reranking_saves_with_a_fitting_connection_per_backend(api, fake_connection, fake_upstream):
+    cohere = connection_create(
+        name="cohere",
+        provider_type="cohere_rerank",
+        base_url=fake_upstream.url,
+        model_name="rerank-v3.5",
+        dimensions=None,
+        api_key="co-key-0123456789abcdef",
+    )
+    client = api("admin")
+    store = create_store(client, fake_connection, rerank=True, rerank_backend="cohere", rerank_connection_id=cohere.id)
+    assert (store["rerank"], store["rerank_backend"], store["rerank_connection_id"]) == (True, "cohere", cohere.id)
+    # `llm` may name a chat connection (the one a search outside a project reranks with), or none.
+    response = client.patch(
+        f"/admin/api/rag-stores/{store['id']}",
+        json={"rerank_backend": "llm", "rerank_connection_id": fake_connection.id, "rerank_candidates": 30},
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["rerank_connection_id"] == fake_connection.id
+    response = client.patch(f"/admin/api/rag-stores/{store['id']}", json={"rerank_connection_id": cohere.id})
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == (
+        'the cohere_rerank connection "cohere" cannot rerank with the llm backend'
     )
 
 

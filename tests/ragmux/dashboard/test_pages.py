@@ -219,7 +219,7 @@ def test_changing_chunking_recommends_reprocessing_with_a_button(as_role, kb):
     DocumentFactory(store=kb)
     admin = as_role("admin")
     form = admin.get(f"/admin/stores/{kb.pk}/settings").content.decode()
-    assert 'id="id_rerank"' in form and "Reranking is not available yet" in form
+    assert 'id="id_rerank"' in form and "llm: the project&#x27;s own chat model" in form
     values = {
         "name": "kb",
         "embedding_connection_id": kb.embedding_connection_id,
@@ -429,5 +429,46 @@ def test_each_page_runs_the_same_few_queries_whatever_the_data(as_role, kb):
     many = queries_per_page(admin, kb)
     assert many == few
     # The search compare page is the largest: two searches, each a transaction of its own with
-    # its statement timeout set and reset.
-    assert max(many.values()) <= 24, many
+    # its statement timeout set and reset, and the connections its rerank pickers offer.
+    assert max(many.values()) <= 25, many
+
+
+def test_the_store_form_offers_the_rerank_connections_that_fit_the_backend(as_role, kb, fake_upstream):
+    from gateway.connections.services import connection_create
+
+    cohere = connection_create(
+        name="cohere",
+        provider_type="cohere_rerank",
+        base_url=fake_upstream.url,
+        model_name="rerank-v3.5",
+        dimensions=None,
+        api_key="co-key-0123456789abcdef",
+    )
+    admin = as_role("admin")
+    form = admin.get(f"/admin/stores/{kb.pk}/settings").content.decode()
+    select = re.search(r'<select id="id_rerank_connection_id".*?</select>', form, re.S).group(0)
+    # The backend is llm: the chat connection is offered, the Cohere one hidden until cohere is chosen.
+    assert re.search(rf'<option value="{kb.embedding_connection_id}" data-fits="llm">', select)
+    assert re.search(rf'<option value="{cohere.pk}" disabled hidden data-fits="cohere">', select)
+    for backend in ("llm", "cohere", "voyage"):
+        assert f'<option value="{backend}"' in form
+    assert 'data-filters="id_rerank_connection_id"' in form
+
+    values = {
+        "name": "kb",
+        "embedding_connection_id": kb.embedding_connection_id,
+        "rerank": "on",
+        "rerank_backend": "cohere",
+        "rerank_connection_id": "",
+    }
+    refused = post(admin, f"/admin/stores/{kb.pk}/settings", values)
+    assert refused.status_code == 400
+    assert "rerank_connection_id is required with the cohere backend" in unescape(refused.content.decode())
+    saved = post(admin, f"/admin/stores/{kb.pk}/settings", {**values, "rerank_connection_id": str(cohere.pk)})
+    assert saved.status_code == 302
+    kb.refresh_from_db()
+    assert (kb.rerank, kb.rerank_backend, kb.rerank_connection_id) == (True, "cohere", cohere.pk)
+    cleared = post(admin, f"/admin/stores/{kb.pk}/settings", {**values, "rerank_backend": "llm"})
+    assert cleared.status_code == 302
+    kb.refresh_from_db()
+    assert (kb.rerank_backend, kb.rerank_connection_id) == ("llm", None)

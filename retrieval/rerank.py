@@ -1,0 +1,220 @@
+"""Reranking a search's fused hits, under one fallback contract for every backend.
+
+With reranking on, :func:`~retrieval.search.store_search` keeps the fused pool
+(``max(top_k, rerank_candidates)`` hits); :func:`rerank` (or :func:`rerank_async`, on the event
+loop) has the first ``rerank_candidates`` of them reordered and cuts the pool to ``top_k``:
+
+- the passages a reranker omits follow the ones it ranked, in their fused order
+  (:func:`apply_rerank_order`), so nothing is lost;
+- any failure (a timeout, an error answer, a reply naming no passage) keeps the fused order, with
+  ``fallback`` and the time spent finding out;
+- when nothing can rerank (no connection: none set, or the store's was deleted, which leaves
+  none; a connection that does not fit the backend; a project without a chat model for ``llm``)
+  the search runs unreranked and the report says ``skipped`` and why, in 0 ms; so does a pool of
+  fewer than two hits, which needs no reranking;
+- the latency is None only when reranking is off.
+
+Which connection reranks is the caller's to say (:func:`project_rerank_connection`,
+:func:`store_rerank_connection`): a project's request reranks ``llm`` with its own chat model, a
+search outside one (the dashboard, ``/v1/rerank``) with the store's rerank connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from gateway.connections.models import ModelConnection
+from gateway.connections.providers.rerank import (
+    LLM_BACKEND,
+    NoRerank,
+    Reranked,
+    Reranker,
+    RerankUnreadable,
+    reranker,
+)
+from gateway.connections.selectors import connection_named_by
+from ragmux.core import metrics
+from ragmux.core.errors import ServiceError, UpstreamTimeout
+from retrieval.rerank_prompt import listwise_prompt
+from retrieval.search import SearchResult, store_search
+from stores.models import RagStore
+
+logger = logging.getLogger("ragmux.retrieval.rerank")
+T = TypeVar("T")
+
+FEWER_THAN_TWO = "fewer than two candidates: nothing to reorder"
+
+
+def apply_rerank_order(items: Sequence[T], order: Sequence[int]) -> list[T]:
+    """``items`` in the reranker's ``order`` (indices; repeated and out-of-range ones ignored),
+    followed by the items it left out, in their original order."""
+    ranked = [i for i in dict.fromkeys(order) if 0 <= i < len(items)]
+    named = set(ranked)
+    return [items[i] for i in ranked] + [item for i, item in enumerate(items) if i not in named]
+
+
+def failure_reason(exc: Exception) -> str:
+    """The ``reason`` label of ragmux_rag_rerank_failures_total for a failed rerank."""
+    if isinstance(exc, UpstreamTimeout):
+        return "timeout"
+    if isinstance(exc, RerankUnreadable):
+        return "parse"
+    if isinstance(exc, NoRerank):
+        return "unavailable"
+    return "upstream"
+
+
+@dataclass
+class RerankReport:
+    """What became of a search's rerank (the search response's rerank fields)."""
+
+    backend: str
+    reranked: bool = False
+    fallback: bool = False
+    latency_ms: int = 0
+    # Why nothing reranked, when nothing could (not a failure): `rerank_skipped_reason`.
+    skipped_reason: str = ""
+    # The connection that ran the rerank and what it spent, for pricing (set when it answered).
+    connection: ModelConnection | None = None
+    spent: Reranked | None = None
+
+    @property
+    def skipped(self) -> bool:
+        return bool(self.skipped_reason)
+
+
+@dataclass(frozen=True)
+class RerankConnection:
+    """The connection a search reranks with, or why there is none."""
+
+    connection: ModelConnection | None
+    missing_reason: str = ""
+
+
+def store_rerank_connection(store: RagStore, result: SearchResult) -> RerankConnection:
+    """Outside a project's request every backend reranks with the store's rerank connection (or
+    this call's override, which must exist); a store without one does not guess one."""
+    connection_id = result.options.rerank_connection_id
+    if connection_id is None:
+        return RerankConnection(None, "the store has no rerank connection (none was set, or it was deleted)")
+    if connection_id == store.rerank_connection_id:
+        return RerankConnection(store.rerank_connection)
+    return RerankConnection(connection_named_by(connection_id, field="rerank_connection_id"))
+
+
+def project_rerank_connection(
+    store: RagStore, result: SearchResult, *, chat_connection: ModelConnection | None
+) -> RerankConnection:
+    """In a project's request (chat, `/v1/retrieve`) `llm` reranks with the project's own chat
+    model; the API backends with the store's rerank connection."""
+    if result.options.rerank_backend != LLM_BACKEND:
+        return store_rerank_connection(store, result)
+    # Where a project answers through a chat route, the route's choice of target goes here.
+    if chat_connection is None:
+        return RerankConnection(None, "the project has no chat connection to rerank with")
+    return RerankConnection(chat_connection)
+
+
+class _Rerank:
+    """One search's rerank: what to send, and how the result, or a failure, lands in it."""
+
+    def __init__(self, result: SearchResult, choice: RerankConnection):
+        options = result.options
+        self.result = result
+        self.started = time.monotonic()
+        self.report = RerankReport(backend=options.rerank_backend)
+        self.pool = result.hits[: options.rerank_candidates]
+        self.top_n = min(options.top_k, len(self.pool))
+        self.reranker: Reranker | None = None
+        if len(self.pool) < 2:
+            self._skip(FEWER_THAN_TWO)
+        elif choice.connection is None:
+            self._unavailable(choice.missing_reason)
+        else:
+            try:
+                self.reranker = reranker(choice.connection, backend=options.rerank_backend, prompt=listwise_prompt)
+            except NoRerank as exc:
+                self._unavailable(exc.message)
+            else:
+                self.report.connection = choice.connection
+
+    @property
+    def passages(self) -> list[str]:
+        return [hit.content for hit in self.pool]
+
+    def _skip(self, reason: str) -> None:
+        self.report.skipped_reason = reason
+        self._finish(self.result.hits)
+
+    def _unavailable(self, reason: str) -> None:
+        logger.warning("search runs without reranking (%s backend): %s", self.report.backend, reason)
+        metrics.increment(metrics.RERANK_FAILURES, backend=self.report.backend, reason="unavailable")
+        self._skip(reason)
+
+    def ranked(self, spent: Reranked) -> None:
+        self.report.reranked, self.report.spent = True, spent
+        for ranked in spent.ranking:
+            self.pool[ranked.index].rerank_score = ranked.relevance_score
+        reordered = apply_rerank_order(self.pool, spent.order)
+        self._finish(reordered + self.result.hits[len(self.pool) :])
+
+    def failed(self, exc: Exception) -> None:
+        reason = failure_reason(exc)
+        if isinstance(exc, ServiceError):
+            logger.warning("rerank (%s) failed, keeping the fused order: %s", self.report.backend, exc.message)
+        else:
+            logger.exception("rerank (%s) failed, keeping the fused order", self.report.backend)
+        metrics.increment(metrics.RERANK_FAILURES, backend=self.report.backend, reason=reason)
+        self.report.fallback = True
+        self._finish(self.result.hits)
+
+    def _finish(self, hits: list) -> None:
+        elapsed = time.monotonic() - self.started
+        if not self.report.skipped:
+            self.report.latency_ms = round(elapsed * 1000)
+        metrics.observe(metrics.RERANK_SECONDS, elapsed, backend=self.report.backend)
+        self.result.hits = hits[: self.result.options.top_k]
+        self.result.rerank = self.report
+
+
+def rerank(result: SearchResult, *, query: str, choice: RerankConnection) -> None:
+    """Reranks ``result`` in place when its options ask for it (see the module's contract)."""
+    if not result.options.rerank:
+        return
+    attempt = _Rerank(result, choice)
+    if attempt.reranker is None:
+        return
+    try:
+        spent = attempt.reranker.rerank(query, attempt.passages, top_n=attempt.top_n)
+    except Exception as exc:  # noqa: BLE001 - the contract: any failure keeps the fused order
+        attempt.failed(exc)
+    else:
+        attempt.ranked(spent)
+
+
+async def rerank_async(result: SearchResult, *, query: str, choice: RerankConnection) -> None:
+    """:func:`rerank` from the event loop: a caller that is cancelled ends the upstream call."""
+    if not result.options.rerank:
+        return
+    attempt = _Rerank(result, choice)
+    if attempt.reranker is None:
+        return
+    try:
+        spent = await attempt.reranker.rerank_async(query, attempt.passages, top_n=attempt.top_n)
+    except Exception as exc:  # noqa: BLE001 - the contract: any failure keeps the fused order
+        attempt.failed(exc)
+    else:
+        attempt.ranked(spent)
+
+
+def reranked_search(*, store: RagStore, query: str, overrides: dict[str, Any] | None = None) -> SearchResult:
+    """:func:`~retrieval.search.store_search` then the rerank, for a search outside a project's
+    request (the search endpoint, the dashboard's search compare, a bench): every backend reranks
+    with the store's rerank connection, or the call's override."""
+    result = store_search(store=store, query=query, overrides=overrides)
+    rerank(result, query=query, choice=store_rerank_connection(store, result))
+    return result
