@@ -227,6 +227,9 @@ async def _rerank(call: Call, store: RagStore, query: str, result: SearchResult)
     """The store's rerank of ``result``, when it has reranking on (`llm` asks the project's own chat
     model); outside the search's SEARCH_TIMEOUT, as a rerank has timeouts of its own. A failure
     keeps the fused order (retrieval.rerank)."""
+    if result.options.rerank and store.rerank_connection_id is not None:
+        # The key's statement loads the store without it; read here, on the event loop.
+        store.rerank_connection = await selectors.store_rerank_connection(store=store)
     choice = project_rerank_connection(store, result, chat_connection=call.project.chat_connection)
     await rerank_async(result, query=query, choice=choice)
 
