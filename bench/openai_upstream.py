@@ -4,10 +4,13 @@
 
 `POST /v1/chat/completions` answers at once, as JSON or (``"stream": true``) as a chunked
 server-sent event stream with the usage as its last event; `POST /v1/embeddings` answers
-deterministic unit vectors of ``DIMENSIONS``. Each answer, headers and body, goes out in one
-write: in two, the second waits for the client's delayed ACK (about 40 ms on Linux), an
-artefact that is not the gateway's. The suite's fake (tests/fakes/upstream.py) starts a thread
-per connection, which on two shared cores made the upstream alone the bottleneck of the bench.
+deterministic unit vectors of ``DIMENSIONS``. `POST /v2/rerank` (Cohere's format) and
+`POST /v1/rerank` (Voyage's) rank the documents in reverse order, the worst reranker there is,
+so that bench/quality.py's reranked rows show the wiring moves the figures. Each answer,
+headers and body, goes out in one write: in two, the second waits for the client's delayed ACK
+(about 40 ms on Linux), an artefact that is not the gateway's. The suite's fake
+(tests/fakes/upstream.py) starts a thread per connection, which on two shared cores made the
+upstream alone the bottleneck of the bench.
 """
 
 from __future__ import annotations
@@ -85,6 +88,12 @@ def embeddings(request: dict) -> bytes:
     )
 
 
+def reversed_ranking(request: dict, results_field: str, usage: dict) -> bytes:
+    count = len(request.get("documents") or [])
+    ranking = [{"index": index, "relevance_score": (index + 1) / (count + 1)} for index in reversed(range(count))]
+    return json_answer({results_field: ranking, **usage})
+
+
 def answer(path: str, body: bytes) -> bytes:
     try:
         request = json.loads(body)
@@ -95,6 +104,10 @@ def answer(path: str, body: bytes) -> bytes:
         return stream(model) if request.get("stream") else completion(model)
     if path == "/v1/embeddings":
         return embeddings(request)
+    if path == "/v2/rerank":
+        return reversed_ranking(request, "results", {"meta": {"billed_units": {"search_units": 1}}})
+    if path == "/v1/rerank":
+        return reversed_ranking(request, "data", {"usage": {"total_tokens": 0}})
     return json_answer({"error": {"message": f"no route {path}"}}, "404 Not Found")
 
 

@@ -29,6 +29,13 @@ The variant rows rerun lexical and hybrid bm25 on the same store with one of iss
 behaviours taken back (a module constant patched for those searches only): no exact BM25 pass
 (the posting budget's approximation); so its effect shows on the same store and queries.
 
+``--rerank-connection ID`` (a connection of the bench's database; ``TYPE=BASE_URL`` creates one,
+e.g. ``cohere_rerank=http://127.0.0.1:9100`` for bench/openai_upstream.py, whose rerank routes
+rank in reverse) adds the reranked rows: the headline and vector searches with reranking on, the
+backend the connection's type implies, the store's ``rerank_candidates`` reordered at the top of
+each pool, compared query by query with the same search unreranked. They are left out, saying
+why, when a probe rerank cannot reach the connection; queries whose rerank fell back are counted.
+
 ``--index-config NAME`` then rebuilds the store's lexical index with that text search
 configuration (timed: chunks per second) and adds its lexical and hybrid bm25 rows, with the
 same paired comparisons (``--index-config simple`` shows what stemming adds).
@@ -107,6 +114,8 @@ VARIANTS: list[tuple[str, dict, dict]] = [
     (f"{name}, no exact pass (posting budget only)", overrides, {("retrieval.sql", "BM25_EXACT_POSTINGS"): 0})
     for name, overrides in (("lexical bm25", LEXICAL_OVERRIDES), (HEADLINE, HEADLINE_OVERRIDES))
 ]
+# Searches repeated with reranking on, given --rerank-connection.
+RERANKED_CONFIGURATIONS = [(HEADLINE, HEADLINE_OVERRIDES), ("vector", {"mode": "vector"})]
 # Searches repeated after the --index-config rebuild, named with the configuration.
 REBUILT_CONFIGURATIONS = [("lexical bm25", LEXICAL_OVERRIDES), (HEADLINE, HEADLINE_OVERRIDES)]
 
@@ -222,7 +231,12 @@ def store_settings(store) -> dict:
     return values
 
 
-def ragmux_rankings(store, queries: dict[str, str], vectors: dict[str, list[float]], overrides: dict):
+def ragmux_rankings(
+    store, queries: dict[str, str], vectors: dict[str, list[float]], overrides: dict, outcomes: list | None = None
+):
+    """Each query's document ranking; with reranking on in ``overrides``, each search is reranked
+    as a dashboard search is (its outcome appended to ``outcomes``)."""
+    from retrieval.rerank import rerank, store_rerank_connection
     from retrieval.search import store_search
 
     rankings = {}
@@ -234,8 +248,53 @@ def ragmux_rankings(store, queries: dict[str, str], vectors: dict[str, list[floa
             candidates=POOL,
             query_vector=vectors[query_id],
         )
+        if overrides.get("rerank"):
+            rerank(result, query=text, choice=store_rerank_connection(store, result))
+            outcomes.append(result.rerank)
         rankings[query_id] = collapse_to_documents(hit.source for hit in result.hits)
     return rankings
+
+
+def rerank_connection_of(spec: str):
+    """The connection ``--rerank-connection`` names: an id, or ``TYPE=BASE_URL`` to create."""
+    from gateway.connections.models import ModelConnection
+    from gateway.connections.services import connection_create
+
+    if spec.isdigit():
+        return ModelConnection.objects.get(pk=int(spec))
+    provider_type, _, base_url = spec.partition("=")
+    existing = ModelConnection.objects.filter(name=f"bench-{provider_type}").first()
+    return existing or connection_create(
+        name=f"bench-{provider_type}",
+        provider_type=provider_type,
+        base_url=base_url,
+        model_name="bench-rerank",
+        dimensions=None,
+        api_key="",
+    )
+
+
+def rerank_backend_of(connection) -> str:
+    from gateway.connections.models import RERANK_API_PROVIDERS
+
+    return next((b for b, t in RERANK_API_PROVIDERS.items() if t == connection.provider_type), "llm")
+
+
+def unreachable_reason(connection, backend: str) -> str:
+    """Why a probe rerank of two passages fails through ``connection``; empty when it answers."""
+    from gateway.connections.providers.rerank import reranker
+    from ragmux.core.errors import ServiceError
+    from retrieval.rerank_prompt import listwise_prompt
+
+    try:
+        reranker(connection, backend=backend, prompt=listwise_prompt).rerank("probe", ["one", "two"], top_n=2)
+    except ServiceError as exc:
+        return exc.message
+    return ""
+
+
+def reranked_name(name: str, backend: str) -> str:
+    return f"{name} + rerank ({backend})"
 
 
 # --------------------------------------------------------------------------------------------
@@ -443,6 +502,11 @@ def main() -> None:
         help="how each BEIR document enters the store (default: file)",
     )
     parser.add_argument(
+        "--rerank-connection",
+        metavar="ID",
+        help="add reranked rows through this connection (an id, or TYPE=BASE_URL to create one)",
+    )
+    parser.add_argument(
         "--index-config",
         metavar="NAME",
         help="then rebuild the lexical index with this text search configuration (e.g. english) and add its rows",
@@ -517,6 +581,30 @@ def main() -> None:
             (HEADLINE, naive_fusion_name(NAIVE_WINDOWS)),
         ]
 
+        reranking = None
+        if args.rerank_connection:
+            connection = rerank_connection_of(args.rerank_connection)
+            backend = rerank_backend_of(connection)
+            reason = unreachable_reason(connection, backend)
+            reranking = {"connection": connection.name, "backend": backend, "unreachable": reason}
+            if reason:
+                print(f"no reranked rows: the rerank connection {connection.name!r} cannot rerank: {reason}")
+            else:
+                outcomes: list = []
+                on = {"rerank": True, "rerank_backend": backend, "rerank_connection_id": connection.pk}
+                for name, overrides in RERANKED_CONFIGURATIONS:
+                    reranked = reranked_name(name, backend)
+                    rankings[reranked] = ragmux_rankings(store, query_text, vectors, {**overrides, **on}, outcomes)
+                    comparisons.append((reranked, name))
+                reranking.update(
+                    candidates=settings["rerank_candidates"],
+                    searches=len(outcomes),
+                    reranked=sum(o.reranked for o in outcomes),
+                    fell_back=sum(o.fallback for o in outcomes),
+                    skipped=sum(o.skipped for o in outcomes),
+                    median_latency_ms=float(np.median([o.latency_ms for o in outcomes])) if outcomes else None,
+                )
+
         rebuild = None
         if args.index_config:
             rebuild = rebuild_index(store, args.index_config)
@@ -533,6 +621,13 @@ def main() -> None:
             f"queries read as websearch syntax (`OR`, `-word` or quotes): {len(syntax_queries)} "
             f"({' '.join(syntax_queries)})"
         )
+        if reranking and not reranking["unreachable"]:
+            print(
+                f"reranked by {reranking['connection']} ({reranking['backend']}): the top {reranking['candidates']} "
+                f"of each pool; {reranking['reranked']} of {reranking['searches']} searches reranked, "
+                f"{reranking['fell_back']} fell back, {reranking['skipped']} skipped; "
+                f"median rerank {reranking['median_latency_ms']:.0f} ms"
+            )
         if rebuild:
             print(
                 f"lexical index rebuilt with {args.index_config}: {rebuild['chunks']} chunks in "
@@ -565,6 +660,7 @@ def main() -> None:
                 "versus_reference": differences[0],
                 "comparisons": differences,
                 "rebuild": rebuild,
+                "reranking": reranking,
                 "results": [
                     {"config": name, **{measure: round(value, 4) for measure, value in scores.items()}}
                     for name, scores in results

@@ -242,6 +242,27 @@ def chat_connection(db, fake_upstream):
 
 
 @pytest.fixture
+def rerank_connection(db, fake_upstream):
+    """``rerank_connection("cohere_rerank")`` is a connection of that rerank type, named after its
+    backend ("cohere"), answered by the fake upstream (tests.fakes.rerank)."""
+    from gateway.connections.services import connection_create
+
+    models = {"cohere_rerank": "rerank-v3.5", "voyage_rerank": "rerank-2.5"}
+
+    def create(provider_type: str):
+        return connection_create(
+            name=provider_type.removesuffix("_rerank"),
+            provider_type=provider_type,
+            base_url=fake_upstream.url,
+            model_name=models[provider_type],
+            dimensions=None,
+            api_key="sk-rerank-key-0123456789",
+        )
+
+    return create
+
+
+@pytest.fixture
 def ingest_now():
     """Runs ingestion in this process until the queue is empty: the worker's own code,
     without a worker. Tests of the worker processes themselves start real ones."""

@@ -103,11 +103,17 @@ QUALITY_CONFIGS = [
 @pytest.mark.slow
 # The text run also rebuilds the store's index in `simple`, the configuration before the default.
 @pytest.mark.parametrize(("ingest", "rebuilt_in"), [("file", None), ("text", "simple")])
-def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(run_tmpdir, ingest, rebuilt_in):
+def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(
+    run_tmpdir, fake_upstream, ingest, rebuilt_in
+):
     workers_before = running_workers()
 
     rebuild = ["--index-config", rebuilt_in] if rebuilt_in else []
-    finished = run_bench("quality.py", run_tmpdir, "--smoke", "--dataset", DATASET, "--ingest", ingest, *rebuild)
+    # The fake Cohere ranks in reverse: the reranked rows must fall below the same searches unreranked.
+    rerank = ["--rerank-connection", f"cohere_rerank={fake_upstream.url}"]
+    finished = run_bench(
+        "quality.py", run_tmpdir, "--smoke", "--dataset", DATASET, "--ingest", ingest, *rebuild, *rerank
+    )
 
     assert finished.returncode == 0, finished.stderr[-3000:]
     result = json.loads(finished.stdout.strip().splitlines()[-1])
@@ -118,7 +124,9 @@ def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(ru
     rebuilt_rows = (
         [f"{name}, index_config {rebuilt_in}" for name in ("lexical bm25", "hybrid bm25")] if rebuilt_in else []
     )
-    assert [row["config"] for row in result["results"]] == QUALITY_CONFIGS + rebuilt_rows
+    reranked_rows = ["hybrid bm25 + rerank (cohere)", "vector + rerank (cohere)"]
+    assert [row["config"] for row in result["results"]] == QUALITY_CONFIGS + reranked_rows + rebuilt_rows
+    assert result["reranking"]["reranked"] == result["reranking"]["searches"] == 20  # 10 queries, 2 rows
     for row in result["results"]:
         assert 0.0 <= row["ndcg@10"] <= 1.0 and 0.0 <= row["recall@100"] <= 1.0
         assert row["documents_ranked"] > 1  # hits are told apart by the document they came from
@@ -131,8 +139,11 @@ def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(ru
         ("hybrid bm25", "vector"),
         ("lexical bm25", "naive bm25s, 1000-char windows (200 overlap), \\w+ tokens"),
         ("hybrid bm25", "naive rrf(bm25s, dense), 1000-char windows (200 overlap), \\w+ tokens"),
+        *((row, row.split(" + ")[0]) for row in reranked_rows),
         *rebuilt_comparisons,
     ]
+    for comparison in result["comparisons"][5:7]:
+        assert comparison["ndcg@10_difference"] < 0
     assert result["settings"]["index_config"] == "english"
     assert (result["rebuild"] or {}).get("config") == rebuilt_in
     assert result["versus_reference"] == result["comparisons"][0]

@@ -128,7 +128,9 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
             {"title": "t", "content": "words"}, long_text=("content",)
         ),
         ("admin/api/rag-stores/<id:store_id>/reprocess", "post"): Json({"status": "failed"}, empty_is_valid=True),
-        ("admin/api/rag-stores/<id:store_id>/search", "post"): Json({"query": "words", "top_k": 3}),
+        ("admin/api/rag-stores/<id:store_id>/search", "post"): Json(
+            {"query": "words", "top_k": 3, "rerank": False, "rerank_backend": "llm", "rerank_connection_id": 1}
+        ),
         ("admin/api/documents/<id:document_id>", "get"): NoInput(),
         ("admin/api/documents/<id:document_id>", "delete"): NoInput(),
         ("admin/api/documents/<id:document_id>/download", "get"): NoInput(),

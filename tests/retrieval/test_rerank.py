@@ -8,7 +8,7 @@ import re
 import pytest
 from prometheus_client import REGISTRY
 
-from gateway.connections.services import connection_create, connection_delete
+from gateway.connections.services import connection_delete
 from ingestion.services import IncomingFile, document_upload
 from retrieval.rerank import apply_rerank_order
 from stores.services import store_create, store_update
@@ -35,17 +35,6 @@ def test_apply_rerank_order_appends_what_the_reranker_left_out_in_fused_order(or
 # -- through the search endpoint -----------------------------------------------------------
 
 
-def rerank_connection(fake_upstream, provider_type):
-    return connection_create(
-        name=f"{provider_type}-conn",
-        provider_type=provider_type,
-        base_url=fake_upstream.url,
-        model_name="rerank-model",
-        dimensions=None,
-        api_key="sk-rerank-key-0123456789",
-    )
-
-
 @pytest.fixture
 def store(fake_connection, ingest_now):
     created = store_create(name="kb", values={"embedding_connection_id": fake_connection.id, "top_k": TOP_K})
@@ -57,8 +46,8 @@ def store(fake_connection, ingest_now):
 
 
 @pytest.fixture
-def cohere(fake_upstream):
-    return rerank_connection(fake_upstream, "cohere_rerank")
+def cohere(rerank_connection):
+    return rerank_connection("cohere_rerank")
 
 
 def search(client, store, **body):
@@ -155,10 +144,10 @@ def test_passages_the_reranker_omits_follow_in_fused_order(api, store, cohere, f
     ],
 )
 def test_a_failed_rerank_keeps_the_fused_order_with_the_flags(
-    api, store, fake_upstream, fake_connection, settings, backend, route, fault, reason
+    api, store, fake_upstream, fake_connection, rerank_connection, settings, backend, route, fault, reason
 ):
     settings.RERANK_TIMEOUT = 0.3
-    connection = fake_connection if backend == "llm" else rerank_connection(fake_upstream, f"{backend}_rerank")
+    connection = fake_connection if backend == "llm" else rerank_connection(f"{backend}_rerank")
     fake_upstream.configure(route, **fault)
     before = failures(backend, reason)
     body = search(api("viewer"), rerank_on(store, connection, backend=backend))
@@ -198,9 +187,9 @@ def test_fewer_than_two_candidates_are_not_reranked_and_not_a_fallback(api, stor
     assert fake_upstream.calls("cohere.rerank") == 0
 
 
-def test_overrides_compare_reranked_and_not_side_by_side(api, store, fake_upstream, fake_connection):
+def test_overrides_compare_reranked_and_not_side_by_side(api, store, fake_upstream, fake_connection, rerank_connection):
     client = api("viewer")
-    voyage = rerank_connection(fake_upstream, "voyage_rerank")
+    voyage = rerank_connection("voyage_rerank")
     plain = search(client, store)
     assert plain["rerank_latency_ms"] is None and plain["reranked"] is False
     with_voyage = search(client, store, rerank=True, rerank_backend="voyage", rerank_connection_id=voyage.pk)

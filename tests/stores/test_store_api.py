@@ -113,15 +113,8 @@ def test_a_rerank_connection_must_fit_the_backend(api, fake_connection):
     )
 
 
-def test_reranking_saves_with_a_fitting_connection_per_backend(api, fake_connection, fake_upstream):
-    cohere = connection_create(
-        name="cohere",
-        provider_type="cohere_rerank",
-        base_url=fake_upstream.url,
-        model_name="rerank-v3.5",
-        dimensions=None,
-        api_key="co-key-0123456789abcdef",
-    )
+def test_reranking_saves_with_a_fitting_connection_per_backend(api, fake_connection, rerank_connection):
+    cohere = rerank_connection("cohere_rerank")
     client = api("admin")
     store = create_store(client, fake_connection, rerank=True, rerank_backend="cohere", rerank_connection_id=cohere.id)
     assert (store["rerank"], store["rerank_backend"], store["rerank_connection_id"]) == (True, "cohere", cohere.id)

@@ -11,7 +11,6 @@ trying again may help.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -21,7 +20,7 @@ from urllib.parse import quote
 from gateway.connections import http
 from gateway.connections.credentials import open_api_key
 from gateway.connections.models import Capability, ModelConnection, ProviderType, why_cannot
-from gateway.connections.providers.upstream_errors import by_status, malformed, refusal
+from gateway.connections.providers.upstream_errors import json_answer, malformed
 from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import Conflict, UpstreamFailed
 
@@ -115,20 +114,14 @@ class _HttpEmbeddingProvider(EmbeddingProvider):
         """The embeddings of ``texts`` in the provider's reply."""
 
     def _reply(self, status: int, content: bytes, headers) -> object:
-        if status >= 400:
-            raise refusal(
-                label=self.label,
-                secret=self.api_key,
-                status=status,
-                content=content,
-                headers=headers,
-                classify=by_status,
-                retryable_statuses=RETRYABLE_STATUSES,
-            )
-        try:
-            return json.loads(content)
-        except ValueError:
-            raise malformed(self.label, "body (not JSON)") from None
+        return json_answer(
+            label=self.label,
+            secret=self.api_key,
+            status=status,
+            content=content,
+            headers=headers,
+            retryable_statuses=RETRYABLE_STATUSES,
+        )
 
     def embed(self, texts: Sequence[str]) -> Embeddings:
         url, body, headers = self._request(texts)

@@ -22,7 +22,6 @@ reply names no passage we sent; any other ``UpstreamFailed`` for the rest.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import re
 from abc import ABC, abstractmethod
@@ -38,8 +37,8 @@ from gateway.connections.models import RERANK_API_PROVIDERS, Capability, ModelCo
 from gateway.connections.pricing import DEFAULT_SEARCH_UNITS
 from gateway.connections.providers.chat import NoChat, chat_provider
 from gateway.connections.providers.chat_interface import ChatProvider
-from gateway.connections.providers.embeddings import estimate_tokens
-from gateway.connections.providers.upstream_errors import by_status, malformed, refusal
+from gateway.connections.providers.embeddings import RETRYABLE_STATUSES, estimate_tokens
+from gateway.connections.providers.upstream_errors import json_answer, malformed
 from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import Conflict, UpstreamFailed, UpstreamTimeout
 
@@ -52,7 +51,6 @@ DEFAULT_BASE_URLS = {
     ProviderType.COHERE_RERANK: "https://api.cohere.com",
     ProviderType.VOYAGE_RERANK: "https://api.voyageai.com",
 }
-RETRYABLE_STATUSES = frozenset({408, 409, 425, 429, *range(500, 600)})
 # A number longer than this in a model's answer is no passage number (and int() of a huge one
 # is refused by Python anyway).
 _PASSAGE_NUMBER = re.compile(r"\d{1,6}")
@@ -207,20 +205,14 @@ class ApiReranker(Reranker):
         """The ranking and spend in the provider's reply."""
 
     def _reply(self, status: int, content: bytes, headers, documents: list[str], query: str) -> Reranked:
-        if status >= 400:
-            raise refusal(
-                label=self.label,
-                secret=self.api_key,
-                status=status,
-                content=content,
-                headers=headers,
-                classify=by_status,
-                retryable_statuses=RETRYABLE_STATUSES,
-            )
-        try:
-            reply = json.loads(content)
-        except ValueError:
-            raise malformed(self.label, "body (not JSON)") from None
+        reply = json_answer(
+            label=self.label,
+            secret=self.api_key,
+            status=status,
+            content=content,
+            headers=headers,
+            retryable_statuses=RETRYABLE_STATUSES,
+        )
         if not isinstance(reply, dict):
             raise malformed(self.label, "body (not an object)")
         return self.read(reply, documents, query)

@@ -123,3 +123,30 @@ def refusal(
         retryable=relayed_status in retryable_statuses,
         retry_after=retry_after_seconds(headers),
     )
+
+
+def json_answer(
+    *,
+    label: str,
+    secret: str,
+    status: int,
+    content: bytes,
+    headers: Mapping[str, str],
+    retryable_statuses: Collection[int],
+) -> object:
+    """The JSON body of a provider's answer whose error bodies say nothing a client needs: its
+    refusal relayed when the status is an error, a malformed-body failure when it is not JSON."""
+    if status >= 400:
+        raise refusal(
+            label=label,
+            secret=secret,
+            status=status,
+            content=content,
+            headers=headers,
+            classify=by_status,
+            retryable_statuses=retryable_statuses,
+        )
+    try:
+        return json.loads(content)
+    except ValueError:
+        raise malformed(label, "body (not JSON)") from None

@@ -222,19 +222,11 @@ def test_an_admin_changes_the_index_language_and_watches_the_rebuild(wide_page, 
 
 
 def test_an_admin_sets_up_reranking_and_compares_reranked_and_not(
-    wide_page, personas, kb, fake_upstream, ingest_now, shots
+    wide_page, personas, kb, fake_upstream, rerank_connection, ingest_now, shots
 ):
-    from gateway.connections.services import connection_create
     from ingestion.services import IncomingFile, document_upload
 
-    cohere = connection_create(
-        name="cohere",
-        provider_type="cohere_rerank",
-        base_url=fake_upstream.url,
-        model_name="rerank-v3.5",
-        dimensions=None,
-        api_key="co-key-0123456789abcdef",
-    )
+    cohere = rerank_connection("cohere_rerank")
     files = [IncomingFile(name, (FILES / name).read_bytes()) for name in DROPPED]
     assert document_upload(store=kb, files=files).refusal is None
     ingest_now()

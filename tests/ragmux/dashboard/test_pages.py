@@ -433,17 +433,8 @@ def test_each_page_runs_the_same_few_queries_whatever_the_data(as_role, kb):
     assert max(many.values()) <= 25, many
 
 
-def test_the_store_form_offers_the_rerank_connections_that_fit_the_backend(as_role, kb, fake_upstream):
-    from gateway.connections.services import connection_create
-
-    cohere = connection_create(
-        name="cohere",
-        provider_type="cohere_rerank",
-        base_url=fake_upstream.url,
-        model_name="rerank-v3.5",
-        dimensions=None,
-        api_key="co-key-0123456789abcdef",
-    )
+def test_the_store_form_offers_the_rerank_connections_that_fit_the_backend(as_role, kb, rerank_connection):
+    cohere = rerank_connection("cohere_rerank")
     admin = as_role("admin")
     form = admin.get(f"/admin/stores/{kb.pk}/settings").content.decode()
     select = re.search(r'<select id="id_rerank_connection_id".*?</select>', form, re.S).group(0)

@@ -14,6 +14,8 @@ from tests.helpers import run_ragmux
         ("ALLOW_PRIVATE_UPSTREAMS", "perhaps", "config: ALLOW_PRIVATE_UPSTREAMS: 'perhaps' is not a boolean"),
         ("RAGMUX_ENCRYPTION_KEY", "c2hvcnQ", "config: RAGMUX_ENCRYPTION_KEY: decodes to 5 bytes, expected 32"),
         ("DEFAULT_INDEX_CONFIG", "eng-lish", "config: DEFAULT_INDEX_CONFIG: 'eng-lish' is not a name"),
+        ("RERANK_TIMEOUT", "quickly", "config: RERANK_TIMEOUT: 'quickly' is not a duration"),
+        ("RERANK_MAX_TOKENS", "0", "config: RERANK_MAX_TOKENS: 0 is below the minimum of 1"),
         # libpq counts whole seconds and waits at least 2.
         ("DATABASE_CONNECT_TIMEOUT", "1", "config: DATABASE_CONNECT_TIMEOUT: 1 is below the minimum of 2"),
     ],
