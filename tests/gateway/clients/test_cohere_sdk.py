@@ -12,20 +12,12 @@ DOCUMENTS = ["Carson City is in Nevada.", "Saipan is in the Pacific.", "Washingt
 
 
 @pytest.fixture
-def co(asgi_url, v1, project_key, fake_upstream, falcon_store):
+def co(asgi_url, v1, project_key, rerank_connection, falcon_store):
     """A Cohere client whose rerank reaches our /v1/rerank (its v1 path), the falcon store
     reranking through a Cohere connection answered by the fake upstream."""
-    from gateway.connections.services import connection_create
     from stores.models import RagStore
 
-    connection = connection_create(
-        name="cohere",
-        provider_type="cohere_rerank",
-        base_url=fake_upstream.url,
-        model_name="rerank-v3.5",
-        dimensions=None,
-        api_key="sk-cohere-key-0123456789",
-    )
+    connection = rerank_connection("cohere_rerank")
     RagStore.objects.filter(pk=falcon_store.pk).update(rerank_connection=connection, rerank_backend="cohere")
     # `v1` for its teardown, which waits for the request log rows.
     with httpx.Client(timeout=30) as http:

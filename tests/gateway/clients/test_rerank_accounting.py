@@ -35,19 +35,8 @@ def falcon_pool(falcon_store, ingest_now):
     return falcon_store
 
 
-def reranking(store, fake_upstream, backend: str):
-    from gateway.connections.services import connection_create
-
-    connection_id = None
-    if backend != "llm":
-        connection_id = connection_create(
-            name=f"{backend}-reranker",
-            provider_type=f"{backend}_rerank",
-            base_url=fake_upstream.url,
-            model_name={"cohere": "rerank-v3.5", "voyage": "rerank-2.5"}[backend],
-            dimensions=None,
-            api_key="sk-rerank-key-0123456789",
-        ).pk
+def reranking(store, rerank_connection, backend: str):
+    connection_id = None if backend == "llm" else rerank_connection(f"{backend}_rerank").pk
     values = {"rerank": True, "rerank_backend": backend, "rerank_connection_id": connection_id}
     return store_update(store=store, name=store.name, values=values)
 
@@ -58,8 +47,10 @@ def retrieve(client):
     return response.json()
 
 
-def test_an_llm_rerank_is_priced_by_the_projects_chat_connection(v1, project, project_key, falcon_pool, fake_upstream):
-    reranking(falcon_pool, fake_upstream, "llm")
+def test_an_llm_rerank_is_priced_by_the_projects_chat_connection(
+    v1, project, project_key, falcon_pool, fake_upstream, rerank_connection
+):
+    reranking(falcon_pool, rerank_connection, "llm")
 
     body = retrieve(v1(project_key))
 
@@ -74,8 +65,8 @@ def test_an_llm_rerank_is_priced_by_the_projects_chat_connection(v1, project, pr
     assert (row.cost_micros, row.cost_source) == (usage["rerank_tokens"] * 2, "price_table")
 
 
-def test_a_cohere_rerank_adds_its_search_unit(v1, project, project_key, falcon_pool, fake_upstream):
-    reranking(falcon_pool, fake_upstream, "cohere")
+def test_a_cohere_rerank_adds_its_search_unit(v1, project, project_key, falcon_pool, fake_upstream, rerank_connection):
+    reranking(falcon_pool, rerank_connection, "cohere")
     set_price("cohere_rerank", "rerank-v3.5", per_search_unit=Decimal("0.0031"), input_per_mtok=Decimal(9))
 
     body = retrieve(v1(project_key))
@@ -87,9 +78,9 @@ def test_a_cohere_rerank_adds_its_search_unit(v1, project, project_key, falcon_p
 
 
 def test_a_chats_voyage_rerank_is_priced_at_voyages_rate_beside_the_chat(
-    v1, project, project_key, falcon_pool, fake_upstream
+    v1, project, project_key, falcon_pool, fake_upstream, rerank_connection
 ):
-    reranking(falcon_pool, fake_upstream, "voyage")
+    reranking(falcon_pool, rerank_connection, "voyage")
     set_price("voyage_rerank", "rerank-2.5", input_per_mtok=Decimal(50), output_per_mtok=Decimal(0))
 
     response = v1(project_key).post("/chat/completions", json={"messages": [{"role": "user", "content": QUESTION}]})
@@ -105,11 +96,11 @@ def test_a_chats_voyage_rerank_is_priced_at_voyages_rate_beside_the_chat(
 
 
 def test_an_unpriced_reranker_adds_nothing_and_leaves_the_source_to_the_call(
-    v1, project, project_key, falcon_pool, fake_upstream
+    v1, project, project_key, falcon_pool, fake_upstream, rerank_connection
 ):
     from gateway.connections.models import ModelPrice
 
-    reranking(falcon_pool, fake_upstream, "voyage")
+    reranking(falcon_pool, rerank_connection, "voyage")
     ModelPrice.objects.filter(provider_type="voyage_rerank").delete()
 
     body = retrieve(v1(project_key))
@@ -120,8 +111,8 @@ def test_an_unpriced_reranker_adds_nothing_and_leaves_the_source_to_the_call(
     assert (row.cost_micros, row.cost_source) == (0, "price_table")
 
 
-def test_a_failed_rerank_spends_nothing(v1, project, project_key, falcon_pool, fake_upstream):
-    reranking(falcon_pool, fake_upstream, "cohere")
+def test_a_failed_rerank_spends_nothing(v1, project, project_key, falcon_pool, fake_upstream, rerank_connection):
+    reranking(falcon_pool, rerank_connection, "cohere")
     fake_upstream.configure("cohere.rerank", status=500)
 
     body = retrieve(v1(project_key))
@@ -132,10 +123,10 @@ def test_a_failed_rerank_spends_nothing(v1, project, project_key, falcon_pool, f
     assert (row.rerank_tokens, row.cost_micros) == (0, 0)
 
 
-def test_a_budget_counts_the_rerank_tokens(v1, project, project_key, falcon_pool, fake_upstream):
+def test_a_budget_counts_the_rerank_tokens(v1, project, project_key, falcon_pool, fake_upstream, rerank_connection):
     from gateway.clients.models import Project, UsageCounter
 
-    reranking(falcon_pool, fake_upstream, "llm")
+    reranking(falcon_pool, rerank_connection, "llm")
     Project.objects.filter(pk=project.pk).update(budget_daily_tokens=10**9)
 
     body = retrieve(v1(project_key))
