@@ -35,7 +35,9 @@ class ProjectsApi(APIView):
     permission_classes = [AdminWrites]
 
     def get(self, request):
-        return Response(ProjectOutput(selectors.project_list(), many=True).data)
+        # Each project's allowed routes in one more query, not one per project.
+        projects = selectors.project_list().prefetch_related("allowed_routes")
+        return Response(ProjectOutput(projects, many=True).data)
 
     def post(self, request):
         data = ProjectInput(data=request.data)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from django.db.models import Prefetch, QuerySet
+from typing import TypeVar
+
+from django.db.models import Model, Prefetch, QuerySet
 
 from gateway.connections.models import ModelConnection, ModelPrice, Route, RouteTarget
 from ragmux.core.errors import InvalidInput, NotFound
+
+ModelT = TypeVar("ModelT", bound=Model)
 
 
 def connection_list() -> QuerySet[ModelConnection]:
@@ -33,15 +37,19 @@ def price_get(price_id: int) -> ModelPrice:
     return price
 
 
-def connection_named_by(connection_id: int | None, *, field: str) -> ModelConnection | None:
-    """The connection a request names in ``field`` (None when it names none); a refusal of that
-    field when no such connection exists."""
-    if connection_id is None:
+def _named_by(model: type[ModelT], noun: str, object_id: int | None, *, field: str) -> ModelT | None:
+    """The row a request names in ``field`` (None when it names none); a refusal of that field
+    when no such row exists."""
+    if object_id is None:
         return None
-    connection = ModelConnection.objects.filter(pk=connection_id).first()
-    if connection is None:
-        raise InvalidInput(f"connection {connection_id} does not exist", field=field)
-    return connection
+    row = model.objects.filter(pk=object_id).first()
+    if row is None:
+        raise InvalidInput(f"{noun} {object_id} does not exist", field=field)
+    return row
+
+
+def connection_named_by(connection_id: int | None, *, field: str) -> ModelConnection | None:
+    return _named_by(ModelConnection, "connection", connection_id, field=field)
 
 
 def _with_targets(routes: QuerySet[Route]) -> QuerySet[Route]:
@@ -66,11 +74,4 @@ def route_get(*, route_id: int) -> Route:
 
 
 def route_named_by(route_id: int | None, *, field: str) -> Route | None:
-    """The route a request names in ``field`` (None when it names none); a refusal of that field
-    when no such route exists."""
-    if route_id is None:
-        return None
-    route = Route.objects.filter(pk=route_id).first()
-    if route is None:
-        raise InvalidInput(f"route {route_id} does not exist", field=field)
-    return route
+    return _named_by(Route, "route", route_id, field=field)

@@ -4,6 +4,7 @@ validate with its inputs."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import partial
 
@@ -151,9 +152,15 @@ class Change:
     after: object
 
 
+def _shown(value: object) -> object:
+    """A value as the trail's page shows it: a list or an object (a route's targets) as JSON,
+    not as Python writes it (keys sorted: the database keeps no order)."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True) if isinstance(value, (list, dict)) else value
+
+
 def changes(entry: AuditEntry) -> list[Change]:
     names = list(dict.fromkeys([*entry.before, *entry.after]))
-    return [Change(name, entry.before.get(name, "—"), entry.after.get(name, "—")) for name in names]
+    return [Change(name, _shown(entry.before.get(name, "—")), _shown(entry.after.get(name, "—"))) for name in names]
 
 
 AUDIT_FILTERS = ("actor", "object_type", "object_id", "since", "until")

@@ -188,3 +188,41 @@ def test_the_request_log_names_the_route_the_answering_target_and_each_attempt(a
     assert "Answering target" not in text(viewer.get(f"/admin/request-logs/{plain.pk}"))
     [row] = [r for r in api("viewer").get("/admin/api/request-logs").json()["data"] if r["id"] == routed.pk]
     assert (row["route_name"], row["target"], row["attempts"]) == ("smart", "chat-2", ATTEMPTS)
+
+
+def test_the_audit_page_shows_a_routes_targets_as_json(as_role, chats):
+    post(
+        as_role("admin"),
+        "/admin/routes/new",
+        {"name": "smart", "kind": "chat", "strategy": "ordered", "target_connection_0": chats[0].pk},
+    )
+    page = text(as_role("admin").get("/admin/audit/?object_type=route"))
+    target = f'{{"connection_id": {chats[0].pk}, "first_byte_timeout": null, "model_name": "", "weight": 1}}'
+    assert f"targets: — → [{target}]" in page
+
+
+def test_every_page_and_report_of_a_project_that_chats_through_a_route_answers(as_role, api, chats):
+    from tests.factories import RequestLogFactory
+
+    route = RouteTargetFactory(route=RouteFactory(name="smart"), connection=chats[0]).route
+    project = ProjectFactory(name="support", chat_connection=None, chat_route=route, budget_daily_tokens=1000)
+    log = RequestLogFactory(project=project, model="gpt-4o-mini", route_name="smart", target="chat-0")
+    viewer = as_role("viewer")
+    for url in (
+        "/admin/",
+        "/admin/projects/",
+        f"/admin/projects/{project.pk}/",
+        f"/admin/projects/{project.pk}/spend",
+        f"/admin/request-logs/?project={project.pk}",
+        f"/admin/request-logs/{log.pk}",
+    ):
+        assert viewer.get(url).status_code == 200, url
+    assert as_role("admin").get(f"/admin/projects/{project.pk}/edit").status_code == 200
+    reader = api("viewer")
+    for url in (
+        f"/admin/api/projects/{project.pk}",
+        f"/admin/api/projects/{project.pk}/usage",
+        "/admin/api/usage/summary?by_project=1",
+        "/admin/api/request-logs.csv",
+    ):
+        assert reader.get(url).status_code == 200, url

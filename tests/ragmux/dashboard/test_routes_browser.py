@@ -1,0 +1,83 @@
+"""Routes as an admin meets them in a browser: a weighted route made of two targets, edited,
+then one unused deleted; a routed call's attempts in the request log. axe-core runs on every
+page shown."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.factories import PASSWORD, ConnectionFactory, ProjectFactory, RequestLogFactory
+from tests.helpers import sign_in
+
+pytestmark = pytest.mark.browser
+
+
+def test_an_admin_makes_a_weighted_route_edits_it_and_deletes_it(wide_page, personas, shots):
+    from gateway.connections.models import Route
+
+    for name, model in (("openai-main", "gpt-4o-mini"), ("azure-backup", "gpt-4o-mini"), ("anthropic-last", "claude")):
+        ConnectionFactory(name=name, model_name=model, provider_type="anthropic" if "anthropic" in name else "openai")
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+
+    page.get_by_role("link", name="Routes").click()
+    expect(page.get_by_text("No routes yet.")).to_be_visible()
+    page.get_by_role("link", name="New route").click()
+    page.get_by_label("Name").fill("smart")
+    page.get_by_label("Strategy").select_option("weighted")
+    page.get_by_label("Target 1 connection").select_option(label="openai-main (openai · gpt-4o-mini)")
+    page.get_by_label("Target 1 weight").fill("3")
+    page.get_by_label("Target 2 connection").select_option(label="azure-backup (openai · gpt-4o-mini)")
+    page.get_by_label("Target 2 model").fill("gpt-4o")
+    page.get_by_label("Target 2 first-byte timeout in seconds").fill("2.5")
+    shots(page, "route-form")
+    page.get_by_role("button", name="Create the route").click()
+    expect(page.locator(".flash p").first).to_contain_text("Created the route “smart”")
+    row = page.locator("tr[data-route=smart]")
+    expect(row.locator("ol.targets li")).to_have_text(
+        ["openai-main · gpt-4o-mini · weight 3", "azure-backup · gpt-4o · weight 1 · first byte within 2.5 s"]
+    )
+
+    # A refused target is announced beside its row, and the page stays accessible.
+    page.get_by_role("link", name="Edit smart").click()
+    page.get_by_label("Target 3 connection").select_option(label="openai-main (openai · gpt-4o-mini)")
+    page.get_by_role("button", name="Save the route").click()
+    expect(page.locator("#errors_target_2")).to_contain_text("targets 0 and 2 both call 'gpt-4o-mini'")
+    shots(page, "route-form-error")
+    page.get_by_label("Target 3 connection").select_option(label="anthropic-last (anthropic · claude)")
+    page.get_by_role("button", name="Save the route").click()
+    expect(row.locator("ol.targets li")).to_have_count(3)
+    shots(page, "routes")
+    assert [t.connection.name for t in Route.objects.get(name="smart").targets.all()] == [
+        "openai-main",
+        "azure-backup",
+        "anthropic-last",
+    ]
+
+    page.get_by_role("link", name="Delete smart").click()
+    page.get_by_role("button", name="Delete the route").click()
+    expect(page.locator(".flash p").first).to_contain_text("Deleted the route “smart”")
+    assert not Route.objects.exists()
+
+
+def test_a_routed_call_shows_its_route_target_and_attempts(wide_page, personas, shots):
+    project = ProjectFactory(name="support")
+    log = RequestLogFactory(
+        project=project,
+        model="gpt-4o",
+        route_name="smart",
+        target="azure-backup",
+        attempts=[
+            {"target": "openai-main", "model": "gpt-4o-mini", "outcome": "http_5xx", "ms": 41},
+            {"target": "azure-backup", "model": "gpt-4o", "outcome": "ok", "ms": 388},
+        ],
+        latency_ms=431,
+    )
+    page = wide_page
+    sign_in(page, "viewer", PASSWORD)
+    page.goto(f"/admin/request-logs/{log.pk}")
+    route = page.get_by_role("region", name="Route")
+    expect(route.locator(".answering-target")).to_have_text("azure-backup")
+    expect(route.locator("table.attempts tbody tr")).to_have_count(2)
+    shots(page, "request-log-route")
