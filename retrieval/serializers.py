@@ -8,12 +8,14 @@ from stores.models import RerankBackend, SearchBackend, SearchMode
 from stores.serializers import FusionWeights
 
 API_MAX_TOP_K = 50
+# The longest query a search (and a `/v1/rerank`) takes.
+MAX_QUERY_CHARS = 4000
 
 
 class SearchInput(StrictInput):
     """A search with per-call overrides; an omitted field uses the store's setting."""
 
-    query = serializers.CharField(max_length=4000, trim_whitespace=True)
+    query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=True)
     top_k = serializers.IntegerField(required=False, min_value=0)
     mode = serializers.ChoiceField(choices=SearchMode.choices, required=False)
     backend = serializers.ChoiceField(choices=SearchBackend.choices, required=False)

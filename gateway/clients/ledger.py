@@ -27,7 +27,8 @@ from django.db import close_old_connections, connections
 from gateway.clients.models import REASON_MAX_LENGTH, GatewayKey, Project, RequestLog
 from gateway.clients.usage import Admission, Settlement, settle
 from gateway.connections.models import ModelPrice
-from gateway.connections.pricing import PRICE_TABLE, UNPRICED, matching_price, token_cost
+from gateway.connections.pricing import PRICE_TABLE, UNPRICED, Cost, matching_price, rerank_cost, token_cost
+from gateway.connections.providers.rerank import Reranked
 from ragmux.core import metrics
 from ragmux.core.errors import database_unavailable
 
@@ -51,6 +52,37 @@ class Spend:
     completion_tokens: int = 0
     cached_tokens: int = 0
     cache_write_tokens: int = 0
+    # A rerank's spend, priced by `pricing.rerank_cost` with the search units it was billed (None:
+    # the reranker bills by token, or reported none).
+    rerank: bool = False
+    search_units: int | None = None
+
+    @classmethod
+    def of_rerank(cls, provider_type: str, model: str, reranked: Reranked) -> Spend:
+        return cls(
+            provider_type,
+            model,
+            reranked.input_tokens,
+            reranked.output_tokens,
+            rerank=True,
+            search_units=reranked.search_units,
+        )
+
+    def cost(self, row: ModelPrice | None) -> Cost:
+        if self.rerank:
+            return rerank_cost(
+                row,
+                search_units=self.search_units,
+                prompt_tokens=self.prompt_tokens,
+                completion_tokens=self.completion_tokens,
+            )
+        return token_cost(
+            row,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            cached_tokens=self.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens,
+        )
 
 
 @dataclass
@@ -66,6 +98,7 @@ class Call:
     cached_tokens: int = 0
     cache_write_tokens: int = 0
     embedding_tokens: int = 0
+    rerank_tokens: int = 0
     tokens_estimated: bool = False
     rag_hits: int = 0
     sources: list[dict] = field(default_factory=list)
@@ -133,19 +166,16 @@ def flush(timeout: float) -> bool:
 
 
 def price(spends: list[Spend], rows: list[ModelPrice]) -> tuple[int, str]:
-    """The cost of the spends in micro-dollars, and whether every spend had a price row."""
+    """The cost of the spends in micro-dollars, and whether the call's main spends all had a price
+    row. A rerank inside a call that spent on something else (a chat, a query's embedding) adds 0
+    when it has no price and leaves the source to the rest; a call that only reranked (`/v1/rerank`)
+    is unpriced like any other without a price."""
     total, source = 0, PRICE_TABLE
+    only_reranks = all(spend.rerank for spend in spends)
     for spend in spends:
-        row = matching_price([r for r in rows if r.provider_type == spend.provider_type], spend.model)
-        cost = token_cost(
-            row,
-            prompt_tokens=spend.prompt_tokens,
-            completion_tokens=spend.completion_tokens,
-            cached_tokens=spend.cached_tokens,
-            cache_write_tokens=spend.cache_write_tokens,
-        )
+        cost = spend.cost(matching_price([r for r in rows if r.provider_type == spend.provider_type], spend.model))
         total += cost.micros
-        if cost.source == UNPRICED:
+        if cost.source == UNPRICED and (only_reranks or not spend.rerank):
             source = UNPRICED
     return total, source
 
@@ -162,6 +192,7 @@ def _row(finished: _Finished, prices: list[ModelPrice]) -> RequestLog:
         prompt_tokens=call.prompt_tokens,
         completion_tokens=call.completion_tokens,
         embedding_tokens=call.embedding_tokens,
+        rerank_tokens=call.rerank_tokens,
         cached_prompt_tokens=call.cached_tokens,
         cache_write_tokens=call.cache_write_tokens,
         tokens_estimated=call.tokens_estimated,
@@ -213,7 +244,7 @@ def _settle(finished: list[_Finished], costs: list[int]) -> None:
         settlements=[
             Settlement(
                 admission=record.call.admission,
-                prompt_tokens=record.call.prompt_tokens + record.call.embedding_tokens,
+                prompt_tokens=record.call.prompt_tokens + record.call.embedding_tokens + record.call.rerank_tokens,
                 completion_tokens=record.call.completion_tokens,
                 cost_micros=cost_micros,
             )
@@ -275,6 +306,7 @@ def write(records: list[_Finished | _Refused]) -> list[_Finished]:
             ("prompt", call.prompt_tokens),
             ("completion", call.completion_tokens),
             ("embedding", call.embedding_tokens),
+            ("rerank", call.rerank_tokens),
         ):
             if tokens:
                 metrics.increment(metrics.V1_TOKENS, tokens, endpoint=call.endpoint, kind=kind)

@@ -107,6 +107,7 @@ class Endpoint(models.TextChoices):
     CHAT = "chat"
     RETRIEVE = "retrieve"
     EMBEDDINGS = "embeddings"
+    RERANK = "rerank"
     MODELS = "models"
 
 
@@ -126,6 +127,9 @@ class RequestLog(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     embedding_tokens = models.PositiveIntegerField(default=0)
+    # Tokens spent reranking (a `/v1/rerank` call, or the rerank inside a chat's or a retrieve's
+    # search): the reranker's count, else estimated (then `tokens_estimated`).
+    rerank_tokens = models.PositiveIntegerField(default=0)
     # Of the prompt tokens, those read from the provider's prompt cache and those written to it,
     # each priced at its own rate.
     cached_prompt_tokens = models.PositiveIntegerField(default=0)

@@ -1,5 +1,7 @@
 """Where a `/v1` chat goes, and the calls that get its answer: the project's one connection
-(retried in place, as the adapters do), or a route's targets, tried one after the other.
+(retried in place, as the adapters do), or a route's targets, tried one after the other. A
+`/v1/rerank` call runs a rerank route's targets (or the store's one rerank connection) the same
+way, each target opened as a reranker instead of a chat adapter.
 
 Inside a route the failover is the retry: each target is called once, within its own first-byte
 timeout, in the order `routing.attempt_order` gives (cooling targets left out, see
@@ -15,12 +17,13 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from gateway.clients import cooldowns, routing
 from gateway.clients.ledger import Call
 from gateway.connections.models import ModelConnection, RouteStrategy
 from gateway.connections.providers.chat import ChatProvider, NoChat, Once, chat_provider
+from gateway.connections.providers.rerank import NoRerank
 from gateway.connections.providers.upstream_errors import failure_kind
 from ragmux.core import metrics
 from ragmux.core.crypto import DecryptionFailed
@@ -74,17 +77,29 @@ class Attempts:
     made: list[dict] = field(default_factory=list)
 
 
-Attempt = Callable[[ChatProvider, Once | None], Awaitable[T]]
+Attempt = Callable[[Any, Once | None], Awaitable[T]]
 
 
-async def answer(call: Call, plan: ChatPlan, attempts: Attempts, attempt: Attempt) -> T:
+def _provider(target: ChatTarget) -> ChatProvider:
+    return chat_provider(target.connection, model=target.model)
+
+
+async def answer(
+    call: Call,
+    plan: ChatPlan,
+    attempts: Attempts,
+    attempt: Attempt,
+    *,
+    open_target: Callable[[ChatTarget], Any] = _provider,
+) -> T:
     """``attempt``'s result from the first target that answers; the last failure when none does.
 
-    ``attempt(provider, once)`` makes the call (``once`` None: with the adapter's own retries).
+    ``attempt(provider, once)`` makes the call with what ``open_target`` made of the target (a
+    chat adapter unless told otherwise; ``once`` None: with the adapter's own retries).
     ``attempts.current`` is the target of the attempt made last, so the caller prices and logs
     by it, whatever the outcome."""
     if not plan.route:
-        return await attempt(_provider(plan.targets[0]), None)
+        return await attempt(open_target(plan.targets[0]), None)
     call.route_name = plan.route
     call.attempts = attempts.made
     order = await _order(plan)
@@ -96,10 +111,10 @@ async def answer(call: Call, plan: ChatPlan, attempts: Attempts, attempt: Attemp
         call.target = target.connection.name
         started = time.monotonic()
         try:
-            result = await attempt(_provider(target), Once(target.first_byte_timeout))
+            result = await attempt(open_target(target), Once(target.first_byte_timeout))
         except UpstreamFailed as exc:
             outcome, failure, retry_after = failure_kind(exc), exc, exc.retry_after
-        except (NoChat, DecryptionFailed) as exc:
+        except (NoChat, NoRerank, DecryptionFailed) as exc:
             outcome, retry_after = "unusable", None
             failure = ServerFault(f"route target {target.connection.name!r} is unusable: {exc}", code="target_unusable")
         else:
@@ -110,10 +125,6 @@ async def answer(call: Call, plan: ChatPlan, attempts: Attempts, attempt: Attemp
             raise failure
         await cooldowns.failed(target.cooldown_key, retry_after=retry_after if outcome == "http_429" else None)
     raise failure
-
-
-def _provider(target: ChatTarget) -> ChatProvider:
-    return chat_provider(target.connection, model=target.model)
 
 
 async def _order(plan: ChatPlan) -> list[ChatTarget]:

@@ -15,7 +15,7 @@ from gateway.clients.limits import BUDGETS, MICROS, PROJECT, LimitKind, window_s
 from gateway.clients.models import GatewayKey, Project, RequestLog, UsageCounter
 from gateway.connections.models import (
     PRICE_KEY_FIELDS,
-    TOKEN_RATE_FIELDS,
+    RATE_FIELDS,
     ModelConnection,
     ModelPrice,
     Route,
@@ -129,7 +129,8 @@ def route_target_keys() -> list[tuple[str, str]]:
 
 
 _ROUTE_ROWS = ((Route, "r"), (RouteTarget, "t"), (ModelConnection, "c"))
-_CHAT_ROUTE = (
+# The allowed route of a kind named by a call's `model`, else the route of the last parameter.
+_NAMED_ROUTE = (
     f"SELECT {', '.join(_columns(model, alias) for model, alias in _ROUTE_ROWS)} "
     f"FROM {Route._meta.db_table} r "
     f"JOIN {RouteTarget._meta.db_table} t ON t.route_id = r.id "
@@ -149,7 +150,21 @@ async def chat_route(*, project: Project, model: str) -> tuple[Route, list[Route
     routes (`may_call_routes`, read with its key) costs no statement."""
     if project.chat_route_id is None and not getattr(project, "may_call_routes", True):
         return None
-    rows = await asyncdb.fetch_all(_CHAT_ROUTE, (project.pk, model, RouteKind.CHAT, project.chat_route_id))
+    return await _route_with_targets(project=project, model=model, kind=RouteKind.CHAT, otherwise=project.chat_route_id)
+
+
+async def rerank_route(*, project: Project, model: str) -> tuple[Route, list[RouteTarget]] | None:
+    """The rerank route named ``model`` that ``project`` allows, with its targets in order and
+    their connections; None when there is none."""
+    if not getattr(project, "may_call_routes", True):
+        return None
+    return await _route_with_targets(project=project, model=model, kind=RouteKind.RERANK, otherwise=None)
+
+
+async def _route_with_targets(
+    *, project: Project, model: str, kind: str, otherwise: int | None
+) -> tuple[Route, list[RouteTarget]] | None:
+    rows = await asyncdb.fetch_all(_NAMED_ROUTE, (project.pk, model, kind, otherwise))
     if not rows:
         return None
     targets = []
@@ -158,6 +173,19 @@ async def chat_route(*, project: Project, model: str) -> tuple[Route, list[Route
         target.connection = connection
         targets.append(target)
     return route, targets
+
+
+_CONNECTION_ROWS = ((ModelConnection, "c"),)
+_CONNECTION_BY_ID = f"SELECT {_columns(ModelConnection, 'c')} FROM {ModelConnection._meta.db_table} c WHERE c.id = %s"
+
+
+async def store_rerank_connection(*, store: RagStore) -> ModelConnection | None:
+    """The store's rerank connection, on the event loop; None when it has none (or it was deleted,
+    which leaves none)."""
+    if store.rerank_connection_id is None:
+        return None
+    row = await asyncdb.fetch_one(_CONNECTION_BY_ID, (store.rerank_connection_id,))
+    return None if row is None else _instances(row, _CONNECTION_ROWS)[0]
 
 
 # The routes a project's keys may name as `model`: the one its chat goes through and those it
@@ -231,7 +259,9 @@ def usage_buckets(*, since: datetime, bucket: str) -> list[dict]:
         .values("start")
         .annotate(
             requests=Count("id"),
-            tokens=Coalesce(Sum(F("prompt_tokens") + F("completion_tokens") + F("embedding_tokens")), 0),
+            tokens=Coalesce(
+                Sum(F("prompt_tokens") + F("completion_tokens") + F("embedding_tokens") + F("rerank_tokens")), 0
+            ),
             cost_micros=Coalesce(Sum("cost_micros"), 0),
         )
         .order_by("start")
@@ -268,7 +298,7 @@ def request_log_batches(logs: QuerySet[RequestLog], columns: tuple[str, ...], *,
             return
 
 
-_PRICE_FIELDS = (*PRICE_KEY_FIELDS, *TOKEN_RATE_FIELDS)
+_PRICE_FIELDS = (*PRICE_KEY_FIELDS, *RATE_FIELDS)
 _PRICES_OF = f"SELECT {', '.join(_PRICE_FIELDS)} FROM {ModelPrice._meta.db_table} WHERE provider_type = ANY(%s::text[])"
 
 

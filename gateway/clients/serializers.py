@@ -10,10 +10,11 @@ from rest_framework import serializers
 from gateway.clients.models import Endpoint, GatewayKey, Project, RequestLog, Scope
 from gateway.clients.usage_reports import UsageReport, UsageSummary, WindowUsage
 from gateway.clients.usage_windows import percent_of
+from gateway.connections.models import Route
 from ragmux.core.env import parse_duration
 from ragmux.core.serializers import MAX_BIGINT, MicroDollarsField, StrictInput
 from ragmux.core.units import micros_to_dollars
-from retrieval.serializers import API_MAX_TOP_K
+from retrieval.serializers import API_MAX_TOP_K, MAX_QUERY_CHARS
 
 # The most routes a project may let its keys call by name.
 MAX_ALLOWED_ROUTES = 100
@@ -125,6 +126,8 @@ REQUEST_LOG_COLUMNS = (
     "route_name",
     "target",
     "attempts",
+    # The tokens of its rerank (see RequestLog.rerank_tokens).
+    "rerank_tokens",
 )
 REQUEST_LOG_MAX_PAGE = 500
 _STATUS = re.compile(r"^(?:[1-5]xx|[1-5][0-9][0-9])$")
@@ -210,11 +213,36 @@ MAX_EMBEDDING_INPUTS = 2048
 
 
 class RetrieveInput(serializers.Serializer):
-    query = serializers.CharField(max_length=4000)
+    query = serializers.CharField(max_length=MAX_QUERY_CHARS)
     top_k = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
 
     def validate_top_k(self, value: int | None) -> int | None:
         return None if value is None else min(value, API_MAX_TOP_K)
+
+
+# The most documents one `/v1/rerank` call ranks (what Cohere recommends sending at most).
+MAX_RERANK_DOCUMENTS = 1000
+
+
+class RerankInput(serializers.Serializer):
+    """Cohere's rerank request: ``model`` names a rerank route or the store's rerank connection;
+    ``top_n`` omitted, or past the documents, ranks every document."""
+
+    model = serializers.CharField(max_length=Route._meta.get_field("name").max_length)
+    query = serializers.CharField(max_length=MAX_QUERY_CHARS)
+    documents = serializers.ListField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        allow_empty=False,
+        max_length=MAX_RERANK_DOCUMENTS,
+    )
+    top_n = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=1, max_value=MAX_RERANK_DOCUMENTS
+    )
+
+    def validate(self, data: dict) -> dict:
+        top_n, count = data["top_n"], len(data["documents"])
+        data["top_n"] = count if top_n is None else min(top_n, count)
+        return data
 
 
 class EmbeddingInputField(serializers.Field):

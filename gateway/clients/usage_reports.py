@@ -75,7 +75,10 @@ def _spend_sums(rows_in: Q) -> dict:
     spent = rows_in & ~Q(status_code=RATE_LIMITED)
     return {
         "requests": Count("id", filter=spent),
-        "prompt_tokens": Coalesce(Sum(F("prompt_tokens") + F("embedding_tokens"), filter=spent), 0),
+        # As the limits count them (gateway.clients.ledger settles a call's tokens so).
+        "prompt_tokens": Coalesce(
+            Sum(F("prompt_tokens") + F("embedding_tokens") + F("rerank_tokens"), filter=spent), 0
+        ),
         "completion_tokens": Coalesce(Sum("completion_tokens", filter=spent), 0),
         "cost_micros": Coalesce(Sum("cost_micros", filter=spent), 0),
         "rate_limited": Count("id", filter=rows_in & Q(status_code=RATE_LIMITED)),

@@ -28,11 +28,12 @@ from gateway.clients.ledger import Call, Spend
 from gateway.clients.models import Endpoint, Scope
 from gateway.clients.offloop import off_loop
 from gateway.clients.routed_chat import Attempts, ChatPlan, ChatTarget
-from gateway.clients.serializers import ChatInput, EmbeddingsInput, RetrieveInput
+from gateway.clients.serializers import ChatInput, EmbeddingsInput, RerankInput, RetrieveInput
 from gateway.connections.models import ModelConnection
 from gateway.connections.providers.chat import NoChat
 from gateway.connections.providers.chat_reply import count
 from gateway.connections.providers.embeddings import Embeddings, embedding_provider, estimate_tokens
+from gateway.connections.providers.rerank import LLM_BACKEND, PASSAGE_CHARS, Reranked, Reranker, backend_of, reranker
 from ragmux.core.bodies import body_limit, parse_json
 from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import (
@@ -50,6 +51,7 @@ from ragmux.core.errors import (
 )
 from retrieval import context as rag_context
 from retrieval.rerank import project_rerank_connection, rerank_async
+from retrieval.rerank_prompt import listwise_prompt
 from retrieval.search import SearchOptions, SearchResult, embed_query_async, store_search
 from retrieval.serializers import HitOutput, rerank_fields
 from stores.models import RagStore
@@ -225,16 +227,29 @@ async def _rerank(call: Call, store: RagStore, query: str, result: SearchResult)
     """The store's rerank of ``result``, when it has reranking on (`llm` asks the project's own chat
     model); outside the search's SEARCH_TIMEOUT, as a rerank has timeouts of its own. A failure
     keeps the fused order (retrieval.rerank)."""
+    if result.options.rerank and store.rerank_connection_id is not None:
+        # The key's statement loads the store without it; read here, on the event loop.
+        store.rerank_connection = await selectors.store_rerank_connection(store=store)
     choice = project_rerank_connection(store, result, chat_connection=call.project.chat_connection)
     await rerank_async(result, query=query, choice=choice)
 
 
+def _count_rerank(call: Call, connection: ModelConnection, model: str, reranked: Reranked) -> None:
+    """A rerank's tokens onto the call's row, priced by the connection (and model) that ran it."""
+    call.rerank_tokens += reranked.tokens
+    call.tokens_estimated = call.tokens_estimated or not reranked.tokens_reported
+    call.spends.append(Spend.of_rerank(connection.provider_type, model, reranked))
+
+
 def _record_search(call: Call, result: SearchResult) -> None:
-    """What a call's search found and what embedding its query cost."""
+    """What a call's search found, what embedding its query cost and what its rerank spent."""
     call.rag_hits = len(result.hits)
     call.sources = rag_context.sources(result.hits)
     call.embedding_tokens = result.embedding_tokens
     call.tokens_estimated = not result.embedding_tokens_reported
+    report = result.rerank
+    if report is not None and report.spent is not None:
+        _count_rerank(call, report.connection, report.connection.model_name, report.spent)
 
 
 def _embedding_spend(store: RagStore, result: SearchResult) -> Spend:
@@ -475,7 +490,11 @@ async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
             "backend": result.backend,
             "fts_config": result.fts_config,
             **rerank_fields(result),
-            "usage": {"prompt_tokens": result.embedding_tokens, "total_tokens": result.embedding_tokens},
+            "usage": {
+                "prompt_tokens": result.embedding_tokens,
+                "rerank_tokens": call.rerank_tokens,
+                "total_tokens": result.embedding_tokens + call.rerank_tokens,
+            },
         }
     )
 
@@ -521,6 +540,109 @@ async def embeddings(request: HttpRequest, call: Call) -> HttpResponse:
             ],
             "model": data["model"] or connection.model_name,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# POST /v1/rerank
+# --------------------------------------------------------------------------------------------
+
+
+async def _rerank_plan(call: Call, model: str) -> tuple[ChatPlan, dict[ChatTarget, str]]:
+    """Who reranks for a `model`: the rerank route of that name the project allows, else the
+    rerank connection of the project's store when ``model`` is its name or its model's; with the
+    backend each target reranks with. Anything else is no model of this project."""
+    found = await selectors.rerank_route(project=call.project, model=model)
+    if found is not None:
+        route, targets = found
+        plan = ChatPlan(
+            [
+                ChatTarget(target.connection, target.effective_model_name, target.weight, target.first_byte_timeout)
+                for target in targets
+            ],
+            route=route.name,
+            strategy=route.strategy,
+        )
+        return plan, {target: backend_of(target.connection) for target in plan.targets}
+    store = call.project.store
+    connection = None if store is None else await selectors.store_rerank_connection(store=store)
+    if connection is None or model not in (connection.name, connection.model_name):
+        raise NotFound(f"no rerank model {model!r} for this project", code="model_not_found")
+    plan = ChatPlan.of_connection(connection)
+    return plan, {plan.targets[0]: store.rerank_backend}
+
+
+def _rerank_estimate(backend: str, query: str, documents: list[str]) -> Reranked:
+    """What a rerank with ``backend`` is expected to spend: its passages as the backend cuts them
+    (characters / 4) and, for a chat model, the longest answer it may write."""
+    cut = PASSAGE_CHARS[backend]
+    return Reranked(
+        ranking=[],
+        input_tokens=estimate_tokens([query, *(document[:cut] for document in documents)]),
+        output_tokens=settings.RERANK_MAX_TOKENS if backend == LLM_BACKEND else 0,
+        tokens_reported=False,
+    )
+
+
+@v1_endpoint(endpoint=Endpoint.RERANK, scope=Scope.RERANK, methods=("POST",))
+async def rerank(request: HttpRequest, call: Call) -> HttpResponse:
+    data = _validated(RerankInput, json_body(request))
+    query, documents, top_n = data["query"], data["documents"], data["top_n"]
+    plan, backends = await _rerank_plan(call, data["model"])
+    attempts = Attempts(plan.targets[0])
+    call.model = attempts.current.model
+    estimates = {target: _rerank_estimate(backend, query, documents) for target, backend in backends.items()}
+    await limiter.admit(
+        call,
+        tokens=max(estimate.tokens for estimate in estimates.values()),
+        spends=[],
+        dearest_of=[
+            Spend.of_rerank(target.connection.provider_type, target.model, estimate)
+            for target, estimate in estimates.items()
+        ],
+    )
+
+    def open_target(target: ChatTarget) -> Reranker:
+        return reranker(
+            target.connection,
+            backend=backends[target],
+            model=target.model,
+            prompt=listwise_prompt,
+            timeout=target.first_byte_timeout,
+        )
+
+    def unanswered() -> None:
+        target = attempts.current
+        _count_rerank(call, target.connection, target.model, estimates[target])
+
+    with _estimated_if_cancelled(unanswered):
+        reranked = await routed_chat.answer(
+            call,
+            plan,
+            attempts,
+            lambda ranker, once: ranker.rerank_async(query, documents, top_n=top_n),
+            open_target=open_target,
+        )
+    target = attempts.current
+    call.model = target.model
+    _count_rerank(call, target.connection, target.model, reranked)
+    meta: dict[str, Any] = {"tokens": {"input_tokens": reranked.input_tokens, "output_tokens": reranked.output_tokens}}
+    if reranked.search_units is not None:
+        meta["billed_units"] = {"search_units": reranked.search_units}
+    return JsonResponse(
+        {
+            "id": getattr(request, "request_id", ""),
+            "results": [
+                {"index": ranked.index, "relevance_score": ranked.relevance_score}
+                for ranked in reranked.ranking[:top_n]
+            ],
+            "meta": meta,
+            "usage": {
+                "prompt_tokens": reranked.input_tokens,
+                "completion_tokens": reranked.output_tokens,
+                "total_tokens": reranked.tokens,
+            },
         }
     )
 

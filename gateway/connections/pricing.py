@@ -2,7 +2,9 @@
 
 A price row's ``model`` is an exact model name or a prefix pattern ending in ``*``. The exact
 name wins, then the longest matching pattern. Costs are integer micro-dollars: a rate in USD
-per million tokens is exactly micro-dollars per token.
+per million tokens is exactly micro-dollars per token. A rerank is priced by the row of the
+connection that ran it (:func:`rerank_cost`): per search unit when the row has that rate, else
+by its tokens.
 """
 
 from __future__ import annotations
@@ -12,8 +14,12 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Protocol
 
+from ragmux.core.units import MICROS_PER_DOLLAR
+
 PRICE_TABLE = "price_table"
 UNPRICED = "unpriced"
+# Cohere bills one search unit per query of up to 100 documents; a reply without a count is one.
+DEFAULT_SEARCH_UNITS = 1
 
 
 class PriceRow(Protocol):
@@ -22,6 +28,8 @@ class PriceRow(Protocol):
     output_per_mtok: Decimal
     cached_input_per_mtok: Decimal | None
     cache_write_per_mtok: Decimal | None
+    # USD per rerank search unit (Cohere's billing unit); None for the rows priced by token.
+    per_search_unit: Decimal | None
 
 
 @dataclass(frozen=True)
@@ -68,3 +76,17 @@ def token_cost(
 
 def _or_input(rate: Decimal | None, row: PriceRow) -> Decimal:
     return row.input_per_mtok if rate is None else rate
+
+
+def rerank_cost(
+    row: PriceRow | None, *, search_units: int | None, prompt_tokens: int, completion_tokens: int = 0
+) -> Cost:
+    """A rerank priced by ``row``, the price of the connection that ran it. A row with a
+    ``per_search_unit`` rate bills ``search_units`` (DEFAULT_SEARCH_UNITS when the reranker
+    reported none) at that rate and nothing else, even if it has token rates too; any other row
+    bills the tokens (Voyage's at its input rate, an ``llm`` rerank's as the chat it was)."""
+    if row is None or row.per_search_unit is None:
+        return token_cost(row, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+    units = DEFAULT_SEARCH_UNITS if search_units is None else max(search_units, 0)
+    micros = Decimal(units) * row.per_search_unit * MICROS_PER_DOLLAR
+    return Cost(int(micros.quantize(Decimal(1), rounding=ROUND_HALF_UP)), PRICE_TABLE)

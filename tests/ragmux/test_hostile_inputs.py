@@ -303,6 +303,7 @@ CLIENT_API = {
     "v1/chat/completions": {"messages": [{"content": "launch code?", "role": "user"}], "temperature": 0.2},
     "v1/retrieve": {"query": "launch code", "top_k": 2},
     "v1/embeddings": {"input": ["launch code", "handbook"]},
+    "v1/rerank": {"model": "text-embedding-3-small", "query": "launch code", "documents": ["a", "launch code"]},
     "v1/models": None,
     "v1/models/<path:model_id>": None,
 }
@@ -423,10 +424,13 @@ def test_hostile_json_to_the_admin_api_is_refused_in_its_envelope(api, objects, 
 
 @pytest.fixture
 def gateway_key(objects, fake_connection, ingest_now) -> str:
-    """A key of a project that chats, embeds and retrieves from a store with one ingested document."""
+    """A key of a project that chats, embeds and retrieves from a store with one ingested document,
+    and reranks with the store's rerank connection (the fake's chat model)."""
     from gateway.clients.services import key_create, project_create
+    from stores.models import RagStore
 
     ingest_now()
+    RagStore.objects.filter(pk=objects["store_id"]).update(rerank_connection=fake_connection, rerank_backend="llm")
     project = project_create(
         name="hostile",
         chat_connection_id=fake_connection.pk,

@@ -34,6 +34,7 @@ from django.conf import settings
 from gateway.connections import http
 from gateway.connections.credentials import open_api_key
 from gateway.connections.models import RERANK_API_PROVIDERS, Capability, ModelConnection, ProviderType, why_cannot
+from gateway.connections.pricing import DEFAULT_SEARCH_UNITS
 from gateway.connections.providers.chat import NoChat, chat_provider
 from gateway.connections.providers.chat_interface import ChatProvider
 from gateway.connections.providers.embeddings import RETRYABLE_STATUSES, estimate_tokens
@@ -50,8 +51,6 @@ DEFAULT_BASE_URLS = {
     ProviderType.COHERE_RERANK: "https://api.cohere.com",
     ProviderType.VOYAGE_RERANK: "https://api.voyageai.com",
 }
-# Cohere bills one search unit per query of up to 100 documents; a reply without a count is one.
-DEFAULT_SEARCH_UNITS = 1
 # A number longer than this in a model's answer is no passage number (and int() of a huge one
 # is refused by Python anyway).
 _PASSAGE_NUMBER = re.compile(r"\d{1,6}")
@@ -349,16 +348,27 @@ class ChatReranker(Reranker):
 _API_RERANKERS: dict[str, type[ApiReranker]] = {"cohere": CohereReranker, "voyage": VoyageReranker}
 
 
+def backend_of(connection: ModelConnection) -> str:
+    """The backend ``connection`` reranks with when nothing else says (a rerank route's target):
+    its rerank API's, else, for a chat connection, ``llm``."""
+    return next(
+        (backend for backend, provider in RERANK_API_PROVIDERS.items() if connection.provider_type == provider),
+        LLM_BACKEND,
+    )
+
+
 def reranker(
     connection: ModelConnection,
     *,
     backend: str,
+    model: str = "",
     prompt: ListwisePrompt | None = None,
     timeout: float | None = None,
 ) -> Reranker:
-    """The reranker of ``connection`` with ``backend``: a ``cohere_rerank`` / ``voyage_rerank``
-    connection for ``cohere`` / ``voyage``, a chat connection (and the listwise ``prompt``) for
-    ``llm``. :class:`NoRerank` says why the connection cannot."""
+    """The reranker of ``connection`` with ``backend``, asking for ``model`` (a route's target may
+    name another model than its connection's), else for the connection's own: a
+    ``cohere_rerank`` / ``voyage_rerank`` connection for ``cohere`` / ``voyage``, a chat connection
+    (and the listwise ``prompt``) for ``llm``. :class:`NoRerank` says why the connection cannot."""
     refusal_reason = why_cannot(connection, Capability.RERANK, rerank_backend=backend)
     if refusal_reason is not None:
         raise NoRerank(refusal_reason)
@@ -366,11 +376,11 @@ def reranker(
         if backend == LLM_BACKEND:
             if prompt is None:
                 raise ValueError("the llm backend needs the listwise prompt")
-            return ChatReranker(chat=chat_provider(connection), prompt=prompt, timeout=timeout)
+            return ChatReranker(chat=chat_provider(connection, model=model), prompt=prompt, timeout=timeout)
         return _API_RERANKERS[backend](
             base_url=(connection.base_url or DEFAULT_BASE_URLS[RERANK_API_PROVIDERS[backend]]).rstrip("/"),
             api_key=open_api_key(connection),
-            model=connection.model_name,
+            model=model or connection.model_name,
             timeout=timeout,
         )
     except (NoChat, DecryptionFailed) as exc:

@@ -93,6 +93,26 @@ def test_unreported_usage_is_estimated_and_an_unknown_model_is_unpriced(v1, proj
     assert (row.cost_micros, row.cost_source, row.model) == (0, "unpriced", "house-model-v2")
 
 
+def test_a_rerank_is_priced_by_its_own_row_and_its_missing_price_leaves_the_source_to_the_main_call():
+    from gateway.clients.ledger import Spend, price
+    from gateway.connections.models import ModelPrice
+
+    rows = [
+        ModelPrice(provider_type="openai", model="gpt-4o-mini", input_per_mtok=Decimal(1), output_per_mtok=Decimal(2)),
+        ModelPrice(provider_type="cohere_rerank", model="rerank-v3.5", per_search_unit=Decimal("0.002")),
+    ]
+    chat = Spend("openai", "gpt-4o-mini", 100, 10)
+    cohere = Spend("cohere_rerank", "rerank-v3.5", 500, rerank=True, search_units=2)
+    unpriced = Spend("voyage_rerank", "rerank-9", 500, rerank=True)
+    llm = Spend("openai", "gpt-4o-mini", 1000, 5, rerank=True)
+
+    assert price([chat, cohere, llm], rows) == (120 + 4000 + 1010, "price_table")
+    assert price([chat, unpriced], rows) == (120, "price_table")
+    # A call that only reranked is unpriced when its reranker is.
+    assert price([unpriced], rows) == (0, "unpriced")
+    assert price([Spend("openai", "unknown", 10), cohere], rows) == (4000, "unpriced")
+
+
 def test_retrieve_returns_hits_and_logs_its_embedding(v1, project, project_key):
     response = v1(project_key).post("/retrieve", json={"query": "Falcon launch code", "top_k": 99})
     assert response.status_code == 200

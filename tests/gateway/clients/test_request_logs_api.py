@@ -174,7 +174,14 @@ def test_the_csv_has_every_column_and_neutralises_formulas(api, ledger):
     assert (as_csv["tokens_estimated"], as_csv["streamed"], as_csv["ttfb_ms"]) == ("true", "true", "20")
     assert by_id[ledger["rows"][1].id]["ttfb_ms"] == ""  # null is an empty cell
     # New columns come last, so a reader by position keeps working.
-    assert list(as_csv)[-5:] == ["cached_prompt_tokens", "cache_write_tokens", "route_name", "target", "attempts"]
+    assert list(as_csv)[-6:] == [
+        "cached_prompt_tokens",
+        "cache_write_tokens",
+        "route_name",
+        "target",
+        "attempts",
+        "rerank_tokens",
+    ]
     assert (by_id[ledger["rows"][5].id]["cached_prompt_tokens"], by_id[ledger["rows"][5].id]["cache_write_tokens"]) == (
         "15",
         "10",
@@ -223,7 +230,7 @@ def test_a_cursor_keeps_its_place_when_new_rows_arrive(api, ledger):
         ({"limit": "0"}, "limit"),
         ({"limit": "501"}, "limit"),
         ({"project": "-1"}, "project"),
-        ({"endpoint": "rerank"}, "endpoint"),
+        ({"endpoint": "search"}, "endpoint"),
         ({"model": "bad\x00model"}, "model"),
         ({"model": "m" * 129}, "model"),
         ({"since": "2026-01-01"}, "since"),

@@ -1,7 +1,7 @@
 from dataclasses import dataclass
 from decimal import Decimal
 
-from gateway.connections.pricing import PRICE_TABLE, UNPRICED, Cost, matching_price, token_cost
+from gateway.connections.pricing import PRICE_TABLE, UNPRICED, Cost, matching_price, rerank_cost, token_cost
 
 
 @dataclass
@@ -11,6 +11,7 @@ class Row:
     output_per_mtok: Decimal = Decimal(0)
     cached_input_per_mtok: Decimal | None = None
     cache_write_per_mtok: Decimal | None = None
+    per_search_unit: Decimal | None = None
 
 
 def test_the_exact_name_wins_then_the_longest_pattern():
@@ -51,3 +52,24 @@ def test_cache_writes_without_a_cache_write_rate_cost_the_input_rate():
 
 def test_no_row_is_unpriced():
     assert token_cost(None, prompt_tokens=10, completion_tokens=10) == Cost(0, UNPRICED)
+
+
+def test_a_rerank_billed_per_search_unit_adds_the_units_and_never_its_token_rates():
+    # Cohere's built-in rate, with token rates an operator typed in as well.
+    row = Row("rerank-v3.5", Decimal("5"), Decimal("5"), per_search_unit=Decimal("0.002"))
+    assert rerank_cost(row, search_units=3, prompt_tokens=1000, completion_tokens=10) == Cost(6000, PRICE_TABLE)
+    # A reply without a count is one search unit.
+    assert rerank_cost(row, search_units=None, prompt_tokens=1000).micros == 2000
+    assert rerank_cost(Row("r", per_search_unit=Decimal("0.0000005")), search_units=1, prompt_tokens=0).micros == 1
+
+
+def test_a_rerank_without_a_per_search_unit_rate_is_billed_by_its_tokens():
+    # Voyage's rerank-2.5: its tokens at the input rate.
+    assert rerank_cost(Row("rerank-2.5", Decimal("0.05")), search_units=None, prompt_tokens=100_000).micros == 5000
+    # An llm rerank: the chat connection's prompt and completion rates.
+    chat = Row("gpt-4o-mini", Decimal("0.15"), Decimal("0.60"))
+    assert rerank_cost(chat, search_units=None, prompt_tokens=2000, completion_tokens=20).micros == 300 + 12
+
+
+def test_a_rerank_without_a_row_is_unpriced():
+    assert rerank_cost(None, search_units=1, prompt_tokens=10) == Cost(0, UNPRICED)
