@@ -337,14 +337,14 @@ def test_counters_that_cannot_be_reached(v1, asgi_url, limited, fake_upstream, l
 
     key = limited(limits)
     unchecked_before = _unchecked_calls(asgi_url)
-    signature = "bigint, bigint, text[], timestamptz[], bigint, bigint, text[], text[], text[], bigint[], bigint[]"
+    # The name alone (it is the only function of that name): the admission statement cannot run.
     with connection.cursor() as cursor:
-        cursor.execute(f"ALTER FUNCTION ragmux_usage_reserve({signature}) RENAME TO ragmux_usage_reserve_away")
+        cursor.execute("ALTER FUNCTION ragmux_usage_admit RENAME TO ragmux_usage_admit_away")
     try:
         answers = [v1(key).post("/chat/completions", json=CHAT) for _ in range(2)]
     finally:
         with connection.cursor() as cursor:
-            cursor.execute(f"ALTER FUNCTION ragmux_usage_reserve_away({signature}) RENAME TO ragmux_usage_reserve")
+            cursor.execute("ALTER FUNCTION ragmux_usage_admit_away RENAME TO ragmux_usage_admit")
     assert [answer.status_code for answer in answers] == [status, status]
     assert fake_upstream.calls("openai.chat") == (2 if status == 200 else 0)
     if status == 503:
