@@ -51,13 +51,15 @@ BEGIN
     -- than out); in exchange no call waits for the disk.
     PERFORM set_config('synchronous_commit', 'off', true);
     -- The rows: the project's windows, then each key's, keys in order of first appearance.
-    SELECT array_agg(k ORDER BY n) INTO v_keys
-      FROM (SELECT k, min(n) AS n FROM unnest(p_keys) WITH ORDINALITY AS c(k, n) GROUP BY k) AS first_seen;
+    -- (Loops, not queries: a statement inside costs more than all of them for a batch of one.)
+    v_keys := '{}';
     r_tiers := array_fill('project'::text, ARRAY[v_windows]);
     r_owners := array_fill(p_project, ARRAY[v_windows]);
     r_periods := p_periods;
     r_starts := p_starts;
-    FOREACH v_key IN ARRAY v_keys LOOP
+    FOREACH v_key IN ARRAY p_keys LOOP
+        CONTINUE WHEN v_key = ANY(v_keys);
+        v_keys := v_keys || v_key;
         r_tiers := r_tiers || array_fill('key'::text, ARRAY[v_windows]);
         r_owners := r_owners || array_fill(v_key, ARRAY[v_windows]);
         r_periods := r_periods || p_periods;
