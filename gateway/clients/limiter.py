@@ -109,22 +109,31 @@ async def _admit_batch(project_id: int, batch: list[_Waiting]) -> None:
         waiting.denied = denied
 
 
+def _decide(batch: list[_Waiting], failure: BaseException | None = None) -> None:
+    for waiting in batch:
+        if failure is not None:
+            waiting.failure = waiting.failure or failure
+        if not waiting.decided.done():
+            waiting.decided.set_result(None)
+
+
 async def _run(project_id: int, queue: _ProjectQueue) -> None:
     """Admits the project's waiting calls, a batch at a time, until none is left."""
-    while queue.waiting:
-        batch, queue.waiting = queue.waiting[:MAX_BATCH], queue.waiting[MAX_BATCH:]
-        try:
-            await _admit_batch(project_id, batch)
-        except BaseException as exc:
-            for waiting in batch:
-                waiting.failure = waiting.failure or exc
-            if not isinstance(exc, Exception):
+    try:
+        while queue.waiting:
+            batch, queue.waiting = queue.waiting[:MAX_BATCH], queue.waiting[MAX_BATCH:]
+            try:
+                await _admit_batch(project_id, batch)
+            except Exception as exc:
+                _decide(batch, exc)
+            except BaseException as exc:  # cancelled: the event loop is closing
+                _decide(batch + queue.waiting, exc)
+                queue.waiting = []
                 raise
-        finally:
-            for waiting in batch:
-                if not waiting.decided.done():
-                    waiting.decided.set_result(None)
-    queue.runner = None
+            else:
+                _decide(batch)
+    finally:
+        queue.runner = None
 
 
 def _enqueue(waiting: _Waiting) -> None:
