@@ -14,7 +14,11 @@ phases run in turn, each on every target before the next phase:
 - ``latency``: sequential JSON calls on one connection (after a warm-up), the whole call timed;
 - ``ttfb``: sequential streamed calls on one connection, timed to the first byte of the body;
 - ``throughput``: ``clients`` connections (opened before the clock starts) calling in a loop for
-  ``seconds``: answers 200 per second, and the other outcomes by reason;
+  ``seconds``: answers 200 per second, and the other outcomes by reason; and, when the plan names
+  the processes to ``watch`` (the server's pid, the database's postmaster pid), the CPU time each
+  spent per answered call. On a machine shared with other work, requests per second move with
+  what the others leave of the cores; the CPU a call costs moves much less, so it is what two
+  versions of the code are best compared by;
 - ``streams``: ``streams`` clients at once, each on a connection it opens then (the connect is
   part of its first-byte time): how many streams ended with ``data: [DONE]``, why the others did
   not, and the first-byte times.
@@ -29,6 +33,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
+import psutil
 import uvloop
 
 WARM_UP = 20
@@ -150,7 +155,26 @@ def _reason(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, Refused) else type(exc).__name__
 
 
-async def throughput(target: dict, clients: int, seconds: float) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) of the process, its threads and its children, the ones gone
+    included (the database's backends: a backend that exits is added to its postmaster's)."""
+    process = psutil.Process(pid)
+    times = process.cpu_times()
+    total = times.user + times.system + times.children_user + times.children_system
+    for child in process.children(recursive=True):
+        try:
+            child_times = child.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += child_times.user + child_times.system
+    return total
+
+
+def cpu_snapshot(watch: dict[str, int]) -> dict[str, float]:
+    return {name: cpu_seconds(pid) for name, pid in watch.items()}
+
+
+async def throughput(target: dict, clients: int, seconds: float, watch: dict[str, int]) -> dict:
     request = prepared(target, stream=False)
     connections = await asyncio.gather(*(Connection(target["host"], target["port"]).open() for _ in range(clients)))
     done, failed = 0, Counter()
@@ -167,12 +191,17 @@ async def throughput(target: dict, clients: int, seconds: float) -> dict:
                 failed[_reason(exc)] += 1
                 connection.close()  # reopened by the next call
 
+    cpu_before = cpu_snapshot(watch)
     started = time.perf_counter()
     await asyncio.gather(*(client(c, started + seconds) for c in connections))
     elapsed = time.perf_counter() - started
+    cpu_after = cpu_snapshot(watch)
     for connection in connections:
         connection.close()
-    return {"requests_per_second": done / elapsed, "failed": failed.total(), "failures": dict(failed)}
+    result = {"requests_per_second": done / elapsed, "failed": failed.total(), "failures": dict(failed)}
+    for name in watch:
+        result[f"{name}_cpu_ms_per_call"] = (cpu_after[name] - cpu_before[name]) * 1000 / max(done, 1)
+    return result
 
 
 async def streams(target: dict, count: int) -> dict:
@@ -214,7 +243,8 @@ async def run(plan: dict) -> dict[str, dict]:
             elif phase == "ttfb":
                 results[name]["ttfb_ms"] = await ttfb(target, plan["requests"])
             elif phase == "throughput":
-                results[name].update(await throughput(target, plan["clients"], plan["seconds"]))
+                watch = plan.get("watch", {})
+                results[name].update(await throughput(target, plan["clients"], plan["seconds"], watch))
             elif phase == "streams":
                 results[name].update(await streams(target, plan["streams"]))
     return results

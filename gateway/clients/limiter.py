@@ -4,12 +4,23 @@ Called by each `/v1` view once it knows the call's estimated size and before any
 (the upstream call, the query's embedding). The policy is `gateway.clients.limits`, the counters
 `gateway.clients.usage`; the call settles when its request log row is written
 (`gateway.clients.ledger`).
+
+The calls of one project that wait for admission in one process are admitted together: a
+process has at most one admission statement per project in flight, and the calls that come
+while it runs go in the next one, with one price read for all of them. Alone, a call is a batch
+of one and waits for nothing; under load, the project's lock changes hands once per batch and
+each call costs a share of two round trips instead of two of its own. The verdicts are the
+ones the calls would have had one by one in the order they came (`usage.admit`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 
 import psycopg
 from django.utils import timezone
@@ -22,52 +33,185 @@ from ragmux.core.errors import Forbidden, RateLimited, Unavailable
 
 logger = logging.getLogger("ragmux.gateway.limits")
 
+# The most calls in one admission statement; more wait for the next.
+MAX_BATCH = 100
 
-async def _estimated_micros(spends: list[Spend], dearest_of: list[Spend]) -> int:
-    """The call's price if it spends what it is estimated to, from the price table the ledger
-    prices its row with: every one of ``spends``, and the dearest of ``dearest_of`` (the
-    targets of a route, any of which may answer). A model without a price is refused rather than
-    counted as free."""
-    everything = [*spends, *dearest_of]
-    rows = await selectors.prices_of(provider_types=sorted({spend.provider_type for spend in everything}))
-    micros = {}
-    for spend in everything:
-        micros[spend], source = price([spend], rows)
-        if source == UNPRICED:
-            raise Forbidden(
-                f"model {spend.model!r} has no price, and this call is under a dollar budget; "
-                "an admin must price it first",
-                code="unpriced_model",
+
+@dataclass(eq=False)
+class _Waiting:
+    """A call waiting for its verdict, and the verdict once its batch has run."""
+
+    call: Call
+    checks: list[limits.Check]
+    tokens: int
+    spends: list[Spend]
+    # The targets of a route, any of which may answer: the dearest is reserved.
+    dearest_of: Sequence[Spend]
+    decided: asyncio.Future
+    claim: usage.Claim | None = None
+    denied: limits.Check | None = None
+    now: datetime | None = None
+    # The model without a price that a dollar budget refuses the call for.
+    unpriced_model: str | None = None
+    # Why the counters could not be checked, when they could not.
+    failure: BaseException | None = None
+
+
+@dataclass(eq=False)
+class _ProjectQueue:
+    waiting: list[_Waiting] = field(default_factory=list)
+    runner: asyncio.Task | None = None
+
+
+# Per event loop (the futures belong to it), per project (projects are few: made by admins).
+_queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, _ProjectQueue]] = weakref.WeakKeyDictionary()
+
+
+async def _price_batch(batch: list[_Waiting]) -> None:
+    """Each call's estimated price, for the calls under a dollar budget: from one read of the
+    price table the ledger prices rows with; a model without a price refuses its call rather
+    than count it as free."""
+    priced = [waiting for waiting in batch if limits.has_dollar_budget(waiting.call.project, waiting.call.key)]
+    if not priced:
+        return
+    try:
+        rows = await selectors.prices_of(
+            provider_types=sorted(
+                {spend.provider_type for waiting in priced for spend in (*waiting.spends, *waiting.dearest_of)}
             )
-    return sum(micros[spend] for spend in spends) + max((micros[spend] for spend in dearest_of), default=0)
+        )
+    except psycopg.Error as exc:
+        for waiting in priced:
+            waiting.failure = exc
+        return
+    for waiting in priced:
+        micros = {}
+        for spend in (*waiting.spends, *waiting.dearest_of):
+            micros[spend], source = price([spend], rows)
+            if source == UNPRICED:
+                waiting.unpriced_model = spend.model
+                break
+        else:
+            waiting.claim.micros = sum(micros[spend] for spend in waiting.spends) + max(
+                (micros[spend] for spend in waiting.dearest_of), default=0
+            )
+
+
+async def _admit_batch(project_id: int, batch: list[_Waiting]) -> None:
+    now = timezone.now()
+    windows = usage.admission_windows(now)
+    for waiting in batch:
+        waiting.now = now
+        admission = usage.Admission(project_id=project_id, key_id=waiting.call.key.pk, windows=windows)
+        waiting.claim = usage.Claim(admission=admission, checks=waiting.checks, tokens=waiting.tokens, micros=0)
+    await _price_batch(batch)
+    checked = [waiting for waiting in batch if waiting.failure is None and waiting.unpriced_model is None]
+    if not checked:
+        return
+    try:
+        verdicts = await usage.admit([waiting.claim for waiting in checked])
+    except psycopg.Error as exc:
+        for waiting in checked:
+            waiting.failure = exc
+        return
+    for waiting, denied in zip(checked, verdicts, strict=True):
+        waiting.denied = denied
+
+
+def _decide(batch: list[_Waiting], failure: BaseException | None = None) -> None:
+    for waiting in batch:
+        if failure is not None:
+            waiting.failure = waiting.failure or failure
+        if not waiting.decided.done():
+            waiting.decided.set_result(None)
+
+
+async def _run(project_id: int, queue: _ProjectQueue) -> None:
+    """Admits the project's waiting calls, a batch at a time, until none is left."""
+    try:
+        while queue.waiting:
+            batch, queue.waiting = queue.waiting[:MAX_BATCH], queue.waiting[MAX_BATCH:]
+            try:
+                await _admit_batch(project_id, batch)
+            except Exception as exc:
+                _decide(batch, exc)
+            except BaseException as exc:  # cancelled: the event loop is closing
+                _decide(batch + queue.waiting, exc)
+                queue.waiting = []
+                raise
+            else:
+                _decide(batch)
+    finally:
+        queue.runner = None
+
+
+def _enqueue(waiting: _Waiting) -> None:
+    loop = asyncio.get_running_loop()
+    queues = _queues.setdefault(loop, {})
+    project_id = waiting.call.project.pk
+    queue = queues.setdefault(project_id, _ProjectQueue())
+    queue.waiting.append(waiting)
+    if queue.runner is None:
+        queue.runner = loop.create_task(_run(project_id, queue))
+
+
+def _take_admission(waiting: _Waiting) -> None:
+    """An admitted call holds what it reserved, settled when it ends; a refused call reserved
+    nothing and is not counted."""
+    if waiting.claim is not None and waiting.claim.admission.reserved:
+        waiting.call.admission = waiting.claim.admission
 
 
 async def admit(call: Call, *, tokens: int, spends: list[Spend], dearest_of: Sequence[Spend] = ()) -> None:
     """Admits the call, reserving ``tokens`` and the price of ``spends`` (and of the dearest of
     ``dearest_of``) until it settles, or refuses it (429, or 403 for an unpriced model under a
     dollar budget). Either way the call carries the headers of its configured limits."""
-    now = timezone.now()
     project, key = call.project, call.key
-    admission = usage.Admission(project_id=project.pk, key_id=key.pk, windows=usage.admission_windows(now))
     checks = limits.plan(project=project, key=key, estimate_tokens=tokens)
     if not checks:
-        call.admission = admission  # nothing to check: the call counts when it settles
+        # Nothing to check: the call counts when it settles.
+        windows = usage.admission_windows(timezone.now())
+        call.admission = usage.Admission(project_id=project.pk, key_id=key.pk, windows=windows)
         return
-    micros = await _estimated_micros(spends, list(dearest_of)) if limits.has_dollar_budget(project, key) else 0
+    waiting = _Waiting(call, checks, tokens, spends, dearest_of, asyncio.get_running_loop().create_future())
+    _enqueue(waiting)
     try:
-        denied = await usage.reserve(admission, checks=checks, tokens=tokens, micros=micros)
-    except psycopg.Error:
+        await asyncio.shield(waiting.decided)
+    except asyncio.CancelledError:
+        # The client left, but its batch may be reserving for it right now: the call ends (and
+        # is queued to settle) only once it knows what it holds.
+        await asyncio.wait([waiting.decided])
+        _take_admission(waiting)
+        raise
+    _take_admission(waiting)
+    _conclude(waiting)
+
+
+def _conclude(waiting: _Waiting) -> None:
+    call, checks, now = waiting.call, waiting.checks, waiting.now
+    if waiting.unpriced_model is not None:
+        raise Forbidden(
+            f"model {waiting.unpriced_model!r} has no price, and this call is under a dollar budget; "
+            "an admin must price it first",
+            code="unpriced_model",
+        )
+    if waiting.failure is not None:
+        if not isinstance(waiting.failure, psycopg.Error):
+            raise waiting.failure
+        project_id = call.project.pk
         if any(check.kind in limits.BUDGETS for check in checks):
-            logger.exception("limit check failed for project %s", project.pk)
-            raise Unavailable("limit check failed; retry shortly", code="limit_check_failed") from None
-        call.admission = admission
-        # Minute limits only: better a call past them than an outage.
-        logger.exception("minute limits of project %s not checked: the counters cannot be reached", project.pk)
+            logger.error("limit check failed for project %s", project_id, exc_info=waiting.failure)
+            raise Unavailable("limit check failed; retry shortly", code="limit_check_failed")
+        # Minute limits only: better a call past them than an outage. It counts when it settles.
+        call.admission = waiting.claim.admission
+        logger.error(
+            "minute limits of project %s not checked: the counters cannot be reached",
+            project_id,
+            exc_info=waiting.failure,
+        )
         metrics.increment(metrics.LIMITS_UNCHECKED)
         return
-    if denied is None:
-        call.admission = admission  # a refused call reserved nothing and is not counted
-    counters = admission.counters
+    denied, counters = waiting.denied, waiting.claim.admission.counters
     call.limit_headers = limits.limit_headers(checks, counters, now, denied)
     if denied is not None:
         refusal = limits.denial(denied, counters[denied.tier, denied.kind.period][denied.kind.column], now)

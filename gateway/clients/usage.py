@@ -4,11 +4,13 @@ PostgreSQL alone holds them, one row per (tier, owner, window): every web proces
 reads and writes the same rows, and a restart loses nothing. Why the limits hold exactly under
 concurrency:
 
-- **Admission is one statement under one lock.** `ragmux_usage_reserve` (migration 0007) takes
-  the project's transaction-scoped advisory lock, reads the counters, runs the checks in order
-  and, when none denies, adds the call's request and its estimated tokens and micro-dollars to
-  the reserved columns, then commits. Two calls of a project are never checked on the same
-  counter values: the second sees the first's reservation. So a budget denies once
+- **Admission is one statement under one lock.** `ragmux_usage_admit` (migration 0011) takes
+  the project's transaction-scoped advisory lock, reads the counters, and for each call it was
+  given, in turn, runs the call's checks in order and, when none denies, adds the call's request
+  and its estimated tokens and micro-dollars to the reserved columns; then it writes the rows and
+  commits. Two calls of a project are never checked on the same counter values: the second sees
+  the first's reservation, whether it came in the same statement (a batch: the calls of a
+  project that wait in one process, `gateway.clients.limiter`) or in an earlier one. So a budget denies once
   ``used + reserved >= budget``, whatever the concurrency, and exactly ``rpm`` calls of a minute
   get a request slot; a denied call reserves nothing, so it releases nothing.
 - **Settlement swaps the estimate for the truth.** When a call ends (answered, failed, or its
@@ -18,11 +20,13 @@ concurrency:
   in, under the same lock. The checks count the calls in flight by their estimate and finished
   calls by their usage; only a single call can overshoot, by its own size.
 - **Writers cannot deadlock, and hold the lock briefly:** each write is one statement
-  (`ragmux_usage_reserve`, `ragmux_usage_settle`) that takes its projects' locks
+  (`ragmux_usage_admit`, `ragmux_usage_settle`) that takes its projects' locks
   (`ragmux_usage_lock`) before touching a row, in ascending project order, and commits at once.
 
 The lock serialises a project's admissions, each one short statement without a round trip
-inside it; calls to different projects do not wait for each other at all.
+inside it; calls to different projects do not wait for each other at all. A process sends one
+statement per project at a time, for all the calls that came meanwhile, so under load the lock
+changes hands once per batch, not once per call.
 """
 
 from __future__ import annotations
@@ -54,9 +58,10 @@ from ragmux.core import asyncdb
 # its margin, days for over a year of daily figures, months for three years.
 RETENTION = {MINUTE: timedelta(hours=2), DAY: timedelta(days=400), MONTH: timedelta(days=3 * 366)}
 
-_RESERVE = (
-    "SELECT denied, tiers, periods, requests, tokens, micros FROM ragmux_usage_reserve("
-    "%s, %s, %s::text[], %s::timestamptz[], %s, %s, %s::text[], %s::text[], %s::text[], %s::bigint[], %s::bigint[])"
+_ADMIT = (
+    "SELECT denied, requests, tokens, micros FROM ragmux_usage_admit(%s, %s::text[], %s::timestamptz[], "
+    "%s::bigint[], %s::bigint[], %s::bigint[], %s::int[], %s::text[], %s::text[], %s::text[], %s::bigint[], "
+    "%s::bigint[])"
 )
 _SETTLE = (
     "SELECT ragmux_usage_settle(%s::bigint[], %s::text[], %s::bigint[], %s::text[], %s::timestamptz[], "
@@ -82,37 +87,70 @@ def admission_windows(now: datetime) -> dict[str, datetime]:
     return {period: window_start(period, now) for period in PERIODS}
 
 
-async def reserve(admission: Admission, *, checks: list[Check], tokens: int, micros: int) -> Check | None:
-    """Runs ``checks`` and, when none denies, reserves the call's request, ``tokens`` and
-    ``micros`` on both tiers' windows; returns the check that denied, if one did."""
-    periods = list(admission.windows)
-    row = await asyncdb.fetch_one(
-        _RESERVE,
-        (
-            admission.project_id,
-            admission.key_id,
-            periods,
-            [admission.windows[period] for period in periods],
-            tokens,
-            micros,
-            [check.tier for check in checks],
-            [check.kind.period for check in checks],
-            [check.kind.column for check in checks],
-            [check.addend for check in checks],
-            [check.threshold for check in checks],
-        ),
+@dataclass
+class Claim:
+    """One call's request for admission: its place in the counters, the checks it must pass, and
+    what it reserves when it passes them."""
+
+    admission: Admission
+    checks: list[Check]
+    tokens: int
+    micros: int
+
+
+def admit_params(claims: list[Claim]) -> tuple:
+    """The parameters of ``ragmux_usage_admit`` for ``claims``: calls of one project, in the order
+    they are checked, all in the first claim's windows."""
+    first = claims[0].admission
+    periods = list(first.windows)
+    flat_checks = [(index, check) for index, claim in enumerate(claims, start=1) for check in claim.checks]
+    return (
+        first.project_id,
+        periods,
+        [first.windows[period] for period in periods],
+        [claim.admission.key_id for claim in claims],
+        [claim.tokens for claim in claims],
+        [claim.micros for claim in claims],
+        [index for index, _ in flat_checks],
+        [check.tier for _, check in flat_checks],
+        [check.kind.period for _, check in flat_checks],
+        [check.kind.column for _, check in flat_checks],
+        [check.addend for _, check in flat_checks],
+        [check.threshold for _, check in flat_checks],
     )
-    denied_index, tiers, row_periods, requests, used_tokens, used_micros = row
-    admission.counters = {
-        (tier, period): {REQUESTS: requests_, TOKENS: tokens_, MICROS: micros_}
-        for tier, period, requests_, tokens_, micros_ in zip(
-            tiers, row_periods, requests, used_tokens, used_micros, strict=True
-        )
-    }
-    if denied_index:
-        return checks[denied_index - 1]
-    admission.reserved, admission.reserved_tokens, admission.reserved_micros = True, tokens, micros
-    return None
+
+
+def admit_verdicts(claims: list[Claim], row: tuple) -> list[Check | None]:
+    """Reads ``ragmux_usage_admit``'s answer into the claims' admissions (their counters, and
+    what the admitted ones reserved); returns each claim's denying check, None when admitted."""
+    denied, requests, tokens, micros = row
+    periods = list(claims[0].admission.windows)
+    # Each call's counters: the project's windows, then its key's.
+    places = [(tier, period) for tier in (PROJECT, KEY) for period in periods]
+    verdicts: list[Check | None] = []
+    for index, claim in enumerate(claims):
+        start = index * len(places)
+        claim.admission.counters = {
+            place: {REQUESTS: requests[start + at], TOKENS: tokens[start + at], MICROS: micros[start + at]}
+            for at, place in enumerate(places)
+        }
+        if denied[index]:
+            verdicts.append(claim.checks[denied[index] - 1])
+            continue
+        admission = claim.admission
+        admission.reserved, admission.reserved_tokens, admission.reserved_micros = True, claim.tokens, claim.micros
+        verdicts.append(None)
+    return verdicts
+
+
+async def admit(claims: list[Claim]) -> list[Check | None]:
+    """Runs each claim's checks, one claim after the other, each against the counters as the
+    claims before it left them; reserves the request, tokens and micro-dollars of every claim
+    that passes on both its tiers' windows. One statement, whatever the number of claims (calls
+    of one project, in one set of windows). Returns each claim's denying check, None when
+    admitted."""
+    row = await asyncdb.fetch_one(_ADMIT, admit_params(claims))
+    return admit_verdicts(claims, row)
 
 
 @dataclass(frozen=True)

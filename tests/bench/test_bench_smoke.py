@@ -353,6 +353,8 @@ def test_gateway_smoke_reports_every_figure_and_leaves_nothing_running(run_tmpdi
     assert (result["gateway_streams_ok"], result["gateway_streams_errors"]) == (100, {})
     assert {"limits_added_p50_ms", "limits_requests_per_second"} <= result.keys()
     assert (result["limits_failed"], result["limits_streams_ok"]) == (0, 100)
+    assert {"route_added_p50_ms", "route_requests_per_second"} <= result.keys()
+    assert result["route_failed"] == 0
     assert set(result["targets_met"]) == {
         "added_p50",
         "added_ttfb",
@@ -360,6 +362,7 @@ def test_gateway_smoke_reports_every_figure_and_leaves_nothing_running(run_tmpdi
         "streams",
         "limits_added_p50",
         "limits_requests_per_second",
+        "route_added_p50",
     }
     time.sleep(1)
     assert processes_left_by_run(run_tmpdir, workers_before) == []

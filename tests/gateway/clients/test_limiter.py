@@ -337,17 +337,55 @@ def test_counters_that_cannot_be_reached(v1, asgi_url, limited, fake_upstream, l
 
     key = limited(limits)
     unchecked_before = _unchecked_calls(asgi_url)
-    signature = "bigint, bigint, text[], timestamptz[], bigint, bigint, text[], text[], text[], bigint[], bigint[]"
+    # The name alone (it is the only function of that name): the admission statement cannot run.
     with connection.cursor() as cursor:
-        cursor.execute(f"ALTER FUNCTION ragmux_usage_reserve({signature}) RENAME TO ragmux_usage_reserve_away")
+        cursor.execute("ALTER FUNCTION ragmux_usage_admit RENAME TO ragmux_usage_admit_away")
     try:
         answers = [v1(key).post("/chat/completions", json=CHAT) for _ in range(2)]
     finally:
         with connection.cursor() as cursor:
-            cursor.execute(f"ALTER FUNCTION ragmux_usage_reserve_away({signature}) RENAME TO ragmux_usage_reserve")
+            cursor.execute("ALTER FUNCTION ragmux_usage_admit_away RENAME TO ragmux_usage_admit")
     assert [answer.status_code for answer in answers] == [status, status]
     assert fake_upstream.calls("openai.chat") == (2 if status == 200 else 0)
     if status == 503:
         assert answers[0].json()["error"]["code"] == "limit_check_failed"
     # Each call let through unchecked is counted.
     assert _unchecked_calls(asgi_url) == unchecked_before + (2 if status == 200 else 0)
+
+
+def test_calls_waiting_in_one_process_are_admitted_in_batches_with_the_verdicts_of_one_at_a_time(limited):
+    """20 calls of one project at once on one event loop (they wait together, and are admitted
+    together) get the verdicts they would have had one at a time: the first 5 (the project's
+    rpm) get in, each with its own counters and reservation."""
+    from gateway.clients import limiter
+    from gateway.clients.ledger import Call, Spend
+    from gateway.clients.models import GatewayKey
+    from ragmux.core import asyncdb
+    from ragmux.core.errors import RateLimited
+
+    limited({"rate_limit_rpm": 5, "budget_daily_usd_micros": 10**9})
+    key = GatewayKey.objects.select_related("project").get(project__name="limited")
+    spend = Spend("openai", "budget-model", PROMPT_WORDS, ANSWER_TOKENS)
+
+    async def burst() -> list[Call | BaseException]:
+        calls = [Call(project=key.project, key=key, endpoint="chat") for _ in range(20)]
+        try:
+            verdicts = await asyncio.gather(
+                *(limiter.admit(call, tokens=CALL_TOKENS, spends=[spend]) for call in calls), return_exceptions=True
+            )
+        finally:
+            await asyncdb.close()
+        return [call if verdict is None else verdict for call, verdict in zip(calls, verdicts, strict=True)]
+
+    _wait_for_a_fresh_minute_stretch(5)
+    outcomes = asyncio.run(burst())
+
+    admitted = [outcome for outcome in outcomes if isinstance(outcome, Call)]
+    assert outcomes[:5] == admitted
+    assert all(isinstance(outcome, RateLimited) and outcome.code == "rate_limit_rpm" for outcome in outcomes[5:])
+    assert [call.limit_headers["x-ratelimit-remaining-requests"] for call in admitted] == ["4", "3", "2", "1", "0"]
+    assert {(call.admission.reserved_tokens, call.admission.reserved_micros) for call in admitted} == {
+        (CALL_TOKENS, CALL_MICROS)
+    }
+    requests, _, _, _, reserved_tokens, reserved_micros = _counters("project", key.project_id)["minute"]
+    assert (requests, reserved_tokens, reserved_micros) == (5, 5 * CALL_TOKENS, 5 * CALL_MICROS)
