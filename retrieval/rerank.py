@@ -110,10 +110,10 @@ def project_rerank_connection(
     store: RagStore, result: SearchResult, *, chat_connection: ModelConnection | None
 ) -> RerankConnection:
     """In a project's request (chat, `/v1/retrieve`) `llm` reranks with the project's own chat
-    model; the API backends with the store's rerank connection."""
+    model (the first target of its chat route, when it chats through one); the API backends with
+    the store's rerank connection."""
     if result.options.rerank_backend != LLM_BACKEND:
         return store_rerank_connection(store, result)
-    # Where a project answers through a chat route, the route's choice of target goes here.
     if chat_connection is None:
         return RerankConnection(None, "the project has no chat connection to rerank with")
     return RerankConnection(chat_connection)

@@ -230,7 +230,12 @@ async def _rerank(call: Call, store: RagStore, query: str, result: SearchResult)
     if result.options.rerank and store.rerank_connection_id is not None:
         # The key's statement loads the store without it; read here, on the event loop.
         store.rerank_connection = await selectors.store_rerank_connection(store=store)
-    choice = project_rerank_connection(store, result, chat_connection=call.project.chat_connection)
+    chat_connection = call.project.chat_connection
+    if result.options.rerank and chat_connection is None:
+        # A project that chats through a route reranks (`llm`) with the route's first target.
+        routed = await selectors.chat_route(project=call.project, model="")
+        chat_connection = None if routed is None else routed[1][0].connection
+    choice = project_rerank_connection(store, result, chat_connection=chat_connection)
     await rerank_async(result, query=query, choice=choice)
 
 

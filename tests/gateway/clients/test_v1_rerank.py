@@ -60,3 +60,20 @@ def test_a_failed_rerank_still_answers_in_fused_order(v1, project_key, reranking
     assert [hit["content"] for hit in body["data"]] == rerank_prompt_passages(fake_upstream)[:3]
     assert (body["reranked"], body["rerank_fallback"]) == (False, True)
     assert isinstance(body["rerank_latency_ms"], int)
+
+
+def test_a_project_chatting_through_a_route_reranks_with_its_first_target(
+    v1, project, project_key, reranking_store, chat_connection, fake_upstream
+):
+    from gateway.clients.services import project_update
+    from gateway.connections.services import TargetSpec, route_create
+
+    route = route_create(name="falcon-chat", kind="chat", strategy="ordered", targets=[TargetSpec(chat_connection.id)])
+    project_update(project=project, chat_route_id=route.id, chat_connection_id=None)
+
+    response = v1(project_key).post("/retrieve", json={"query": QUESTION, "top_k": 3})
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (body["reranked"], body["rerank_fallback"], body["rerank_skipped"]) == (True, False, False)
+    assert [hit["content"] for hit in body["data"]] == list(reversed(rerank_prompt_passages(fake_upstream)))[:3]
