@@ -22,7 +22,6 @@ from gateway.connections.models import (
     RouteKind,
     RouteTarget,
 )
-from gateway.connections.selectors import route_list
 from ragmux.core import asyncdb
 from ragmux.core.errors import NotFound
 from stores.models import RagStore
@@ -37,15 +36,6 @@ def project_get(*, project_id: int) -> Project:
     if project is None:
         raise NotFound.of("project")
     return project
-
-
-def route_for_model(*, project: Project, model: str, kind: str = RouteKind.CHAT) -> Route | None:
-    """The route of ``kind`` named ``model`` that ``project`` lets its keys call, with its targets
-    in order and their connections; None when there is none: the call then goes to the project's
-    own chat connection or route, as any other model name does."""
-    if not model:
-        return None
-    return route_list(kind=kind).filter(allowed_projects=project, name=model).first()
 
 
 def key_list(*, project: Project) -> QuerySet[GatewayKey]:

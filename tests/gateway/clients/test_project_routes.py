@@ -7,9 +7,8 @@ import openai
 import pytest
 
 from gateway.clients.models import Project
-from gateway.clients.selectors import route_for_model
 from ragmux.core.models import AuditEntry
-from tests.factories import ConnectionFactory, ProjectFactory, RouteFactory, RouteTargetFactory
+from tests.factories import ConnectionFactory, RouteFactory, RouteTargetFactory
 
 
 @pytest.fixture
@@ -99,23 +98,6 @@ def test_a_project_chats_through_one_connection_or_one_chat_route(
     assert response.json()["error"]["code"] == "validation_error"
     assert field in response.json()["error"]["fields"]
     assert not Project.objects.exists()
-
-
-def test_route_for_model_finds_only_the_allowed_routes_of_the_kind_asked(chat_route, rerank_route):
-    project = ProjectFactory(chat_connection=None, chat_route=chat_route)
-    allowed = RouteTargetFactory(route=RouteFactory(name="cheap")).route
-    RouteTargetFactory(route=RouteFactory(name="not-allowed"))
-    project.allowed_routes.add(allowed, rerank_route)
-
-    found = route_for_model(project=project, model="cheap")
-    assert found == allowed
-    assert [t.effective_model_name for t in found.targets.all()] == ["gpt-4o-mini"]
-    assert route_for_model(project=project, model="not-allowed") is None
-    # The project's own chat route is what any other name reaches, not a route named by the call.
-    assert route_for_model(project=project, model="smart") is None
-    assert route_for_model(project=project, model="sharp") is None
-    assert route_for_model(project=project, model="sharp", kind="rerank") == rerank_route
-    assert route_for_model(project=project, model="") is None
 
 
 def test_a_project_chatting_through_a_route_lists_it_in_v1_models(
