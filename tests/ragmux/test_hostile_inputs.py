@@ -92,6 +92,7 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
         ("admin/api/audit", "get"): Query(
             {"object_type": "store", "object_id": 1, "since": "2026-01-01T00:00:00Z", "page": 1}
         ),
+        ("admin/api/provider-types", "get"): NoInput(),
         ("admin/api/models", "get"): NoInput(),
         ("admin/api/models", "post"): Json(connection),
         ("admin/api/models/<id:connection_id>", "get"): NoInput(),
