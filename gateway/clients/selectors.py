@@ -54,6 +54,21 @@ def key_choices() -> QuerySet[GatewayKey]:
     return GatewayKey.objects.select_related("project").order_by("project__name", "name", "id")
 
 
+def key_search(
+    *, project_id: int | None = None, revoked: bool | None = None, scope: str | None = None
+) -> QuerySet[GatewayKey]:
+    """Keys across every project (`key_choices`' order) narrowed by each filter given: a
+    project, revoked or not, holding a scope."""
+    keys = key_choices()
+    if project_id is not None:
+        keys = keys.filter(project_id=project_id)
+    if revoked is not None:
+        keys = keys.filter(revoked_at__isnull=not revoked)
+    if scope is not None:
+        keys = keys.filter(scopes__contains=[scope])
+    return keys
+
+
 def _columns(model, alias: str) -> str:
     return ", ".join(f'{alias}."{field.column}"' for field in model._meta.concrete_fields)
 

@@ -12,7 +12,7 @@ from gateway.clients.usage_reports import UsageReport, UsageSummary, WindowUsage
 from gateway.clients.usage_windows import percent_of
 from gateway.connections.models import Route
 from ragmux.core.env import parse_duration
-from ragmux.core.serializers import MAX_BIGINT, MicroDollarsField, StrictInput
+from ragmux.core.serializers import MAX_BIGINT, MicroDollarsField, PageQuery, StrictInput
 from ragmux.core.units import micros_to_dollars
 from retrieval.serializers import API_MAX_TOP_K, MAX_QUERY_CHARS
 
@@ -90,6 +90,21 @@ class KeyOutput(LimitsOutput):
     class Meta:
         model = GatewayKey
         fields = ["id", "name", "prefix", "scopes", *API_LIMIT_FIELDS, "created_at", "last_used_at", "expires_at"]
+
+
+class KeySearchQuery(PageQuery):
+    project = serializers.IntegerField(min_value=1, max_value=MAX_BIGINT, required=False, source="project_id")
+    revoked = serializers.BooleanField(required=False, allow_null=True, default=None)
+    scope = serializers.ChoiceField(choices=Scope.choices, required=False)
+
+
+class ListedKeyOutput(KeyOutput):
+    """A key in the list across projects: which project it serves, and whether it was revoked."""
+
+    project_name = serializers.CharField(source="project.name")
+
+    class Meta(KeyOutput.Meta):
+        fields = ["project_id", "project_name", *KeyOutput.Meta.fields, "revoked_at"]
 
 
 class IssuedKeyOutput(serializers.Serializer):

@@ -14,6 +14,8 @@ from gateway.clients.serializers import (
     IssuedKeyOutput,
     KeyInput,
     KeyOutput,
+    KeySearchQuery,
+    ListedKeyOutput,
     ProjectInput,
     ProjectOutput,
     RequestLogOutput,
@@ -24,7 +26,8 @@ from gateway.clients.serializers import (
     usage_report_output,
     usage_summary_output,
 )
-from ragmux.core.roles import AdminWrites
+from ragmux.core.paging import offset_page, page_fields, without_page
+from ragmux.core.roles import AdminWrites, IsViewer
 from ragmux.core.streaming import AnyAccept, streaming_response
 
 REQUEST_LOG_PAGE = 100
@@ -88,6 +91,19 @@ class ProjectKeysApi(APIView):
             IssuedKeyOutput(services.key_create(project=project, **data.validated_data, actor=request.user)).data,
             status=201,
         )
+
+
+class KeysApi(APIView):
+    """Every key across projects, revoked ones too, filtered and a page at a time. Keys are
+    created under their project, so this path has no writes: any role asking for one is told 405."""
+
+    permission_classes = [IsViewer]
+
+    def get(self, request):
+        query = KeySearchQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        page = offset_page(selectors.key_search(**without_page(query.validated_data)), query.validated_data)
+        return Response({"keys": ListedKeyOutput(page.object_list, many=True).data, **page_fields(page)})
 
 
 class KeyRotateApi(APIView):

@@ -4,14 +4,14 @@ from django.db import models
 
 
 class ProviderType(models.TextChoices):
-    OPENAI = "openai"
-    CUSTOM_OPENAI = "custom_openai"
-    OLLAMA = "ollama"
-    GEMINI = "gemini"
-    ANTHROPIC = "anthropic"
-    LOCAL = "local"
-    COHERE_RERANK = "cohere_rerank"
-    VOYAGE_RERANK = "voyage_rerank"
+    OPENAI = "openai", "OpenAI"
+    CUSTOM_OPENAI = "custom_openai", "OpenAI-compatible server"
+    OLLAMA = "ollama", "Ollama"
+    GEMINI = "gemini", "Google Gemini"
+    ANTHROPIC = "anthropic", "Anthropic"
+    LOCAL = "local", "Built-in local embedder"
+    COHERE_RERANK = "cohere_rerank", "Cohere Rerank"
+    VOYAGE_RERANK = "voyage_rerank", "Voyage Rerank"
 
 
 class ProbeMode(models.TextChoices):
@@ -39,6 +39,20 @@ CHAT_PROVIDERS = frozenset(
 # The dedicated rerank APIs, by the store's `rerank_backend` that uses them; the `llm` backend
 # reranks with a chat model.
 RERANK_API_PROVIDERS = {"cohere": ProviderType.COHERE_RERANK, "voyage": ProviderType.VOYAGE_RERANK}
+
+
+def capabilities_of(provider_type: str) -> dict[str, bool]:
+    """What a connection of ``provider_type`` can do, as the connection form shows it. Every chat
+    adapter translates tools, images and the usage of a stream, so those follow chat."""
+    chat = provider_type in CHAT_PROVIDERS
+    return {
+        "chat": chat,
+        "embeddings": provider_type in EMBEDDING_PROVIDERS,
+        "rerank": provider_type in RERANK_API_PROVIDERS.values(),
+        "tools": chat,
+        "images": chat,
+        "streaming_usage": chat,
+    }
 
 
 def why_cannot(connection: ModelConnection, capability: str, *, rerank_backend: str | None = None) -> str | None:

@@ -6,7 +6,8 @@ from typing import TypeVar
 
 from django.db.models import Model, Prefetch, QuerySet
 
-from gateway.connections.models import ModelConnection, ModelPrice, Route, RouteTarget
+from gateway.connections.models import ModelConnection, ModelPrice, ProviderType, Route, RouteTarget, capabilities_of
+from gateway.connections.providers.embeddings import DEFAULT_BASE_URLS
 from ragmux.core.errors import InvalidInput, NotFound
 
 ModelT = TypeVar("ModelT", bound=Model)
@@ -14,6 +15,20 @@ ModelT = TypeVar("ModelT", bound=Model)
 
 def connection_list() -> QuerySet[ModelConnection]:
     return ModelConnection.objects.order_by("id")
+
+
+def provider_type_list() -> list[dict]:
+    """Every provider type a connection can have, with its label, default base URL ("" when the
+    connection must name one) and capabilities."""
+    return [
+        {
+            "type": provider_type.value,
+            "label": provider_type.label,
+            "default_base_url": DEFAULT_BASE_URLS.get(provider_type, ""),
+            "capabilities": capabilities_of(provider_type),
+        }
+        for provider_type in ProviderType
+    ]
 
 
 def price_list(*, provider_type: str | None = None) -> QuerySet[ModelPrice]:

@@ -162,3 +162,19 @@ class RouteOutput(serializers.ModelSerializer):
     class Meta:
         model = Route
         fields = ["id", "name", "kind", "strategy", "targets", "created_at", "updated_at"]
+
+
+class ProviderCapabilitiesOutput(serializers.Serializer):
+    chat = serializers.BooleanField()
+    embeddings = serializers.BooleanField()
+    rerank = serializers.BooleanField()
+    tools = serializers.BooleanField()
+    images = serializers.BooleanField()
+    streaming_usage = serializers.BooleanField()
+
+
+class ProviderTypeOutput(serializers.Serializer):
+    type = serializers.CharField()
+    label = serializers.CharField()
+    default_base_url = serializers.CharField()
+    capabilities = ProviderCapabilitiesOutput()

@@ -3,6 +3,7 @@ from django.urls import path
 from gateway.connections import views
 
 urlpatterns = [
+    path("provider-types", views.ProviderTypesApi.as_view()),
     path("models", views.ConnectionsApi.as_view()),
     path("models/<id:connection_id>", views.ConnectionApi.as_view()),
     path("models/<id:connection_id>/test", views.ConnectionTestApi.as_view()),

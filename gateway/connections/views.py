@@ -15,10 +15,21 @@ from gateway.connections.serializers import (
     PriceListQuery,
     PriceOutput,
     PriceValuesInput,
+    ProviderTypeOutput,
     RouteInput,
     RouteOutput,
 )
-from ragmux.core.roles import AdminWrites
+from ragmux.core.roles import AdminWrites, IsViewer
+
+
+class ProviderTypesApi(APIView):
+    """What the connection form offers: every provider type and what it can do. It has no
+    writes, so any role asking for one is told 405, not 403."""
+
+    permission_classes = [IsViewer]
+
+    def get(self, request):
+        return Response(ProviderTypeOutput(selectors.provider_type_list(), many=True).data)
 
 
 class ConnectionsApi(APIView):

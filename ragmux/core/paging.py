@@ -34,3 +34,8 @@ def offset_page(rows, query: Mapping, *, total: int | None = None) -> Page:
 def without_page(query: dict) -> dict:
     """A `PageQuery`'s validated data without the page: the filters alone."""
     return {name: value for name, value in query.items() if name not in PAGE_FIELDS}
+
+
+def page_fields(page: Page) -> dict[str, int]:
+    """Where a page of an offset-paged API list stands: sent beside the page's items."""
+    return {"total": page.paginator.count, "page": page.number, "pages": page.paginator.num_pages}

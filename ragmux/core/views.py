@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from ragmux.core import accounts
 from ragmux.core.authentication import bearer_login, bearer_token, change_own_password, revoke_admin_token
 from ragmux.core.models import AuditEntry
-from ragmux.core.paging import offset_page
+from ragmux.core.paging import offset_page, page_fields
 from ragmux.core.roles import AdminOnly
 from ragmux.core.serializers import (
     AuditQuery,
@@ -157,11 +157,4 @@ class AuditApi(APIView):
         query = AuditQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         page = offset_page(audit_entries(query.validated_data), query.validated_data)
-        return Response(
-            {
-                "entries": AuditEntryOutput(page.object_list, many=True).data,
-                "total": page.paginator.count,
-                "page": page.number,
-                "pages": page.paginator.num_pages,
-            }
-        )
+        return Response({"entries": AuditEntryOutput(page.object_list, many=True).data, **page_fields(page)})

@@ -20,6 +20,8 @@ Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``
 - ``tool_call``: the chat answer is a call of the function of that name with
   :data:`TOOL_ARGUMENTS`;
 - ``error_reason``: Gemini's error details carry this reason (``API_KEY_INVALID``).
+- ``error_message``: a failure's message says this instead of ``fake upstream failure <status>``
+  (an upstream that echoes a credential).
 - ``prompt_cache``: ``(read, written)``: the chat usage says that many prompt tokens were read
   from and written to the provider's prompt cache, each in the provider's own fields (OpenAI
   and Gemini report reads only).
@@ -76,6 +78,8 @@ class Knobs:
     error_after: int | None = None
     tool_call: str | None = None
     error_reason: str | None = None
+    # The text of a failure's message, in place of the default one.
+    error_message: str | None = None
     # Sent as `Retry-After` with a failure: seconds, or an HTTP-date.
     retry_after: int | str | None = None
     prompt_cache: tuple[int, int] | None = None
@@ -135,12 +139,12 @@ def json_reply(body: object, status: int = 200) -> Reply:
     return status, {"Content-Type": "application/json"}, json.dumps(body).encode()
 
 
-def failure_message(status: int) -> str:
-    return f"fake upstream failure {status}"
+def failure_message(status: int, knobs: Knobs) -> str:
+    return knobs.error_message or f"fake upstream failure {status}"
 
 
 def openai_error(status: int, knobs: Knobs) -> object:
-    return {"error": {"message": failure_message(status)}}
+    return {"error": {"message": failure_message(status, knobs)}}
 
 
 class FakeUpstream:
@@ -512,7 +516,7 @@ ANTHROPIC_ERROR_TYPES = {
 
 def anthropic_error(status: int, knobs: Knobs) -> object:
     kind = ANTHROPIC_ERROR_TYPES.get(status, "api_error")
-    return {"type": "error", "error": {"type": kind, "message": failure_message(status)}}
+    return {"type": "error", "error": {"type": kind, "message": failure_message(status, knobs)}}
 
 
 def _register_anthropic_routes(upstream: FakeUpstream) -> None:
@@ -582,7 +586,11 @@ GEMINI_STATUSES = {
 
 
 def gemini_error(status: int, knobs: Knobs) -> object:
-    error = {"code": status, "message": failure_message(status), "status": GEMINI_STATUSES.get(status, "UNKNOWN")}
+    error = {
+        "code": status,
+        "message": failure_message(status, knobs),
+        "status": GEMINI_STATUSES.get(status, "UNKNOWN"),
+    }
     if knobs.error_reason:
         error["details"] = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": knobs.error_reason}]
     return {"error": error}
@@ -635,7 +643,7 @@ def _register_gemini_routes(upstream: FakeUpstream) -> None:
 
 
 def ollama_error(status: int, knobs: Knobs) -> object:
-    return {"error": failure_message(status)}
+    return {"error": failure_message(status, knobs)}
 
 
 def _register_ollama_routes(upstream: FakeUpstream) -> None:

@@ -98,6 +98,7 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
         ("admin/api/audit", "get"): Query(
             {"object_type": "store", "object_id": 1, "since": "2026-01-01T00:00:00Z", "page": 1}
         ),
+        ("admin/api/provider-types", "get"): NoInput(),
         ("admin/api/models", "get"): NoInput(),
         ("admin/api/models", "post"): Json(connection),
         ("admin/api/models/<id:connection_id>", "get"): NoInput(),
@@ -149,6 +150,7 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
         ("admin/api/projects/<id:project_id>/keys", "post"): Json({"name": "k", "scopes": ["chat"]}),
         ("admin/api/projects/<id:project_id>/logs", "get"): NoInput(),
         ("admin/api/projects/<id:project_id>/usage", "get"): NoInput(),
+        ("admin/api/keys", "get"): Query({"project": 1, "revoked": "true", "scope": "chat", "page": 1}),
         ("admin/api/keys/<id:key_id>", "patch"): Json(
             {"name": "k2", "scopes": ["chat"], "budget_monthly_tokens": 1000}, empty_is_valid=True
         ),

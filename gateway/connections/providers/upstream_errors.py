@@ -14,9 +14,16 @@ from email.utils import parsedate_to_datetime
 from ragmux.core.errors import UpstreamFailed, UpstreamTimeout
 
 MAX_ERROR_MESSAGE = 512
+# The credential shapes providers are known to echo: HTTP auth schemes, JWTs, OpenAI and Anthropic
+# (`sk-`), Google API keys (`AIza`) and OAuth tokens (`ya29.`), Groq (`gsk_`), Hugging Face
+# (`hf_`) and xAI (`xai-`) keys.
 _SECRET_PATTERNS = re.compile(
-    r"(Bearer\s+\S+|Basic\s+\S+|sk-[A-Za-z0-9_-]{8,}|AIza[A-Za-z0-9_-]{20,}|eyJ[A-Za-z0-9_-]{10,}(\.[A-Za-z0-9_-]+)*)"
+    r"Bearer\s+\S+|Basic\s+\S+|eyJ[A-Za-z0-9_-]{10,}(?:\.[A-Za-z0-9_-]+)*"
+    r"|sk-[A-Za-z0-9_-]{8,}|AIza[A-Za-z0-9_-]{20,}|ya29\.[A-Za-z0-9._-]{8,}"
+    r"|gsk_[A-Za-z0-9]{8,}|hf_[A-Za-z0-9]{8,}|xai-[A-Za-z0-9]{8,}"
 )
+# A URL's userinfo (`https://user:password@host`): the credentials go, the scheme and host stay.
+_URL_USERINFO = re.compile(r"(?<=://)[^\s/?#@]+@")
 
 # How an adapter reads a provider's error answer: (status, error object) -> the status, OpenAI
 # error type and code the client gets.
@@ -27,6 +34,7 @@ def redact(text: str, secret: str) -> str:
     """Upstream messages can echo credentials back; none of them may reach a client or a log."""
     if secret:
         text = text.replace(secret, "[redacted]")
+    text = _URL_USERINFO.sub("[redacted]@", text)
     return _SECRET_PATTERNS.sub("[redacted]", text)
 
 

@@ -108,6 +108,29 @@ def test_upstream_500_is_relayed_with_its_status(v1, project_key, project, fake_
     assert "fake upstream failure 500" in row.error
 
 
+@pytest.mark.parametrize(
+    ("echoed", "secret"),
+    [
+        ("ya29.a0AfH6SMBx-Yz_1234", "a0AfH6SMBx"),
+        ("gsk_AbCdEf0123456789XyZ", "AbCdEf0123456789XyZ"),
+        ("hf_AbCdEfGhIjKlMnOpQrSt", "AbCdEfGhIjKlMnOpQrSt"),
+        ("xai-AbCdEf0123456789XyZ", "AbCdEf0123456789XyZ"),
+        ("https://alice:s3cret@llm.example.com/v1", "alice:s3cret"),
+    ],
+    ids=["google-oauth", "groq", "hugging-face", "xai", "url-userinfo"],
+)
+def test_a_credential_echoed_by_the_upstream_reaches_neither_client_nor_log(
+    v1, project_key, project, fake_upstream, echoed, secret
+):
+    fake_upstream.configure("openai.chat", status=401, error_message=f"rejected {echoed} for this model")
+    response = v1(project_key).post("/chat/completions", json={"messages": MESSAGES})
+    assert response.status_code == 401
+    [row] = wait_for_logs(1, project=project)
+    for text in (error_of(response)["message"], row.error):
+        assert secret not in text
+        assert "rejected " in text and "[redacted]" in text and " for this model" in text
+
+
 def test_upstream_429_is_retried_then_succeeds(v1, project_key, project, fake_upstream):
     fake_upstream.configure("openai.chat", status=429, times=1)
     response = v1(project_key).post("/chat/completions", json={"messages": MESSAGES})

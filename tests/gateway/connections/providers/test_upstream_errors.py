@@ -8,7 +8,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from gateway.connections.providers.upstream_errors import retry_after_seconds, retry_wait
+from gateway.connections.providers.upstream_errors import redact, retry_after_seconds, retry_wait
 from ragmux.core.errors import UpstreamFailed
 
 
@@ -38,3 +38,34 @@ def test_a_retry_waits_what_the_provider_asked_else_the_backoff():
     )
     silent = UpstreamFailed.relayed("busy", status=503, openai_type="upstream_error", code=None, retryable=True)
     assert (retry_wait(asked, backoff=0.25), retry_wait(silent, backoff=0.25)) == (7.0, 0.25)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("auth Bearer abc.def-123 failed", "auth [redacted] failed"),
+        ("auth Basic dXNlcjpwYXNz failed", "auth [redacted] failed"),
+        ("token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl expired", "token [redacted] expired"),
+        ("key sk-proj-AbCdEf123456 is wrong", "key [redacted] is wrong"),
+        ("key sk-ant-api03-AbCdEf123456 is wrong", "key [redacted] is wrong"),
+        ("key AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUv is wrong", "key [redacted] is wrong"),
+        ("token ya29.a0AfH6SMBx-Yz_12.34 expired", "token [redacted] expired"),
+        ("key gsk_AbCdEf0123456789XyZ is wrong", "key [redacted] is wrong"),
+        ("token hf_AbCdEfGhIjKlMnOpQrSt is wrong", "token [redacted] is wrong"),
+        ("key xai-AbCdEf0123456789XyZ is wrong", "key [redacted] is wrong"),
+        ("cannot reach https://alice:s3cret@llm.example.com/v1", "cannot reach https://[redacted]@llm.example.com/v1"),
+        ("cannot reach http://tok3n@10.0.0.5:8000/v1", "cannot reach http://[redacted]@10.0.0.5:8000/v1"),
+        # What only looks like a prefix, and an address without credentials, stay as they are.
+        (
+            "see https://llm.example.com/v1 and mail ops@example.com",
+            "see https://llm.example.com/v1 and mail ops@example.com",
+        ),
+        ("the ya29 and hf_ prefixes alone are no secret", "the ya29 and hf_ prefixes alone are no secret"),
+    ],
+)
+def test_every_known_credential_shape_is_redacted(text, expected):
+    assert redact(text, "") == expected
+
+
+def test_the_connections_own_key_is_redacted_whatever_its_shape():
+    assert redact("key plain-key-42 is wrong", "plain-key-42") == "key [redacted] is wrong"
