@@ -223,10 +223,12 @@ async def _search(call: Call, store: RagStore, query: str, overrides: dict[str, 
     return result
 
 
-async def _rerank(call: Call, store: RagStore, query: str, result: SearchResult) -> None:
+async def _rerank_and_record(call: Call, store: RagStore, query: str, result: SearchResult) -> None:
     """The store's rerank of ``result``, when it has reranking on (`llm` asks the project's own chat
-    model); outside the search's SEARCH_TIMEOUT, as a rerank has timeouts of its own. A failure
-    keeps the fused order (retrieval.rerank)."""
+    model), then what the search and its rerank spent onto the call. Outside the search's
+    SEARCH_TIMEOUT, as a rerank has timeouts of its own; a failure keeps the fused order
+    (retrieval.rerank). A client that leaves during the rerank is charged the query's embedding
+    and the rerank's estimate."""
     if result.options.rerank and store.rerank_connection_id is not None:
         # The key's statement loads the store without it; read here, on the event loop.
         store.rerank_connection = await selectors.store_rerank_connection(store=store)
@@ -236,7 +238,17 @@ async def _rerank(call: Call, store: RagStore, query: str, result: SearchResult)
         routed = await selectors.chat_route(project=call.project, model="")
         chat_connection = None if routed is None else routed[1][0].connection
     choice = project_rerank_connection(store, result, chat_connection=chat_connection)
-    await rerank_async(result, query=query, choice=choice)
+
+    def unanswered() -> None:
+        _record_search(call, store, result)
+        if choice.connection is not None:
+            pool = [hit.content for hit in result.hits[: result.options.rerank_candidates]]
+            estimate = _rerank_estimate(result.options.rerank_backend, query, pool)
+            _count_rerank(call, choice.connection, choice.connection.model_name, estimate)
+
+    with _estimated_if_cancelled(unanswered):
+        await rerank_async(result, query=query, choice=choice)
+    _record_search(call, store, result)
 
 
 def _count_rerank(call: Call, connection: ModelConnection, model: str, reranked: Reranked) -> None:
@@ -246,20 +258,18 @@ def _count_rerank(call: Call, connection: ModelConnection, model: str, reranked:
     call.spends.append(Spend.of_rerank(connection.provider_type, model, reranked))
 
 
-def _record_search(call: Call, result: SearchResult) -> None:
+def _record_search(call: Call, store: RagStore, result: SearchResult) -> None:
     """What a call's search found, what embedding its query cost and what its rerank spent."""
     call.rag_hits = len(result.hits)
     call.sources = rag_context.sources(result.hits)
     call.embedding_tokens = result.embedding_tokens
     call.tokens_estimated = not result.embedding_tokens_reported
+    if result.embedding_tokens:
+        embedder = store.embedding_connection
+        call.spends.append(Spend(embedder.provider_type, embedder.model_name, result.embedding_tokens))
     report = result.rerank
     if report is not None and report.spent is not None:
         _count_rerank(call, report.connection, report.connection.model_name, report.spent)
-
-
-def _embedding_spend(store: RagStore, result: SearchResult) -> Spend:
-    embedder = store.embedding_connection
-    return Spend(embedder.provider_type, embedder.model_name, result.embedding_tokens)
 
 
 async def _ground(call: Call, messages: list[dict]) -> tuple[str, list[dict]]:
@@ -279,10 +289,7 @@ async def _ground(call: Call, messages: list[dict]) -> tuple[str, list[dict]]:
         logger.exception("retrieval for project %s failed", call.project.pk)
         call.rag_skipped_reason = "internal error in retrieval (see the server log)"
     else:
-        await _rerank(call, store, query, result)
-        _record_search(call, result)
-        if result.embedding_tokens:
-            call.spends.append(_embedding_spend(store, result))
+        await _rerank_and_record(call, store, query, result)
         return rag_context.render_context(result.hits), call.sources
     logger.warning("project %s answers without context: %s", call.project.pk, call.rag_skipped_reason)
     return "", []
@@ -484,9 +491,7 @@ async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
     query_spend = _query_spend(store, data["query"])
     await limiter.admit(call, tokens=query_spend.prompt_tokens, spends=[query_spend])
     result = await _search(call, store, data["query"], {"top_k": data["top_k"]})
-    await _rerank(call, store, data["query"], result)
-    _record_search(call, result)
-    call.spends.append(_embedding_spend(store, result))
+    await _rerank_and_record(call, store, data["query"], result)
     return JsonResponse(
         {
             "object": "list",

@@ -9,6 +9,7 @@ import pytest
 
 from ingestion.services import IncomingFile, document_upload
 from stores.services import store_update
+from tests.helpers import wait_for_logs
 
 QUESTION = "What is the launch code for Project Falcon?"
 PASSAGE_LINE = re.compile(r"^\[\d+\] (.*)$", re.MULTILINE)
@@ -77,3 +78,25 @@ def test_a_project_chatting_through_a_route_reranks_with_its_first_target(
     body = response.json()
     assert (body["reranked"], body["rerank_fallback"], body["rerank_skipped"]) == (True, False, False)
     assert [hit["content"] for hit in body["data"]] == list(reversed(rerank_prompt_passages(fake_upstream)))[:3]
+
+
+def test_a_client_that_leaves_during_the_rerank_is_charged_the_embedding_and_the_reranks_estimate(
+    v1, asgi_url, project, project_key, reranking_store, fake_upstream
+):
+    from gateway.clients.ledger import flush
+    from tests.gateway.clients.test_v1_disconnects import abandon
+
+    fake_upstream.configure("openai.chat", latency=10)
+    fake_upstream.forget_requests()
+
+    abandon(
+        asgi_url, project_key, "/v1/retrieve", {"query": QUESTION}, once_upstream_has=fake_upstream, route="openai.chat"
+    )
+
+    assert fake_upstream.wait_for_disconnects(1), "the rerank went on after the client left"
+    [row] = wait_for_logs(1, project=project, status_code=499)
+    assert flush(5)
+    assert (row.endpoint, row.error) == ("retrieve", "client closed request")
+    assert row.embedding_tokens > 0
+    assert row.rerank_tokens > 0
+    assert row.tokens_estimated
