@@ -159,11 +159,15 @@ async def chat_route(*, project: Project, model: str) -> tuple[Route, list[Route
 
 
 async def rerank_route(*, project: Project, model: str) -> tuple[Route, list[RouteTarget]] | None:
-    """The rerank route named ``model`` that ``project`` allows, with its targets in order and
-    their connections; None when there is none."""
-    if not getattr(project, "may_call_routes", True):
+    """The rerank route named ``model`` that ``project`` allows, or its store's rerank route when
+    ``model`` names that, with its targets in order and their connections; None when neither."""
+    store_route_id = None if project.store is None else project.store.rerank_route_id
+    if store_route_id is None and not getattr(project, "may_call_routes", True):
         return None
-    return await _route_with_targets(project=project, model=model, kind=RouteKind.RERANK, otherwise=None)
+    found = await _route_with_targets(project=project, model=model, kind=RouteKind.RERANK, otherwise=store_route_id)
+    if found is None or found[0].name != model:
+        return None
+    return found
 
 
 async def _route_with_targets(
