@@ -247,8 +247,9 @@ def test_a_search_may_override_the_route_with_a_connection_and_back(api, store, 
     through_route = rerank_through(store, route)
     body = search(client, through_route, rerank_backend="voyage", rerank_connection_id=voyage.pk)
     assert body["reranked"] is True and fake_upstream.calls("voyage.rerank") == 1
-    store_update(store=store, name=store.name, values={"rerank_route_id": None, "rerank_connection_id": voyage.pk})
-    body = search(client, store, rerank_backend="cohere", rerank_route_id=route.pk)
+    values = {"rerank_backend": "voyage", "rerank_route_id": None, "rerank_connection_id": voyage.pk}
+    through_voyage = store_update(store=through_route, name=store.name, values=values).store
+    body = search(client, through_voyage, rerank_backend="cohere", rerank_route_id=route.pk)
     assert body["reranked"] is True and fake_upstream.calls("cohere.rerank") == 1
 
 
