@@ -72,8 +72,8 @@ def _validate_rerank_target(values: dict[str, Any]) -> None:
         raise InvalidInput("set rerank_connection_id or rerank_route_id, not both", field="rerank_route_id")
     if connection is None and route is None and values["rerank"] and backend in RERANK_API_PROVIDERS:
         raise InvalidInput(
-            f"rerank_connection_id (or rerank_route_id) is required with the {backend} backend: "
-            f"a {RERANK_API_PROVIDERS[backend]} connection",
+            f"rerank_connection_id is required with the {backend} backend: "
+            f"a {RERANK_API_PROVIDERS[backend]} connection (or rerank_route_id: a route of them)",
             field="rerank_connection_id",
         )
     if connection is not None:

@@ -320,7 +320,7 @@ class StoreForm(Form):
             ]
         if name == "rerank_route_id":
             return [
-                Option(str(route.pk), f"{route.name} ({route.targets.count()} targets)", backend != chosen, backend)
+                Option(str(route.pk), f"{route.name} ({len(route.targets.all())} targets)", backend != chosen, backend)
                 for route, backend in self.rerank_routes
             ]
         if name == "chunking_strategy":
