@@ -39,7 +39,7 @@ from gateway.connections.providers.rerank import (
 )
 from gateway.connections.selectors import connection_named_by, route_named_by
 from ragmux.core import metrics
-from ragmux.core.errors import InvalidInput, ServiceError, UpstreamTimeout
+from ragmux.core.errors import ServiceError, UpstreamTimeout
 from retrieval.rerank_prompt import listwise_prompt
 from retrieval.search import SearchResult, store_search
 from stores.models import RagStore
@@ -108,7 +108,8 @@ NO_RERANK_TARGET = "the store has no rerank connection or route (none was set, o
 def _route_choice(route_id: int) -> RerankConnection:
     route = route_named_by(route_id, field="rerank_route_id")
     if route.kind != RouteKind.RERANK:
-        raise InvalidInput(f"route {route.name!r} is a {route.kind} route, not a rerank route", field="rerank_route_id")
+        # Its kind may have changed since the store named it: the search runs unreranked and says why.
+        return RerankConnection(None, f"the route {route.name!r} is a {route.kind} route, not a rerank route")
     targets = [target.connection for target in route.targets.select_related("connection").order_by("position")]
     if not targets:
         return RerankConnection(None, f"the rerank route {route.name!r} has no targets")

@@ -165,7 +165,7 @@ async def rerank_route(*, project: Project, model: str) -> tuple[Route, list[Rou
     if store_route_id is None and not getattr(project, "may_call_routes", True):
         return None
     found = await _route_with_targets(project=project, model=model, kind=RouteKind.RERANK, otherwise=store_route_id)
-    if found is None or found[0].name != model:
+    if found is None or found[0].name != model or found[0].kind != RouteKind.RERANK:
         return None
     return found
 

@@ -240,6 +240,17 @@ def test_a_deleted_rerank_route_is_reported_as_skipped(api, store, fake_upstream
     assert "no rerank connection or route" in body["rerank_skipped_reason"]
 
 
+def test_a_route_that_is_no_longer_a_rerank_route_is_reported_as_skipped(api, store, fake_upstream, rerank_connection):
+    route = cohere_route(rerank_connection)
+    rerank_through(store, route)
+    route.kind = "chat"
+    route.save()
+    body = search(api("viewer"), store)
+    assert (body["reranked"], body["rerank_fallback"], body["rerank_skipped"]) == (False, False, True)
+    assert "is a chat route, not a rerank route" in body["rerank_skipped_reason"]
+    assert fake_upstream.calls("cohere.rerank") == 0
+
+
 def test_a_search_may_override_the_route_with_a_connection_and_back(api, store, fake_upstream, rerank_connection):
     route = cohere_route(rerank_connection)
     client = api("viewer")
