@@ -412,3 +412,4 @@ def test_the_stores_rerank_route_answers_to_its_name(v1, project, project_key, f
     [row] = wait_for_logs(1, project=project)
     assert (row.route_name, row.target) == ("store-reranker", "store-voyage")
     assert rerank(v1(project_key), "team-reranker").status_code == 404
+    assert "store-reranker" in [model["id"] for model in v1(project_key).get("/models").json()["data"]]
