@@ -7,7 +7,8 @@ loop) has the first ``rerank_candidates`` of them reordered and cuts the pool to
 - the passages a reranker omits follow the ones it ranked, in their fused order
   (:func:`apply_rerank_order`), so nothing is lost;
 - any failure (a timeout, an error answer, a reply naming no passage) keeps the fused order, with
-  ``fallback`` and the time spent finding out;
+  ``fallback`` and the time spent finding out; through a rerank route, a failing target hands
+  over to the next one, and only the last one's failure falls back;
 - when nothing can rerank (no connection: none set, or the store's was deleted, which leaves
   none; a connection that does not fit the backend; a project without a chat model for ``llm``)
   the search runs unreranked and the report says ``skipped`` and why, in 0 ms; so does a pool of
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from gateway.connections.models import ModelConnection
+from gateway.connections.models import ModelConnection, RouteKind
 from gateway.connections.providers.rerank import (
     LLM_BACKEND,
     NoRerank,
@@ -36,7 +37,7 @@ from gateway.connections.providers.rerank import (
     RerankUnreadable,
     reranker,
 )
-from gateway.connections.selectors import connection_named_by
+from gateway.connections.selectors import connection_named_by, route_named_by
 from ragmux.core import metrics
 from ragmux.core.errors import ServiceError, UpstreamTimeout
 from retrieval.rerank_prompt import listwise_prompt
@@ -89,18 +90,40 @@ class RerankReport:
 
 @dataclass(frozen=True)
 class RerankConnection:
-    """The connection a search reranks with, or why there is none."""
+    """The connection a search reranks with, or why there is none; through a rerank route, the
+    route's later targets, tried in order when the one before fails."""
 
     connection: ModelConnection | None
     missing_reason: str = ""
+    alternates: tuple[ModelConnection, ...] = ()
+
+    @property
+    def connections(self) -> list[ModelConnection]:
+        return [] if self.connection is None else [self.connection, *self.alternates]
+
+
+NO_RERANK_TARGET = "the store has no rerank connection or route (none was set, or it was deleted)"
+
+
+def _route_choice(route_id: int) -> RerankConnection:
+    route = route_named_by(route_id, field="rerank_route_id")
+    if route.kind != RouteKind.RERANK:
+        # Its kind may have changed since the store named it: the search runs unreranked and says why.
+        return RerankConnection(None, f"the route {route.name!r} is a {route.kind} route, not a rerank route")
+    targets = [target.connection for target in route.targets.select_related("connection").order_by("position")]
+    if not targets:
+        return RerankConnection(None, f"the rerank route {route.name!r} has no targets")
+    return RerankConnection(targets[0], alternates=tuple(targets[1:]))
 
 
 def store_rerank_connection(store: RagStore, result: SearchResult) -> RerankConnection:
-    """Outside a project's request every backend reranks with the store's rerank connection (or
-    this call's override, which must exist); a store without one does not guess one."""
-    connection_id = result.options.rerank_connection_id
+    """Outside a project's request every backend reranks with the store's rerank connection or
+    route (or this call's override, which must exist); a store without one does not guess one."""
+    connection_id, route_id = result.options.rerank_connection_id, result.options.rerank_route_id
+    if route_id is not None:
+        return _route_choice(route_id)
     if connection_id is None:
-        return RerankConnection(None, "the store has no rerank connection (none was set, or it was deleted)")
+        return RerankConnection(None, NO_RERANK_TARGET)
     if connection_id == store.rerank_connection_id:
         return RerankConnection(store.rerank_connection)
     return RerankConnection(connection_named_by(connection_id, field="rerank_connection_id"))
@@ -129,18 +152,23 @@ class _Rerank:
         self.report = RerankReport(backend=options.rerank_backend)
         self.pool = result.hits[: options.rerank_candidates]
         self.top_n = min(options.top_k, len(self.pool))
-        self.reranker: Reranker | None = None
+        # The rerankers to try in order (a route's targets that fit the backend), each with its connection.
+        self.rerankers: list[tuple[ModelConnection, Reranker]] = []
         if len(self.pool) < 2:
             self._skip(FEWER_THAN_TWO)
         elif choice.connection is None:
             self._unavailable(choice.missing_reason)
         else:
-            try:
-                self.reranker = reranker(choice.connection, backend=options.rerank_backend, prompt=listwise_prompt)
-            except NoRerank as exc:
-                self._unavailable(exc.message)
-            else:
-                self.report.connection = choice.connection
+            refusals = []
+            for connection in choice.connections:
+                try:
+                    self.rerankers.append(
+                        (connection, reranker(connection, backend=options.rerank_backend, prompt=listwise_prompt))
+                    )
+                except NoRerank as exc:
+                    refusals.append(exc.message)
+            if not self.rerankers:
+                self._unavailable(refusals[0])
 
     @property
     def passages(self) -> list[str]:
@@ -155,20 +183,23 @@ class _Rerank:
         metrics.increment(metrics.RERANK_FAILURES, backend=self.report.backend, reason="unavailable")
         self._skip(reason)
 
-    def ranked(self, spent: Reranked) -> None:
-        self.report.reranked, self.report.spent = True, spent
+    def ranked(self, connection: ModelConnection, spent: Reranked) -> None:
+        self.report.reranked, self.report.connection, self.report.spent = True, connection, spent
         for ranked in spent.ranking:
             self.pool[ranked.index].rerank_score = ranked.relevance_score
         reordered = apply_rerank_order(self.pool, spent.order)
         self._finish(reordered + self.result.hits[len(self.pool) :])
 
-    def failed(self, exc: Exception) -> None:
-        reason = failure_reason(exc)
+    def target_failed(self, connection: ModelConnection, exc: Exception) -> None:
+        """One target's failure, counted; the next target (if any) is tried."""
         if isinstance(exc, ServiceError):
-            logger.warning("rerank (%s) failed, keeping the fused order: %s", self.report.backend, exc.message)
+            logger.warning("rerank (%s) by %s failed: %s", self.report.backend, connection.name, exc.message)
         else:
-            logger.exception("rerank (%s) failed, keeping the fused order", self.report.backend)
-        metrics.increment(metrics.RERANK_FAILURES, backend=self.report.backend, reason=reason)
+            logger.exception("rerank (%s) by %s failed", self.report.backend, connection.name)
+        metrics.increment(metrics.RERANK_FAILURES, backend=self.report.backend, reason=failure_reason(exc))
+
+    def failed(self) -> None:
+        """Every target failed: the fused order stands, with the flag."""
         self.report.fallback = True
         self._finish(self.result.hits)
 
@@ -182,18 +213,21 @@ class _Rerank:
 
 
 def rerank(result: SearchResult, *, query: str, choice: RerankConnection) -> None:
-    """Reranks ``result`` in place when its options ask for it (see the module's contract)."""
+    """Reranks ``result`` in place when its options ask for it (see the module's contract); a
+    failing target hands over to the next one, if the choice has more."""
     if not result.options.rerank:
         return
     attempt = _Rerank(result, choice)
-    if attempt.reranker is None:
-        return
-    try:
-        spent = attempt.reranker.rerank(query, attempt.passages, top_n=attempt.top_n)
-    except Exception as exc:  # noqa: BLE001 - the contract: any failure keeps the fused order
-        attempt.failed(exc)
-    else:
-        attempt.ranked(spent)
+    for connection, ranker in attempt.rerankers:
+        try:
+            spent = ranker.rerank(query, attempt.passages, top_n=attempt.top_n)
+        except Exception as exc:  # noqa: BLE001 - the contract: any failure keeps the fused order
+            attempt.target_failed(connection, exc)
+        else:
+            attempt.ranked(connection, spent)
+            return
+    if attempt.rerankers:
+        attempt.failed()
 
 
 async def rerank_async(result: SearchResult, *, query: str, choice: RerankConnection) -> None:
@@ -201,14 +235,16 @@ async def rerank_async(result: SearchResult, *, query: str, choice: RerankConnec
     if not result.options.rerank:
         return
     attempt = _Rerank(result, choice)
-    if attempt.reranker is None:
-        return
-    try:
-        spent = await attempt.reranker.rerank_async(query, attempt.passages, top_n=attempt.top_n)
-    except Exception as exc:  # noqa: BLE001 - the contract: any failure keeps the fused order
-        attempt.failed(exc)
-    else:
-        attempt.ranked(spent)
+    for connection, ranker in attempt.rerankers:
+        try:
+            spent = await ranker.rerank_async(query, attempt.passages, top_n=attempt.top_n)
+        except Exception as exc:  # noqa: BLE001 - the contract: any failure keeps the fused order
+            attempt.target_failed(connection, exc)
+        else:
+            attempt.ranked(connection, spent)
+            return
+    if attempt.rerankers:
+        attempt.failed()
 
 
 def reranked_search(*, store: RagStore, query: str, overrides: dict[str, Any] | None = None) -> SearchResult:

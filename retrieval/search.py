@@ -89,6 +89,17 @@ def query_config(store: RagStore, backend: str) -> str:
     return store.fts_config
 
 
+def rerank_target(store: RagStore, overrides: dict[str, Any]) -> dict[str, int | None]:
+    """The connection or route a search reranks with: a call's override of either replaces the
+    store's choice, as a store names one or the other."""
+    if "rerank_connection_id" in overrides or "rerank_route_id" in overrides:
+        return {
+            "rerank_connection_id": overrides.get("rerank_connection_id"),
+            "rerank_route_id": overrides.get("rerank_route_id"),
+        }
+    return {"rerank_connection_id": store.rerank_connection_id, "rerank_route_id": store.rerank_route_id}
+
+
 @dataclass(frozen=True)
 class SearchOptions:
     """A store's search settings with this call's overrides applied."""
@@ -107,6 +118,8 @@ class SearchOptions:
     # The connection a search outside a project's request reranks with (the store's, or this
     # call's override); a project's request with the `llm` backend uses its chat model instead.
     rerank_connection_id: int | None = None
+    # Or the rerank route whose targets are tried in order (the store's, or this call's override).
+    rerank_route_id: int | None = None
     rerank_candidates: int = 0
 
     @classmethod
@@ -125,7 +138,7 @@ class SearchOptions:
             fts_config=query_config(store, backend),
             rerank=overrides.get("rerank", store.rerank),
             rerank_backend=overrides.get("rerank_backend", store.rerank_backend),
-            rerank_connection_id=overrides.get("rerank_connection_id", store.rerank_connection_id),
+            **rerank_target(store, overrides),
             rerank_candidates=store.rerank_candidates,
         )
 

@@ -25,10 +25,18 @@ class SearchInput(StrictInput):
     rerank = serializers.BooleanField(required=False)
     rerank_backend = serializers.ChoiceField(choices=RerankBackend.choices, required=False)
     rerank_connection_id = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
+    rerank_route_id = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
 
     def validate_top_k(self, value: int) -> int | None:
         # 0 means the store's top_k; the API never returns more than 50 hits.
         return min(value, API_MAX_TOP_K) or None
+
+    def validate(self, attrs: dict) -> dict:
+        if "rerank_connection_id" in attrs and "rerank_route_id" in attrs:
+            raise serializers.ValidationError(
+                {"rerank_route_id": "set rerank_connection_id or rerank_route_id, not both"}
+            )
+        return attrs
 
 
 class CorrectionOutput(serializers.Serializer):

@@ -6,7 +6,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 
-from gateway.connections.models import ModelConnection
+from gateway.connections.models import ModelConnection, Route, RouteKind
 from stores.choices import ChunkingStrategy, DocumentStatus, ErrorStage, RerankBackend, SearchBackend, SearchMode
 
 
@@ -47,6 +47,15 @@ class RagStore(models.Model):
     rerank_connection = models.ForeignKey(
         ModelConnection, on_delete=models.SET_NULL, null=True, blank=True, related_name="rerank_stores"
     )
+    # Or a rerank route, whose targets are tried in order (never both: stores/services.py).
+    rerank_route = models.ForeignKey(
+        Route,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="rerank_stores",
+        limit_choices_to={"kind": RouteKind.RERANK},
+    )
     rerank_candidates = models.PositiveIntegerField(default=15)
     max_distance = models.FloatField(default=0.0)
     max_documents = models.PositiveIntegerField(default=0)
@@ -86,6 +95,7 @@ STORE_SETTINGS = (
     "rerank",
     "rerank_backend",
     "rerank_connection_id",
+    "rerank_route_id",
     "rerank_candidates",
     "max_distance",
     "max_documents",

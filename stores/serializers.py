@@ -54,7 +54,8 @@ class StoreSettingsInput(StrictInput):
     typo_tolerance = serializers.BooleanField()
     rerank = serializers.BooleanField()
     rerank_backend = serializers.ChoiceField(choices=RerankBackend.choices)
-    rerank_connection_id = serializers.IntegerField(allow_null=True)
+    rerank_connection_id = serializers.IntegerField(allow_null=True, min_value=1, max_value=2**63 - 1)
+    rerank_route_id = serializers.IntegerField(allow_null=True, min_value=1, max_value=2**63 - 1)
     rerank_candidates = serializers.IntegerField(min_value=0, max_value=100)
     max_distance = serializers.FloatField(min_value=0, max_value=2)
     max_documents = serializers.IntegerField(min_value=0)
@@ -85,6 +86,7 @@ class StoreCreateInput(StoreSettingsInput):
 class StoreOutput(serializers.ModelSerializer):
     embedding_connection_id = serializers.IntegerField()
     rerank_connection_id = serializers.IntegerField(allow_null=True)
+    rerank_route_id = serializers.IntegerField(allow_null=True)
     document_count = serializers.IntegerField(read_only=True)
     chunk_count = serializers.IntegerField(read_only=True)
     bytes_used = serializers.IntegerField(read_only=True)

@@ -12,8 +12,8 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from gateway.connections.models import RERANK_API_PROVIDERS, Capability, ModelConnection, why_cannot
-from gateway.connections.selectors import connection_named_by
+from gateway.connections.models import RERANK_API_PROVIDERS, Capability, ModelConnection, RouteKind, why_cannot
+from gateway.connections.selectors import connection_named_by, route_named_by
 from gateway.connections.services import embedding_width
 from ragmux.core.audit import audit_change, snapshot
 from ragmux.core.errors import Conflict, InvalidInput, UpstreamFailed
@@ -58,18 +58,37 @@ def _validate_store_values(values: dict[str, Any]) -> dict[str, Any]:
         values[name] = values[name].strip().lower()
         if not text_search_config_exists(values[name]):
             raise InvalidInput(f'{name} "{values[name]}" is not a text search configuration on this server', field=name)
-    rerank_connection = connection_named_by(values["rerank_connection_id"], field="rerank_connection_id")
-    if rerank_connection is None and values["rerank"] and values["rerank_backend"] in RERANK_API_PROVIDERS:
+    _validate_rerank_target(values)
+    return values
+
+
+def _validate_rerank_target(values: dict[str, Any]) -> None:
+    """A store reranks through a connection or a rerank route (never both), each connection of
+    which must fit the backend; the API backends cannot rerank without one."""
+    backend = values["rerank_backend"]
+    connection = connection_named_by(values["rerank_connection_id"], field="rerank_connection_id")
+    route = route_named_by(values["rerank_route_id"], field="rerank_route_id")
+    if connection is not None and route is not None:
+        raise InvalidInput("set rerank_connection_id or rerank_route_id, not both", field="rerank_route_id")
+    if connection is None and route is None and values["rerank"] and backend in RERANK_API_PROVIDERS:
         raise InvalidInput(
-            f"rerank_connection_id is required with the {values['rerank_backend']} backend: "
-            f"a {RERANK_API_PROVIDERS[values['rerank_backend']]} connection",
+            f"rerank_connection_id is required with the {backend} backend: "
+            f"a {RERANK_API_PROVIDERS[backend]} connection (or rerank_route_id: a route of them)",
             field="rerank_connection_id",
         )
-    if rerank_connection is not None:
-        refusal = why_cannot(rerank_connection, Capability.RERANK, rerank_backend=values["rerank_backend"])
+    if connection is not None:
+        refusal = why_cannot(connection, Capability.RERANK, rerank_backend=backend)
         if refusal is not None:
             raise InvalidInput(refusal, field="rerank_connection_id")
-    return values
+    if route is not None:
+        if route.kind != RouteKind.RERANK:
+            raise InvalidInput(
+                f"route {route.name!r} is a {route.kind} route, not a rerank route", field="rerank_route_id"
+            )
+        for target in route.targets.select_related("connection").order_by("position"):
+            refusal = why_cannot(target.connection, Capability.RERANK, rerank_backend=backend)
+            if refusal is not None:
+                raise InvalidInput(f"route {route.name!r}: {refusal}", field="rerank_route_id")
 
 
 def warn_about_fts_config(store: RagStore) -> None:

@@ -159,11 +159,15 @@ async def chat_route(*, project: Project, model: str) -> tuple[Route, list[Route
 
 
 async def rerank_route(*, project: Project, model: str) -> tuple[Route, list[RouteTarget]] | None:
-    """The rerank route named ``model`` that ``project`` allows, with its targets in order and
-    their connections; None when there is none."""
-    if not getattr(project, "may_call_routes", True):
+    """The rerank route named ``model`` that ``project`` allows, or its store's rerank route when
+    ``model`` names that, with its targets in order and their connections; None when neither."""
+    store_route_id = None if project.store is None else project.store.rerank_route_id
+    if store_route_id is None and not getattr(project, "may_call_routes", True):
         return None
-    return await _route_with_targets(project=project, model=model, kind=RouteKind.RERANK, otherwise=None)
+    found = await _route_with_targets(project=project, model=model, kind=RouteKind.RERANK, otherwise=store_route_id)
+    if found is None or found[0].name != model or found[0].kind != RouteKind.RERANK:
+        return None
+    return found
 
 
 async def _route_with_targets(
@@ -193,11 +197,11 @@ async def store_rerank_connection(*, store: RagStore) -> ModelConnection | None:
     return None if row is None else _instances(row, _CONNECTION_ROWS)[0]
 
 
-# The routes a project's keys may name as `model`: the one its chat goes through and those it
-# allows, each once.
+# The routes a project's keys may name as `model`: the one its chat goes through, its store's
+# rerank route and those it allows, each once.
 _ROUTES_OF_PROJECT = (
     f"SELECT r.name, r.kind, r.created_at FROM {Route._meta.db_table} r "
-    f"WHERE r.id = %s OR r.id IN (SELECT a.route_id FROM {_ALLOWED_ROUTES} a "
+    f"WHERE r.id IN (%s, %s) OR r.id IN (SELECT a.route_id FROM {_ALLOWED_ROUTES} a "
     "WHERE a.project_id = %s) ORDER BY r.name"
 )
 
@@ -210,8 +214,10 @@ class RouteName:
 
 
 async def project_route_names(*, project: Project) -> list[RouteName]:
-    """The routes ``project``'s keys may call by name: its chat route and those it allows."""
-    rows = await asyncdb.fetch_all(_ROUTES_OF_PROJECT, (project.chat_route_id, project.pk))
+    """The routes ``project``'s keys may call by name: its chat route, its store's rerank route
+    and those it allows."""
+    store_route_id = None if project.store is None else project.store.rerank_route_id
+    rows = await asyncdb.fetch_all(_ROUTES_OF_PROJECT, (project.chat_route_id, store_route_id, project.pk))
     return [RouteName(*row) for row in rows]
 
 

@@ -229,15 +229,16 @@ async def _rerank_and_record(call: Call, store: RagStore, query: str, result: Se
     SEARCH_TIMEOUT, as a rerank has timeouts of its own; a failure keeps the fused order
     (retrieval.rerank). A client that leaves during the rerank is charged the query's embedding
     and the rerank's estimate."""
-    if result.options.rerank and store.rerank_connection_id is not None:
-        # The key's statement loads the store without it; read here, on the event loop.
-        store.rerank_connection = await selectors.store_rerank_connection(store=store)
+    if not result.options.rerank:
+        _record_search(call, store, result)
+        return
     chat_connection = call.project.chat_connection
-    if result.options.rerank and chat_connection is None:
+    if chat_connection is None:
         # A project that chats through a route reranks (`llm`) with the route's first target.
         routed = await selectors.chat_route(project=call.project, model="")
         chat_connection = None if routed is None else routed[1][0].connection
-    choice = project_rerank_connection(store, result, chat_connection=chat_connection)
+    # The store's rerank connection or route targets, which the key's statement does not load.
+    choice = await off_loop(project_rerank_connection, store, result, chat_connection=chat_connection)
 
     def unanswered() -> None:
         _record_search(call, store, result)
@@ -560,9 +561,9 @@ async def embeddings(request: HttpRequest, call: Call) -> HttpResponse:
 
 
 async def _rerank_plan(call: Call, model: str) -> tuple[ChatPlan, dict[ChatTarget, str]]:
-    """Who reranks for a `model`: the rerank route of that name the project allows, else the
-    rerank connection of the project's store when ``model`` is its name or its model's; with the
-    backend each target reranks with. Anything else is no model of this project."""
+    """Who reranks for a `model`: the rerank route of that name the project allows (or its store
+    reranks through), else the rerank connection of the project's store when ``model`` is its
+    name or its model's; with the backend each target reranks with. Anything else is no model of this project."""
     found = await selectors.rerank_route(project=call.project, model=model)
     if found is not None:
         route, targets = found

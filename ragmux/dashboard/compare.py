@@ -33,7 +33,7 @@ WEIGHT_INPUT_OF_SIDE = {"vector": "vector_weight", "lexical": "lexical_weight"}
 WEIGHT_INPUTS = tuple(WEIGHT_INPUT_OF_SIDE.values())
 # The rerank overrides of one configuration (compared, not saved: the store form sets them).
 RERANK_CHECKBOX = "rerank"
-RERANK_CHOICES = ("rerank_backend", "rerank_connection_id")
+RERANK_CHOICES = ("rerank_backend", "rerank_connection_id", "rerank_route_id")
 
 
 @dataclass
@@ -58,6 +58,7 @@ def _form_values(options: SearchOptions) -> dict[str, Any]:
         "rerank": options.rerank,
         "rerank_backend": options.rerank_backend,
         "rerank_connection_id": options.rerank_connection_id or "",
+        "rerank_route_id": options.rerank_route_id or "",
     }
 
 

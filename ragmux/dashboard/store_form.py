@@ -18,7 +18,7 @@ from stores.serializers import StoreCreateInput
 
 CHECKBOXES = ("contextual_chunks", "typo_tolerance", "rerank")
 # A select whose empty choice means "none" (null), not "leave unchanged".
-NULLABLE_SELECTS = ("rerank_connection_id",)
+NULLABLE_SELECTS = ("rerank_connection_id", "rerank_route_id")
 # The fusion weights are one setting in the API and two inputs here.
 WEIGHT_INPUTS = {"vector": "fusion_vector", "lexical": "fusion_lexical"}
 
@@ -160,6 +160,13 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
                 kind="select",
             ),
             Setting(
+                "rerank_route_id",
+                "Rerank route",
+                "Or a rerank route, whose targets are tried in order when one fails (instead of a connection, "
+                "not with one). Only routes whose every target fits the backend are offered.",
+                kind="select",
+            ),
+            Setting(
                 "rerank_candidates",
                 "Rerank candidates",
                 "Fused hits sent to the reranker, 1–100 (0 means the default).",
@@ -230,6 +237,16 @@ def rerank_connection_choices(connections) -> list[tuple[Any, str]]:
     ]
 
 
+def rerank_route_choices(routes) -> list[tuple[Any, str]]:
+    """Each rerank route (its targets prefetched) with the backend every one of its targets fits."""
+    return [
+        (route, backend)
+        for route in routes
+        for backend in RerankBackend.values
+        if all(why_cannot(t.connection, Capability.RERANK, rerank_backend=backend) is None for t in route.targets.all())
+    ]
+
+
 def shown_default(name: str) -> str | None:
     """A setting's default as its help text ends with it, from the model (the one place it is
     written); None for the embedding connection, which has none."""
@@ -244,7 +261,7 @@ def shown_default(name: str) -> str | None:
 
 
 class StoreForm(Form):
-    def __init__(self, *, store: RagStore | None, connections, request=None):
+    def __init__(self, *, store: RagStore | None, connections, rerank_routes, request=None):
         super().__init__(
             request,
             names=("name", *(name for name in SETTING_INPUTS if name not in CHECKBOXES)),
@@ -255,6 +272,7 @@ class StoreForm(Form):
         self.store = store
         self.connections = [c for c in connections if c.supports_embeddings]
         self.rerank_connections = rerank_connection_choices(connections)
+        self.rerank_routes = rerank_route_choices(rerank_routes)
 
     def save(self, save: Callable[..., Any]) -> bool:
         """Validates the form and calls ``save(name=…, values=…)`` with the store's name and
@@ -294,11 +312,16 @@ class StoreForm(Form):
             return [Option(str(c.pk), f"{c.name} ({c.provider_type} · {c.model_name})") for c in self.connections]
         if name == "rerank_backend":
             return [Option(value, f"{value}: {line}") for value, line in RERANK_BACKEND_LINES.items()]
+        chosen = str(self.values.get("rerank_backend") or RerankBackend.LLM)
         if name == "rerank_connection_id":
-            chosen = str(self.values.get("rerank_backend") or RerankBackend.LLM)
             return [
                 Option(str(c.pk), f"{c.name} ({c.provider_type} · {c.model_name})", backend != chosen, backend)
                 for c, backend in self.rerank_connections
+            ]
+        if name == "rerank_route_id":
+            return [
+                Option(str(route.pk), f"{route.name} ({len(route.targets.all())} targets)", backend != chosen, backend)
+                for route, backend in self.rerank_routes
             ]
         if name == "chunking_strategy":
             return [Option(value, value) for value in ChunkingStrategy.values]

@@ -14,7 +14,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from gateway.connections.selectors import connection_list
+from gateway.connections.models import RouteKind
+from gateway.connections.selectors import connection_list, route_list
 from ingestion import services as admission
 from ingestion.serializers import ReprocessInput, TextDocumentInput
 from ingestion.uploads import oversize_upload
@@ -40,7 +41,7 @@ from ragmux.dashboard.pager import Pager, pager
 from ragmux.dashboard.quota import store_quota
 from ragmux.dashboard.request_logs import overview_usage
 from ragmux.dashboard.spend import overview_spend
-from ragmux.dashboard.store_form import StoreForm, rerank_connection_choices
+from ragmux.dashboard.store_form import StoreForm, rerank_connection_choices, rerank_route_choices
 from ragmux.dashboard.uploads import summary, upload_outcomes
 from retrieval.rerank import reranked_search
 from retrieval.search import SearchResult, matching_words
@@ -107,7 +108,9 @@ def _store_form_page(request, form: StoreForm, *, status: int = 200):
 
 @page("admin", methods=("GET", "POST"))
 def store_create(request):
-    form = StoreForm(store=None, connections=connection_list(), request=request)
+    form = StoreForm(
+        store=None, connections=connection_list(), rerank_routes=route_list(kind=RouteKind.RERANK), request=request
+    )
     if request.method == "POST":
         if form.save(partial(services.store_create, actor=request.user)):
             store = form.result
@@ -121,7 +124,9 @@ def store_create(request):
 @page("admin", methods=("GET", "POST"))
 def store_settings(request, store_id: int):
     store = selectors.store_get(store_id)
-    form = StoreForm(store=store, connections=connection_list(), request=request)
+    form = StoreForm(
+        store=store, connections=connection_list(), rerank_routes=route_list(kind=RouteKind.RERANK), request=request
+    )
     if request.method == "POST":
         if form.save(partial(services.store_update, store=store, actor=request.user)):
             outcome = form.result
@@ -394,6 +399,7 @@ def search(request):
             "backends": SearchBackend.values,
             "rerank_backends": RerankBackend.values,
             "rerank_connections": rerank_connection_choices(connection_list()),
+            "rerank_routes": rerank_route_choices(route_list(kind=RouteKind.RERANK)),
         },
     )
 

@@ -107,17 +107,20 @@ function drawCharts() {
 
 document.addEventListener("DOMContentLoaded", drawCharts);
 
-// A select with data-filters offers, in the select it names, only the options whose data-fits
-// is its value (the rerank connections that fit the chosen backend); the server checks it again.
+// A select with data-filters offers, in each select it names (ids, space-separated), only the
+// options whose data-fits is its value (the rerank connections and routes that fit the chosen
+// backend); the server checks it again.
 function filterOptions(select) {
-  const target = document.getElementById(select.dataset.filters);
-  if (!target) return;
-  for (const option of target.options) {
-    if (!option.dataset.fits) continue;
-    const fits = option.dataset.fits === select.value;
-    option.hidden = !fits;
-    option.disabled = !fits;
-    if (!fits && option.selected) target.value = "";
+  for (const id of select.dataset.filters.split(" ")) {
+    const target = document.getElementById(id);
+    if (!target) continue;
+    for (const option of target.options) {
+      if (!option.dataset.fits) continue;
+      const fits = option.dataset.fits === select.value;
+      option.hidden = !fits;
+      option.disabled = !fits;
+      if (!fits && option.selected) target.value = "";
+    }
   }
 }
 

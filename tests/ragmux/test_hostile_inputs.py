@@ -65,7 +65,7 @@ class NoInput:
 def table(ids: dict) -> dict[tuple[str, str], object]:
     connection = {"name": "other", "provider_type": "custom_openai", "base_url": ids["url"], "model_name": "m"}
     price = {"provider_type": "openai", "model": "gpt-hostile", "input_per_mtok": 1, "output_per_mtok": 2}
-    store = {"name": "kb2", "embedding_connection_id": ids["connection"], "chunk_size": 500}
+    store = {"name": "kb2", "embedding_connection_id": ids["connection"], "chunk_size": 500, "rerank_route_id": None}
     project = {
         "name": "app",
         "chat_connection_id": ids["connection"],

@@ -179,6 +179,91 @@ def test_a_connection_that_cannot_serve_the_backend_is_skipped(api, store, coher
     assert "cannot rerank with the voyage backend" in body["rerank_skipped_reason"]
 
 
+# -- through a rerank route ------------------------------------------------------------------
+
+
+def cohere_route(rerank_connection, *, targets: int = 2):
+    """A rerank route of Cohere connections (all answered by the fake), tried in order."""
+    from gateway.connections.services import connection_create
+    from tests.factories import RouteFactory, RouteTargetFactory
+
+    route = RouteFactory(name="kb-reranker", kind="rerank")
+    first = rerank_connection("cohere_rerank")
+    RouteTargetFactory(route=route, connection=first)
+    for n in range(1, targets):
+        connection = connection_create(
+            name=f"cohere-{n}",
+            provider_type="cohere_rerank",
+            base_url=first.base_url,
+            model_name=first.model_name,
+            dimensions=None,
+            api_key="sk-rerank-key-0123456789",
+        )
+        RouteTargetFactory(route=route, connection=connection)
+    return route
+
+
+def rerank_through(store, route, backend="cohere"):
+    values = {"rerank": True, "rerank_backend": backend, "rerank_connection_id": None, "rerank_route_id": route.pk}
+    return store_update(store=store, name=store.name, values=values).store
+
+
+def test_a_rerank_route_hands_a_failed_target_over_to_the_next(api, store, fake_upstream, rerank_connection):
+    fake_upstream.configure("cohere.rerank", status=500, times=1)
+    before = failures("cohere", "upstream")
+    body = search(api("viewer"), rerank_through(store, cohere_route(rerank_connection)))
+    [first, second] = fake_upstream.requests_to("cohere.rerank")
+    assert first.json()["documents"] == second.json()["documents"]
+    assert contents(body) == list(reversed(second.json()["documents"]))[:TOP_K]
+    assert (body["reranked"], body["rerank_fallback"], body["rerank_skipped"]) == (True, False, False)
+    assert failures("cohere", "upstream") == before + 1
+
+
+def test_a_rerank_route_whose_targets_all_fail_keeps_the_fused_order(api, store, fake_upstream, rerank_connection):
+    fake_upstream.configure("cohere.rerank", status=500)
+    before = failures("cohere", "upstream")
+    body = search(api("viewer"), rerank_through(store, cohere_route(rerank_connection, targets=3)))
+    assert fake_upstream.calls("cohere.rerank") == 3
+    assert contents(body) == sent_pool(fake_upstream, "cohere.rerank")[:TOP_K]
+    assert (body["reranked"], body["rerank_fallback"], body["rerank_skipped"]) == (False, True, False)
+    assert isinstance(body["rerank_latency_ms"], int)
+    assert failures("cohere", "upstream") == before + 3
+
+
+def test_a_deleted_rerank_route_is_reported_as_skipped(api, store, fake_upstream, rerank_connection):
+    route = cohere_route(rerank_connection)
+    rerank_through(store, route)
+    route.delete()
+    body = search(api("viewer"), store)
+    assert (body["reranked"], body["rerank_fallback"], body["rerank_skipped"]) == (False, False, True)
+    assert (body["rerank_latency_ms"], fake_upstream.calls("cohere.rerank")) == (0, 0)
+    assert "no rerank connection or route" in body["rerank_skipped_reason"]
+
+
+def test_a_route_that_is_no_longer_a_rerank_route_is_reported_as_skipped(api, store, fake_upstream, rerank_connection):
+    route = cohere_route(rerank_connection)
+    rerank_through(store, route)
+    route.kind = "chat"
+    route.save()
+    body = search(api("viewer"), store)
+    assert (body["reranked"], body["rerank_fallback"], body["rerank_skipped"]) == (False, False, True)
+    assert "is a chat route, not a rerank route" in body["rerank_skipped_reason"]
+    assert fake_upstream.calls("cohere.rerank") == 0
+
+
+def test_a_search_may_override_the_route_with_a_connection_and_back(api, store, fake_upstream, rerank_connection):
+    route = cohere_route(rerank_connection)
+    client = api("viewer")
+    voyage = rerank_connection("voyage_rerank")
+    through_route = rerank_through(store, route)
+    body = search(client, through_route, rerank_backend="voyage", rerank_connection_id=voyage.pk)
+    assert body["reranked"] is True and fake_upstream.calls("voyage.rerank") == 1
+    values = {"rerank_backend": "voyage", "rerank_route_id": None, "rerank_connection_id": voyage.pk}
+    through_voyage = store_update(store=through_route, name=store.name, values=values).store
+    body = search(client, through_voyage, rerank_backend="cohere", rerank_route_id=route.pk)
+    assert body["reranked"] is True and fake_upstream.calls("cohere.rerank") == 1
+
+
 def test_fewer_than_two_candidates_are_not_reranked_and_not_a_fallback(api, store, cohere, fake_upstream):
     body = search(api("viewer"), rerank_on(store, cohere), query="policy", mode="lexical")
     assert len(body["hits"]) == 1
@@ -216,6 +301,9 @@ def test_without_a_rerank_connection_the_search_says_it_ran_unreranked(api, stor
         ({"rerank_connection_id": 987654}, "rerank_connection_id"),
         ({"rerank_connection_id": "x"}, "rerank_connection_id"),
         ({"rerank_backend": "bge"}, "rerank_backend"),
+        ({"rerank_route_id": 987654}, "rerank_route_id"),
+        ({"rerank_route_id": 0}, "rerank_route_id"),
+        ({"rerank_route_id": 1, "rerank_connection_id": 1}, "rerank_route_id"),
         ({"rerank": "maybe"}, "rerank"),
     ],
 )

@@ -30,6 +30,7 @@ def test_a_new_store_gets_every_default(api, fake_connection):
         "rerank": False,
         "rerank_backend": "llm",
         "rerank_connection_id": None,
+        "rerank_route_id": None,
         "rerank_candidates": 15,
         "max_distance": 0.0,
         "max_documents": 0,
@@ -130,6 +131,59 @@ def test_reranking_saves_with_a_fitting_connection_per_backend(api, fake_connect
     assert response.json()["error"]["message"] == (
         'the cohere_rerank connection "cohere" cannot rerank with the llm backend'
     )
+
+
+@pytest.fixture
+def cohere_route(rerank_connection):
+    from tests.factories import RouteFactory, RouteTargetFactory
+
+    route = RouteFactory(name="team-reranker", kind="rerank")
+    RouteTargetFactory(route=route, connection=rerank_connection("cohere_rerank"))
+    return route
+
+
+def test_a_store_may_rerank_through_a_rerank_route(api, fake_connection, cohere_route):
+    store = create_store(
+        api("admin"), fake_connection, rerank=True, rerank_backend="cohere", rerank_route_id=cohere_route.id
+    )
+    assert (store["rerank_route_id"], store["rerank_connection_id"]) == (cohere_route.id, None)
+    assert RagStore.objects.get(pk=store["id"]).rerank_route == cohere_route
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"rerank_connection_id": "cohere"}, "set rerank_connection_id or rerank_route_id, not both"),
+        ({"rerank_backend": "voyage"}, "route 'team-reranker': the cohere_rerank connection \"cohere\" cannot rerank"),
+        ({"rerank_backend": "llm"}, "route 'team-reranker': the cohere_rerank connection \"cohere\" cannot rerank"),
+        ({"rerank_route_id": "chat"}, "is a chat route, not a rerank route"),
+        ({"rerank_route_id": 987654}, "route 987654 does not exist"),
+    ],
+)
+def test_a_rerank_route_is_refused_unless_it_alone_fits_the_backend(
+    api, fake_connection, cohere_route, values, message
+):
+    from tests.factories import RouteFactory, RouteTargetFactory
+
+    chat_route = RouteFactory(name="chatty", kind="chat")
+    RouteTargetFactory(route=chat_route, connection=fake_connection)
+    named = {"cohere": cohere_route.targets.get().connection_id, "chat": chat_route.id}
+    body = {"rerank_backend": "cohere", "rerank_route_id": cohere_route.id}
+    body |= {name: named.get(value, value) for name, value in values.items()}
+    response = api("admin").post(
+        "/admin/api/rag-stores", json={"name": "kb", "embedding_connection_id": fake_connection.id, **body}
+    )
+    assert response.status_code == 400, response.text
+    assert message in response.json()["error"]["message"]
+    assert not RagStore.objects.filter(name="kb").exists()
+
+
+@pytest.mark.parametrize(("persona", "status"), [("editor", 403), ("viewer", 403), ("outsider", 403), (None, 401)])
+def test_only_admins_set_a_rerank_route(api, fake_connection, cohere_route, persona, status):
+    store = create_store(api("admin"), fake_connection)
+    response = api(persona).patch(f"/admin/api/rag-stores/{store['id']}", json={"rerank_route_id": cohere_route.id})
+    assert response.status_code == status
+    assert RagStore.objects.get(pk=store["id"]).rerank_route is None
 
 
 def test_a_model_wider_than_4000_is_refused_when_it_answers(api, fake_connection, fake_upstream):

@@ -393,3 +393,23 @@ def test_a_dollar_budget_counts_rerank_spend(v1, project, project_key, fake_upst
 
     assert refused.status_code == 429, refused.text
     assert len(fake_upstream.requests_to("cohere.rerank")) == 1
+
+
+def test_the_stores_rerank_route_answers_to_its_name(v1, project, project_key, fake_upstream, falcon_store):
+    from stores.models import RagStore
+    from tests.factories import RouteFactory, RouteTargetFactory
+
+    route = RouteFactory(name="store-reranker", kind="rerank")
+    for backend in ("cohere", "voyage"):
+        RouteTargetFactory(route=route, connection=make_connection(fake_upstream, backend, name=f"store-{backend}"))
+    RagStore.objects.filter(pk=falcon_store.pk).update(rerank_route=route, rerank_backend="cohere")
+    fake_upstream.configure("cohere.rerank", status=500)
+
+    response = rerank(v1(project_key), "store-reranker", top_n=2)
+
+    assert response.status_code == 200, response.text  # the project allows no route: the store's is its own
+    assert [result["index"] for result in response.json()["results"]] == [2, 1]
+    [row] = wait_for_logs(1, project=project)
+    assert (row.route_name, row.target) == ("store-reranker", "store-voyage")
+    assert rerank(v1(project_key), "team-reranker").status_code == 404
+    assert "store-reranker" in [model["id"] for model in v1(project_key).get("/models").json()["data"]]

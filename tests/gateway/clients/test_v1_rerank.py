@@ -100,3 +100,33 @@ def test_a_client_that_leaves_during_the_rerank_is_charged_the_embedding_and_the
     assert row.embedding_tokens > 0
     assert row.rerank_tokens > 0
     assert row.tokens_estimated
+
+
+def test_retrieve_reranks_through_the_stores_rerank_route(v1, project_key, reranking_store, fake_upstream):
+    from gateway.connections.services import connection_create
+    from tests.factories import RouteFactory, RouteTargetFactory
+
+    route = RouteFactory(name="kb-reranker", kind="rerank")
+    for name in ("cohere-a", "cohere-b"):
+        connection = connection_create(
+            name=name,
+            provider_type="cohere_rerank",
+            base_url=fake_upstream.url,
+            model_name="rerank-v3.5",
+            dimensions=None,
+            api_key="sk-rerank-key-0123456789",
+        )
+        RouteTargetFactory(route=route, connection=connection)
+    values = {"rerank_backend": "cohere", "rerank_route_id": route.pk}
+    store_update(store=reranking_store.store, name=reranking_store.store.name, values=values)
+    fake_upstream.configure("cohere.rerank", status=500, times=1)
+
+    response = v1(project_key).post("/retrieve", json={"query": QUESTION, "top_k": 3})
+
+    assert response.status_code == 200, response.text
+    body = response.json()
+    [failed, answered] = fake_upstream.requests_to("cohere.rerank")
+    pool = answered.json()["documents"]
+    assert failed.json()["documents"] == pool
+    assert [hit["content"] for hit in body["data"]] == list(reversed(pool))[:3]
+    assert (body["reranked"], body["rerank_backend"], body["rerank_fallback"]) == (True, "cohere", False)

@@ -429,8 +429,33 @@ def test_each_page_runs_the_same_few_queries_whatever_the_data(as_role, kb):
     many = queries_per_page(admin, kb)
     assert many == few
     # The search compare page is the largest: two searches, each a transaction of its own with
-    # its statement timeout set and reset, and the connections its rerank pickers offer.
-    assert max(many.values()) <= 25, many
+    # its statement timeout set and reset, and the connections and routes its rerank pickers offer.
+    assert max(many.values()) <= 26, many
+
+
+def test_the_store_form_offers_the_rerank_routes_that_fit_the_backend(as_role, kb, rerank_connection):
+    from tests.factories import RouteFactory, RouteTargetFactory
+
+    route = RouteFactory(name="kb-reranker", kind="rerank")
+    RouteTargetFactory(route=route, connection=rerank_connection("cohere_rerank"))
+    mixed = RouteFactory(name="mixed", kind="rerank")
+    RouteTargetFactory(route=mixed, connection=rerank_connection("voyage_rerank"))
+    RouteTargetFactory(route=mixed, connection=kb.embedding_connection)
+    admin = as_role("admin")
+    form = admin.get(f"/admin/stores/{kb.pk}/settings").content.decode()
+    select = re.search(r'<select id="id_rerank_route_id".*?</select>', form, re.S).group(0)
+    assert re.search(rf'<option value="{route.pk}" disabled hidden data-fits="cohere">kb-reranker', select)
+    assert "mixed" not in select  # no one backend fits every target
+
+    values = {"name": "kb", "embedding_connection_id": kb.embedding_connection_id, "rerank": "on"}
+    saved = post(
+        admin,
+        f"/admin/stores/{kb.pk}/settings",
+        {**values, "rerank_backend": "cohere", "rerank_route_id": str(route.pk)},
+    )
+    assert saved.status_code == 302
+    kb.refresh_from_db()
+    assert (kb.rerank_route, kb.rerank_connection) == (route, None)
 
 
 def test_the_store_form_offers_the_rerank_connections_that_fit_the_backend(as_role, kb, rerank_connection):
@@ -443,7 +468,7 @@ def test_the_store_form_offers_the_rerank_connections_that_fit_the_backend(as_ro
     assert re.search(rf'<option value="{cohere.pk}" disabled hidden data-fits="cohere">', select)
     for backend in ("llm", "cohere", "voyage"):
         assert f'<option value="{backend}"' in form
-    assert 'data-filters="id_rerank_connection_id"' in form
+    assert 'data-filters="id_rerank_connection_id id_rerank_route_id"' in form
 
     values = {
         "name": "kb",

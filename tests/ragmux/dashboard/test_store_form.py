@@ -21,6 +21,11 @@ def test_every_setting_shows_the_models_default():
         "fusion_vector": "1",
         "fusion_lexical": "1",
         "typo_tolerance": "off",
+        "rerank": "off",
+        "rerank_backend": "llm",
+        "rerank_connection_id": None,
+        "rerank_route_id": None,
+        "rerank_candidates": "15",
         "max_documents": "0",
         "max_bytes": "0",
     }
