@@ -1,6 +1,7 @@
 """The cooldown store: a process's own memory, and Redis shared by every process."""
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -48,6 +49,13 @@ def test_a_shorter_cooldown_never_cuts_a_longer_one():
     assert store.cooling(["t"], now=100) == {"t": 120}
 
 
+def run(coroutine):
+    """The coroutine's result, on a loop of its own in a thread of its own: the browser tests'
+    Playwright leaves an event loop running in the suite's main thread."""
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        return thread.submit(asyncio.run, coroutine).result()
+
+
 async def fail_and_read(key: str, times: int) -> tuple[list[float | None], dict[str, float]]:
     ends = [await cooldowns.failed(key, retry_after=None) for _ in range(times)]
     return ends, await cooldowns.cooling([key, "other"])
@@ -55,13 +63,13 @@ async def fail_and_read(key: str, times: int) -> tuple[list[float | None], dict[
 
 def test_redis_holds_the_cooldown_for_every_process(settings):
     settings.ROUTE_COOLDOWN_FAILURES = 2
-    ends, cooling = asyncio.run(fail_and_read("shared:target", 2))
+    ends, cooling = run(fail_and_read("shared:target", 2))
     assert ends[0] is None and ends[1] is not None
     cooldowns.local.clear()  # as another process, which saw none of the failures, reads it
-    assert asyncio.run(cooldowns.cooling(["shared:target"])) == {"shared:target": ends[1]}
+    assert run(cooldowns.cooling(["shared:target"])) == {"shared:target": ends[1]}
 
 
 def test_a_redis_outage_keeps_the_cooldowns_in_the_process(settings, redis_unreachable):
     settings.ROUTE_COOLDOWN_FAILURES = 2
-    ends, cooling = asyncio.run(fail_and_read("outage:target", 2))
+    ends, cooling = run(fail_and_read("outage:target", 2))
     assert ends[1] is not None and cooling == {"outage:target": ends[1]}

@@ -10,7 +10,14 @@ import pytest
 from django.urls import URLPattern, get_resolver
 from playwright.sync_api import expect
 
-from tests.factories import PASSWORD, DocumentFactory, GatewayKeyFactory, ProjectFactory, RequestLogFactory
+from tests.factories import (
+    PASSWORD,
+    DocumentFactory,
+    GatewayKeyFactory,
+    ProjectFactory,
+    RequestLogFactory,
+    RouteTargetFactory,
+)
 from tests.helpers import sign_in
 from tests.ragmux.dashboard.accessibility import assert_accessible
 
@@ -180,6 +187,7 @@ def test_every_page_passes_axe_for_an_admin_and_a_viewer(wide_page, personas, fa
         "project_id": project.pk,
         "key_id": api_key.pk,
         "log_id": call.pk,
+        "route_id": RouteTargetFactory(connection=fake_connection).route.pk,
     }
     page = wide_page
     page.goto("/admin/login/")
@@ -230,13 +238,14 @@ def test_the_keyboard_reaches_the_skip_link_first_and_focus_is_always_visible(wi
         assert focused["outline"] != "none" and focused["width"] != "0px", focused
         order.append(focused["text"])
     # Skip link, brand, then the sections in reading order, then the account's controls.
-    assert order[:11] == [
+    assert order[:12] == [
         "Skip to content",
         "ragmux",
         "Overview",
         "Stores",
         "Search compare",
         "Connections",
+        "Routes",
         "Projects",
         "Request logs",
         "Prices",
