@@ -15,6 +15,7 @@ Only failures count, and a success does not clear earlier ones: the windows simp
 from __future__ import annotations
 
 import math
+import re
 import secrets
 import threading
 import time
@@ -236,3 +237,17 @@ def sign_in(*, request, username: str, password: str) -> User:
         raise InvalidCredentials(attempts_remaining=attempt.attempts_remaining)
     _uncount(attempt)
     return user
+
+
+def forget_failures(*, username: str) -> None:
+    """Forgets the failed sign-ins counted against a user, from every address: an operator's way
+    to lift a lockout (`ragmux reset-password`). While Redis is down each web process counts in
+    its own memory, out of this command's reach: those windows simply expire."""
+    name = username.lower()
+    client = shared_redis()
+    literal_name = re.sub(r"([*?\[\]\\])", r"\\\1", name)  # SCAN's glob must match the name as written
+    pattern = f"{PREFIX}:pair:*|{literal_name}"
+    try:
+        client.delete(f"{PREFIX}:user:{name}", *client.scan_iter(match=pattern, count=1000))
+    except redis.RedisError as exc:
+        redis_outage.failed(exc)

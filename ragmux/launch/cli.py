@@ -8,6 +8,8 @@ settings before anything is started, then starts what is missing and stops it ag
 from __future__ import annotations
 
 import argparse
+import getpass
+import importlib.metadata
 import os
 import shutil
 import signal
@@ -121,6 +123,118 @@ def cmd_rotate_key(args: argparse.Namespace) -> int:
         else:
             print("install this key as RAGMUX_ENCRYPTION_KEY and restart every ragmux process:")
             print(new_key_text)
+    return 0
+
+
+def cmd_reset_password(args: argparse.Namespace) -> int:
+    with environment():
+        from django.contrib.auth.models import User
+
+        from ragmux.core.accounts import user_reset_password
+        from ragmux.core.errors import InvalidInput
+        from ragmux.core.signin import forget_failures
+
+        _migrate()
+        user = User.objects.filter(username__iexact=args.username).first()
+        if user is None:
+            sys.stderr.write(f"ragmux: no user {args.username!r}\n")
+            return 1
+        password = None
+        if not args.generate:
+            password = (getpass.getpass("new password: ") if sys.stdin.isatty() else sys.stdin.readline()).rstrip("\n")
+            if not password:
+                sys.stderr.write("ragmux: no password given (type one, pipe one in, or pass --generate)\n")
+                return 1
+        try:
+            generated = user_reset_password(user=user, password=password)
+        except InvalidInput as exc:
+            sys.stderr.write(f"ragmux: password refused: {exc.message}\n")
+            return 1
+        forget_failures(username=user.username)
+        print(f"password reset for {user.username!r}: their sessions ended and their failed sign-ins were forgotten")
+        if generated:
+            print(f"password (shown once): {generated}")
+        if not user.is_active:
+            print(f"note: {user.username!r} is deactivated and still cannot sign in")
+    return 0
+
+
+def cmd_version(args: argparse.Namespace) -> int:
+    print(f"ragmux {ragmux_version()}")
+    return 0
+
+
+def ragmux_version() -> str:
+    return importlib.metadata.version("ragmux")
+
+
+def cmd_healthcheck(args: argparse.Namespace) -> int:
+    """Exit 0 when the web process (or, with --worker, this host's Celery worker) answers; for
+    container health checks, so nothing is started and nothing is migrated."""
+    with environment(start_services=False):
+        import httpx
+        from django.conf import settings
+
+        if args.worker:
+            from ragmux.celery import app
+
+            mine = f"{WORKER_NAME_PREFIX}{os.uname().nodename}-"
+            try:
+                answers = app.control.ping(timeout=args.timeout)
+            except Exception as exc:  # the broker's client raises many kinds; each means "not healthy"
+                sys.stderr.write(f"ragmux: the broker did not answer: {exc}\n")
+                return 1
+            if not any(name.startswith(mine) for answer in answers for name in answer):
+                sys.stderr.write(f"ragmux: no worker of this host ({mine}*) answered a ping\n")
+                return 1
+            print("worker ok")
+            return 0
+        host = "127.0.0.1" if settings.HOST in ("0.0.0.0", "::", "") else settings.HOST
+        url = args.url or f"http://{host}:{settings.PORT}/healthz"
+        try:
+            status = httpx.get(url, timeout=args.timeout).status_code
+        except httpx.HTTPError as exc:
+            sys.stderr.write(f"ragmux: {url} did not answer: {exc}\n")
+            return 1
+        if status != 200:
+            sys.stderr.write(f"ragmux: {url} answered {status}\n")
+            return 1
+        print("web ok")
+    return 0
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    with environment():
+        from ragmux.launch.backup import BackupFailed, backup_create
+
+        target = Path(args.output)
+        if not target.is_dir() and not target.parent.is_dir():
+            sys.stderr.write(f"ragmux: {target.parent} is not a folder\n")
+            return 1
+        try:
+            path, manifest = backup_create(target=target, version=ragmux_version())
+        except BackupFailed as exc:
+            sys.stderr.write(f"ragmux: backup failed, nothing was written: {exc}\n")
+            return 1
+        counts = ", ".join(f"{count} {label}" for label, count in manifest["counts"].items())
+        print(f"backup written to {path} ({manifest['dump_bytes']} bytes of database: {counts})")
+        print("the encryption key is not in it: keep RAGMUX_ENCRYPTION_KEY (or the data folder's secrets.env) apart")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    with environment():
+        from ragmux.launch.backup import BackupFailed, backup_restore
+
+        try:
+            manifest = backup_restore(path=Path(args.file), replace=args.replace)
+        except BackupFailed as exc:
+            sys.stderr.write(f"ragmux: restore refused or failed, the database is as it was: {exc}\n")
+            return 1
+        _migrate()  # a backup made by an older version is brought up to this one
+        _refuse_a_bad_start()
+        counts = ", ".join(f"{count} {label}" for label, count in manifest["counts"].items())
+        print(f"restored the backup of {manifest['created_at']} ({counts})")
     return 0
 
 
@@ -242,6 +356,10 @@ def _celery(*args: str) -> list[str]:
     return [sys.executable, "-m", "celery", "-A", "ragmux", *args]
 
 
+# A worker's Celery name is this, its host's name and the launching process's id.
+WORKER_NAME_PREFIX = "ragmux@"
+
+
 def worker_command() -> list[str]:
     from django.conf import settings
 
@@ -252,7 +370,7 @@ def worker_command() -> list[str]:
         "--concurrency",
         str(settings.INGEST_WORKERS),
         "--hostname",
-        f"ragmux@{os.uname().nodename}-{os.getpid()}",
+        f"{WORKER_NAME_PREFIX}{os.uname().nodename}-{os.getpid()}",
     )
 
 
@@ -432,6 +550,30 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--path", required=True, help="folder to walk")
     ingest.add_argument("--dry-run", action="store_true", help="list what would be uploaded, write nothing")
     ingest.set_defaults(func=cmd_ingest_dir)
+
+    reset = sub.add_parser("reset-password", help="set a user's password and lift their sign-in lockout")
+    reset.add_argument("username")
+    reset.add_argument("--generate", action="store_true", help="generate the password and print it once")
+    reset.set_defaults(func=cmd_reset_password)
+
+    sub.add_parser("version", help="print the version").set_defaults(func=cmd_version)
+
+    health = sub.add_parser("healthcheck", help="exit 0 when the web process (or this host's worker) answers")
+    health.add_argument("--worker", action="store_true", help="ping this host's Celery worker instead")
+    health.add_argument("--url", help="the health URL to read (default: http://HOST:PORT/healthz)")
+    health.add_argument("--timeout", type=float, default=3.0, help="seconds to wait (default 3)")
+    health.set_defaults(func=cmd_healthcheck)
+
+    backup = sub.add_parser("backup", help="write a backup of the database (pg_dump) and its manifest")
+    backup.add_argument(
+        "--output", default=".", help="a folder (a dated file is made in it) or the file to write (default: .)"
+    )
+    backup.set_defaults(func=cmd_backup)
+
+    restore = sub.add_parser("restore", help="restore a backup into an empty database")
+    restore.add_argument("file", help="the backup file")
+    restore.add_argument("--replace", action="store_true", help="drop what the database holds first")
+    restore.set_defaults(func=cmd_restore)
 
     manage = sub.add_parser("manage", help="run a Django management command")
     manage.add_argument("rest", nargs=argparse.REMAINDER)

@@ -345,3 +345,95 @@ def test_a_worker_serves_the_metrics_of_its_pool_processes(subprocess_env, fake_
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=60)
+
+
+def api_login(client, username, password):
+    return client.post("/admin/api/login", json={"username": username, "password": password})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reset_password_lets_a_locked_out_admin_back_in(api, settings, subprocess_env):
+    from django.conf import global_settings
+
+    from tests.factories import PASSWORD, UserFactory
+
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS  # the subprocess uses the real hasher
+    settings.LOGIN_USER_LIMIT_PER_MIN = 0
+    settings.LOGIN_RATE_LIMIT_PER_MIN = 0
+    settings.LOGIN_LOCKOUT_FAILURES = 3
+    UserFactory(username="locked-admin", role="admin")
+    client = api()
+    for _ in range(3):
+        assert api_login(client, "locked-admin", "a wrong guess").status_code == 401
+    assert api_login(client, "locked-admin", PASSWORD).status_code == 429
+
+    result = run_ragmux(subprocess_env, "reset-password", "LOCKED-ADMIN", "--generate")
+    assert result.returncode == 0, result.stderr
+    generated = re.search(r"password \(shown once\): (\S+)", result.stdout).group(1)
+    assert api_login(client, "locked-admin", generated).status_code == 200
+    assert api_login(client, "locked-admin", PASSWORD).status_code == 401
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reset_password_reads_the_password_and_applies_the_validators(api, settings, subprocess_env):
+    from django.conf import global_settings
+
+    from tests.factories import UserFactory
+
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
+    UserFactory(username="erin", role="editor")
+    weak = run_ragmux(subprocess_env, "reset-password", "erin", stdin="short\n")
+    assert weak.returncode == 1
+    assert "password refused" in weak.stderr
+    chosen = run_ragmux(subprocess_env, "reset-password", "erin", stdin="a long enough new password\n")
+    assert chosen.returncode == 0, chosen.stderr
+    assert "shown once" not in chosen.stdout
+    assert api_login(api(), "erin", "a long enough new password").status_code == 200
+    unknown = run_ragmux(subprocess_env, "reset-password", "nobody", "--generate")
+    assert unknown.returncode == 1
+    assert "no user 'nobody'" in unknown.stderr
+
+
+def test_version_prints_the_installed_version():
+    import importlib.metadata
+
+    result = run_ragmux(dict(os.environ), "version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"ragmux {importlib.metadata.version('ragmux')}"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_healthcheck_answers_for_the_web_process(subprocess_env):
+    from tests.helpers import web_process
+
+    down = run_ragmux(subprocess_env, "healthcheck", "--url", f"http://127.0.0.1:{free_port()}/healthz")
+    assert down.returncode == 1
+    assert "did not answer" in down.stderr
+    with web_process(subprocess_env):
+        up = run_ragmux(subprocess_env, "healthcheck")
+    assert up.returncode == 0, up.stderr
+    assert up.stdout.strip() == "web ok"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_healthcheck_pings_this_hosts_worker(subprocess_env, tmp_path):
+    env = {**subprocess_env, "RAGMUX_DATA_DIR": str(tmp_path)}
+    absent = run_ragmux(env, "healthcheck", "--worker", "--timeout", "1")
+    assert absent.returncode == 1
+    assert "no worker of this host" in absent.stderr
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "ragmux.launch.cli", "worker"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        poll(
+            lambda: run_ragmux(env, "healthcheck", "--worker", "--timeout", "1").returncode == 0,
+            "the worker answering the health check's ping",
+        )
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=60)

@@ -1,0 +1,116 @@
+"""`ragmux backup` and `ragmux restore` as an operator runs them, into a second, empty database."""
+
+import io
+import json
+import stat
+import tarfile
+import uuid
+
+import psycopg
+import pytest
+
+from ingestion.services import IncomingFile, document_upload
+from ragmux.core.crypto import generate_key
+from ragmux.launch.backup import BackupFailed, find_pg_tool, read_backup
+from stores.services import store_create
+from tests.helpers import run_ragmux
+
+RESTORED_CHECK = """
+import json
+from gateway.connections.credentials import connection_key_aad
+from gateway.connections.models import ModelConnection
+from ragmux.core.crypto import unseal
+from retrieval.search import store_search
+from stores.models import RagStore
+connection = ModelConnection.objects.get(name="fake-openai")
+result = store_search(store=RagStore.objects.get(name="kb"), query="anemometer readings")
+print(json.dumps({
+    "key": unseal(connection.api_key_sealed, aad=connection_key_aad(connection.pk)).decode(),
+    "hits": [hit.filename for hit in result.hits],
+}))
+"""
+
+
+@pytest.fixture
+def empty_database(subprocess_env):
+    """A second database on the suite's server, as an operator would create for a restore."""
+    name = f"restore_{uuid.uuid4().hex[:12]}"
+    server = subprocess_env["DATABASE_URL"].rsplit("/", 1)[0].replace("postgres://", "postgresql://")
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield {**subprocess_env, "DATABASE_URL": subprocess_env["DATABASE_URL"].rsplit("/", 1)[0] + "/" + name}
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_backup_restores_into_an_empty_database_and_searches(
+    subprocess_env, empty_database, fake_connection, ingest_now, tmp_path
+):
+    store = store_create(name="kb", values={"embedding_connection_id": fake_connection.id})
+    texts = {"weather.txt": "anemometer readings from the weather station", "other.txt": "a note about lunch"}
+    document_upload(store=store, files=[IncomingFile(filename=name, data=b.encode()) for name, b in texts.items()])
+    ingest_now()
+
+    made = run_ragmux(subprocess_env, "backup", "--output", str(tmp_path))
+    assert made.returncode == 0, made.stderr
+    (backup,) = tmp_path.glob("ragmux-backup-*.tar")
+    assert stat.S_IMODE(backup.stat().st_mode) == 0o600
+    assert str(backup) in made.stdout and "2 documents" in made.stdout
+    raw = backup.read_bytes()
+    assert subprocess_env["RAGMUX_ENCRYPTION_KEY"].encode() not in raw
+    assert b"sk-fake-key-000000000000" not in raw  # the credential travels sealed
+    with tarfile.open(backup) as archive:
+        manifest = json.load(archive.extractfile("manifest.json"))
+    assert manifest["counts"]["documents"] == 2 and manifest["counts"]["connections"] == 1
+    assert manifest["encryption_key_check"]
+    assert manifest["pg_dump_major"] >= manifest["postgres_server_major"]
+
+    wrong_key = run_ragmux({**empty_database, "RAGMUX_ENCRYPTION_KEY": generate_key()}, "restore", str(backup))
+    assert wrong_key.returncode == 1
+    assert "sealed with another encryption key" in wrong_key.stderr
+
+    restored = run_ragmux(empty_database, "restore", str(backup))
+    assert restored.returncode == 0, restored.stderr
+    assert "2 documents" in restored.stdout
+    checked = run_ragmux(empty_database, "manage", "shell", "-c", RESTORED_CHECK)
+    assert checked.returncode == 0, checked.stderr
+    found = json.loads(checked.stdout.strip().splitlines()[-1])
+    assert found["key"] == "sk-fake-key-000000000000"
+    assert found["hits"][0] == "weather.txt"
+
+    again = run_ragmux(empty_database, "restore", str(backup))
+    assert again.returncode == 1
+    assert "already holds a ragmux" in again.stderr
+    replaced = run_ragmux(empty_database, "restore", "--replace", str(backup))
+    assert replaced.returncode == 0, replaced.stderr
+
+
+def test_a_damaged_backup_is_refused_before_anything_is_restored(tmp_path):
+    manifest = json.dumps({"format": "ragmux-backup/1", "dump_sha256": "0" * 64}).encode()
+    path = tmp_path / "damaged.tar"
+    with tarfile.open(path, "w") as archive:
+        for name, body in (("manifest.json", manifest), ("database.dump", b"PGDMP not really")):
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            archive.addfile(info, io.BytesIO(body))
+    (tmp_path / "out").mkdir()
+    with pytest.raises(BackupFailed, match="damaged"):
+        read_backup(path, tmp_path / "out")
+
+
+def test_an_archive_that_is_not_a_backup_is_refused(tmp_path):
+    path = tmp_path / "other.tar"
+    with tarfile.open(path, "w") as archive:
+        info = tarfile.TarInfo("../../etc/passwd")
+        info.size = 1
+        archive.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(BackupFailed, match="not a ragmux backup"):
+        read_backup(path, tmp_path)
+    assert not (tmp_path.parent.parent / "etc" / "passwd").exists()
+
+
+def test_no_dump_tool_older_than_the_server_is_used():
+    with pytest.raises(BackupFailed, match="no pg_dump of PostgreSQL 99 or newer"):
+        find_pg_tool("pg_dump", 99)
