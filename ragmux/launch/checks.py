@@ -45,7 +45,15 @@ def check_default_index_config() -> None:
         )
 
 
+def refuse_test_only_settings() -> None:
+    """Refuses the test suite's stand-in name resolution for image hosts: with it, an image URL
+    naming such a host would reach the address the stand-in gives, private or not."""
+    if settings.IMAGE_FETCH_TEST_RESOLVER:
+        raise SystemExit("startup refused: IMAGE_FETCH_TEST_RESOLVER is for the test suite only")
+
+
 def run_startup_checks() -> None:
+    refuse_test_only_settings()
     check_encryption_key()
     check_default_index_config()
     log_store_warnings()
