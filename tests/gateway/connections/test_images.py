@@ -11,7 +11,6 @@ import pytest
 from gateway.connections.images import FairSlots, ImageCache, InlineImage, image_addresses, media_type_of
 from ragmux.core.errors import InvalidInput
 from ragmux.core.units import MIB
-from ragmux.launch.checks import refuse_test_only_settings
 from tests.fakes.images import png
 
 
@@ -40,13 +39,6 @@ def test_private_image_hosts_are_refused_whatever_the_provider_settings_allow(se
     with pytest.raises(InvalidInput) as refused:
         image_addresses(host, 80)
     assert refused.value.code == "image_host_blocked"
-
-
-def test_the_stand_in_resolution_is_refused_at_start_up(settings):
-    refuse_test_only_settings()
-    settings.IMAGE_FETCH_TEST_RESOLVER = {"images.test": "127.0.0.1"}
-    with pytest.raises(SystemExit, match="IMAGE_FETCH_TEST_RESOLVER is for the test suite only"):
-        refuse_test_only_settings()
 
 
 def test_while_a_project_waits_another_cannot_take_more_than_half_the_slots():
