@@ -230,3 +230,36 @@ def test_a_saturated_process_answers_429_with_retry_after(chat, image_host, fake
     assert image_host.requests == ["/slow.png"]
     rows = wait_for_logs(2, project=project)
     assert sorted(row.status_code for row in rows) == [200, 429]
+
+
+def test_a_route_fetches_the_image_once_for_every_target_that_needs_it(v1, image_host, fake_upstream):
+    from gateway.clients.services import key_create, project_create
+    from gateway.connections.services import connection_create
+    from tests.factories import RouteFactory, RouteTargetFactory
+
+    route = RouteFactory(name="vision", strategy="ordered")
+    for provider in ("gemini", "ollama"):
+        spec = PROVIDERS[provider]
+        connection = connection_create(
+            name=f"vision-{provider}",
+            provider_type=provider,
+            base_url=f"{fake_upstream.url}{spec['path']}",
+            model_name=spec["model"],
+            dimensions=None,
+            api_key="",
+        )
+        RouteTargetFactory(route=route, connection=connection, weight=1, first_byte_timeout=None)
+    project = project_create(
+        name="vision", chat_route_id=route.id, embedding_connection_id=None, store_id=None, system_prompt=""
+    )
+    # Gemini fails before its first byte: the route moves on to Ollama.
+    fake_upstream.configure("gemini.generate", status=503)
+    image_host.serve("/cat.png", Served(PICTURE))
+    content = [{"type": "image_url", "image_url": {"url": image_host.url("/cat.png")}}]
+    client = v1(key_create(project=project, name="default", scopes=None, expires_at=None).key)
+    response = client.post("/chat/completions", json={"messages": [{"role": "user", "content": content}]})
+    assert response.status_code == 200, response.text
+    picture = base64.b64encode(PICTURE).decode()
+    assert images_sent("gemini", fake_upstream.requests_to("gemini.generate")[-1].json()) == [("image/png", picture)]
+    assert images_sent("ollama", fake_upstream.requests_to("ollama.chat")[-1].json()) == [("image/png", picture)]
+    assert image_host.requests == ["/cat.png"]
