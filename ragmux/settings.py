@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 import sys
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -167,6 +168,26 @@ try:
     ALLOW_PRIVATE_UPSTREAMS = env_bool("ALLOW_PRIVATE_UPSTREAMS", False)
     PRIVATE_UPSTREAM_ALLOWLIST = env_host_allowlist("PRIVATE_UPSTREAM_ALLOWLIST")
 
+    # Remote images the gateway fetches for providers that take images inline only (Gemini,
+    # Ollama: gateway.connections.images). The two settings above never apply to them.
+    IMAGE_FETCH = env_bool("IMAGE_FETCH", True)
+    IMAGE_FETCH_MAX_MB = env_int("IMAGE_FETCH_MAX_MB", 8, minimum=1)
+    IMAGE_FETCH_TIMEOUT = env_duration("IMAGE_FETCH_TIMEOUT", 10, minimum=0.001)
+    IMAGE_FETCH_MAX_PER_REQUEST = env_int("IMAGE_FETCH_MAX_PER_REQUEST", 8, minimum=1)
+    # Fetches at once per process (so also connections per image host); while another project
+    # waits for one, no project holds more than half.
+    IMAGE_FETCH_MAX_CONCURRENT = env_int("IMAGE_FETCH_MAX_CONCURRENT", 16, minimum=1)
+    # Fetched images kept in memory by URL (0 entries: none), in base64, which is 4/3 the size.
+    IMAGE_CACHE_ENTRIES = env_int("IMAGE_CACHE_ENTRIES", 64, minimum=0)
+    IMAGE_CACHE_TTL = env_duration("IMAGE_CACHE_TTL", 600, minimum=0.001)
+    _largest_cached_image_mb = math.ceil(IMAGE_FETCH_MAX_MB * 4 / 3)
+    IMAGE_CACHE_MAX_MB = env_int("IMAGE_CACHE_MAX_MB", min(256, max(64, 2 * _largest_cached_image_mb)), minimum=1)
+    if env_str("IMAGE_CACHE_MAX_MB") is not None and IMAGE_CACHE_MAX_MB < _largest_cached_image_mb:
+        raise ConfigError(
+            f"IMAGE_CACHE_MAX_MB: {IMAGE_CACHE_MAX_MB} MiB cannot hold one image of IMAGE_FETCH_MAX_MB "
+            f"({_largest_cached_image_mb} MiB in base64)"
+        )
+
     # Client API (/v1)
     V1_MAX_BODY_MB = env_int("V1_MAX_BODY_MB", 4, minimum=1, maximum=1024)
     # Browser origins allowed to call /v1 (exact `scheme://host[:port]`, or `*`); none by default.
@@ -188,6 +209,11 @@ try:
 except ConfigError as error:
     sys.stderr.write(f"config: {error}\n")
     raise SystemExit(2) from None
+
+# The test suite's stand-in name resolution for image hosts ({host name: loopback address}, which
+# the image fetch then takes for public). Never read from the environment: only the suite sets it,
+# and every process refuses to start with it set (ragmux.launch.checks).
+IMAGE_FETCH_TEST_RESOLVER: dict[str, str] = {}
 
 INSTALLED_APPS = [
     "django.contrib.auth",

@@ -29,6 +29,7 @@ from gateway.clients.models import Endpoint, Scope
 from gateway.clients.offloop import off_loop
 from gateway.clients.routed_chat import Attempts, ChatPlan, ChatTarget
 from gateway.clients.serializers import ChatInput, EmbeddingsInput, RerankInput, RetrieveInput
+from gateway.connections.images import RemoteImages
 from gateway.connections.models import ModelConnection
 from gateway.connections.providers.chat import NoChat
 from gateway.connections.providers.chat_reply import count
@@ -407,12 +408,16 @@ async def chat_completions(request: HttpRequest, call: Call) -> HttpResponse:
     context, sources = await _ground(call, data["messages"])
     body["messages"] = inject(data["messages"], context=context, system_prompt=call.project.system_prompt)
 
+    # Fetch slots are shared fairly between projects.
+    images = RemoteImages(owner=f"project:{call.project.pk}")
     unanswered = functools.partial(_settle_tokens, call, attempts, body["messages"], answer_chars=0, reported=False)
     with _estimated_if_cancelled(unanswered):
         if data["stream"]:
             call.streamed = True
-            return await _stream(call, plan, attempts, body, client_model, sources)
-        reply = await _answer(call, plan, attempts, lambda provider, once: provider.complete(body, once=once))
+            return await _stream(call, plan, attempts, body, images, client_model, sources)
+        reply = await _answer(
+            call, plan, attempts, lambda provider, once: provider.complete(body, once=once, images=images)
+        )
     reported = _count_usage(call, reply.get("usage"))
     _settle_tokens(call, attempts, body["messages"], _answer_chars(reply.get("choices"), "message"), reported)
     reply["model"] = client_model
@@ -431,13 +436,19 @@ async def _answer(call: Call, plan: ChatPlan, attempts: Attempts, attempt):
 
 
 async def _stream(
-    call: Call, plan: ChatPlan, attempts: Attempts, body: dict, client_model: str, sources: list[dict]
+    call: Call,
+    plan: ChatPlan,
+    attempts: Attempts,
+    body: dict,
+    images: RemoteImages,
+    client_model: str,
+    sources: list[dict],
 ) -> HttpResponse:
     wants_usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get("include_usage") is True
     stack = AsyncExitStack()
 
     async def opened(provider, once):
-        return await stack.enter_async_context(provider.stream(body, once=once))
+        return await stack.enter_async_context(provider.stream(body, once=once, images=images))
 
     # Opening reads the first chunk: an upstream that fails before it gets a plain JSON error,
     # and a route's next target is tried; after it, nothing moves the call to another target.

@@ -18,7 +18,7 @@ import json
 import socket
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -44,9 +44,19 @@ class UpstreamBlocked(UpstreamFailed):
     code = "private_upstream"
 
 
+class ResponseTooLarge(UpstreamFailed):
+    """The response is larger than the caller's cap."""
+
+    code = "upstream_unreachable"
+
+
 def _unreachable(message: str, *, retryable: bool) -> UpstreamFailed:
-    """The call did not produce a usable HTTP response (transport, redirect, size)."""
+    """The call did not produce a usable HTTP response (transport, redirect)."""
     return UpstreamFailed(message, code="upstream_unreachable", retryable=retryable)
+
+
+def _too_large(limit: int) -> ResponseTooLarge:
+    return ResponseTooLarge(f"upstream response is larger than {limit // (1024 * 1024)} MiB")
 
 
 def blocked_message(host: str) -> str:
@@ -106,6 +116,12 @@ def checked_addresses(host: str, port: int) -> list[Address]:
     return allowed
 
 
+# The addresses a call to (host, port) may use, raising when none is allowed: checked_addresses
+# for provider calls; a caller with a stricter policy (gateway.connections.images) passes its own.
+Guard = Callable[[str, int], list[Address]]
+_GUARD = "ragmux.guard"  # the request extension that carries a call's guard to the transport
+
+
 def url_is_private(url: str) -> bool:
     """True when the URL's host resolves only to private addresses (recorded on connections)."""
     parts = urlsplit(url)
@@ -119,7 +135,8 @@ def url_is_private(url: str) -> bool:
 def _pin_to_address(request: httpx.Request) -> None:
     host = request.url.host
     port = request.url.port or (443 if request.url.scheme == "https" else 80)
-    address = checked_addresses(host, port)[0]
+    guard: Guard = request.extensions.get(_GUARD, checked_addresses)
+    address = guard(host, port)[0]
     if request.url.scheme == "https":
         request.extensions = {**request.extensions, "sni_hostname": host}
     # The Host header was set from the original URL when the request was built.
@@ -188,14 +205,14 @@ def _shared_client() -> httpx.Client:
     return _client
 
 
-def _next_hop(current: httpx.URL, response: httpx.Response) -> httpx.URL:
+def _next_hop(current: httpx.URL, response: httpx.Response, guard: Guard = checked_addresses) -> httpx.URL:
     location = response.headers.get("location")
     if not location:
         raise _unreachable(f"upstream answered {response.status_code} without a Location", retryable=False)
     target = current.join(location)
     if target.scheme not in ("http", "https"):
         raise _unreachable(f"refused redirect to a {target.scheme} URL", retryable=False)
-    checked_addresses(target.host, target.port or (443 if target.scheme == "https" else 80))
+    guard(target.host, target.port or (443 if target.scheme == "https" else 80))
     if current.scheme == "https" and target.scheme == "http":
         raise _unreachable("refused redirect from https to http", retryable=False)
     if target.host != current.host:
@@ -231,9 +248,7 @@ def request(
                 for chunk in response.iter_bytes():
                     body.extend(chunk)
                     if len(body) > limit:
-                        raise _unreachable(
-                            f"upstream response is larger than {limit // (1024 * 1024)} MiB", retryable=False
-                        )
+                        raise _too_large(limit)
                 return UpstreamResponse(
                     status=response.status_code,
                     headers=response.headers,
@@ -311,9 +326,7 @@ class UpstreamStream:
                 raise _unreachable(f"upstream connection failed: {exc}", retryable=not self._received) from None
             self._received += len(chunk)
             if self._received > self._limit:
-                raise _unreachable(
-                    f"upstream response is larger than {self._limit // (1024 * 1024)} MiB", retryable=False
-                )
+                raise _too_large(self._limit)
             yield chunk
 
     async def read(self) -> bytes:
@@ -346,8 +359,9 @@ async def open_stream(
     timeout: float | None = None,
     first_byte_timeout: float | None = None,
     max_bytes: int | None = None,
+    guard: Guard = checked_addresses,
 ) -> AsyncIterator[UpstreamStream]:
-    """Sends one request through the guard and yields the response with its body unread.
+    """Sends one request through ``guard`` and yields the response with its body unread.
 
     The response is closed when the block exits, which is also how a caller that is
     cancelled (its client went away) ends the upstream call.
@@ -361,7 +375,7 @@ async def open_stream(
     client = _shared_async_client()
     target = httpx.URL(url)
     for _ in range(MAX_REDIRECTS + 1):
-        request = client.build_request(method, target, headers=headers, json=json_body)
+        request = client.build_request(method, target, headers=headers, json=json_body, extensions={_GUARD: guard})
         try:
             async with asyncio.timeout_at(_loop_time(first_byte_deadline)):
                 response = await client.send(request, stream=True)
@@ -371,7 +385,7 @@ async def open_stream(
             raise _unreachable(f"upstream connection failed: {exc}", retryable=True) from None
         try:
             if response.is_redirect:
-                target = await asyncio.to_thread(_next_hop, target, response)
+                target = await asyncio.to_thread(_next_hop, target, response, guard)
                 if response.status_code == 303:
                     method, json_body = "GET", None
                 continue

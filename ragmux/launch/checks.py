@@ -45,7 +45,31 @@ def check_default_index_config() -> None:
         )
 
 
+def refuse_test_only_settings() -> None:
+    """Refuses the test suite's stand-in name resolution for image hosts: with it, an image URL
+    naming such a host would reach the address the stand-in gives, private or not."""
+    if settings.IMAGE_FETCH_TEST_RESOLVER:
+        raise SystemExit("startup refused: IMAGE_FETCH_TEST_RESOLVER is for the test suite only")
+
+
+def log_image_policy() -> None:
+    """What the gateway does with remote images for Gemini and Ollama, said once per start."""
+    if not settings.IMAGE_FETCH:
+        logger.info("image policy: remote images are not fetched (IMAGE_FETCH=false); data: URLs only")
+        return
+    logger.info(
+        "image policy: remote images fetched up to %d MiB within %gs, %d per request, %d at once; "
+        "private addresses never reached",
+        settings.IMAGE_FETCH_MAX_MB,
+        settings.IMAGE_FETCH_TIMEOUT,
+        settings.IMAGE_FETCH_MAX_PER_REQUEST,
+        settings.IMAGE_FETCH_MAX_CONCURRENT,
+    )
+
+
 def run_startup_checks() -> None:
+    refuse_test_only_settings()
     check_encryption_key()
     check_default_index_config()
     log_store_warnings()
+    log_image_policy()

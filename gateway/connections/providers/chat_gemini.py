@@ -149,6 +149,9 @@ class GeminiChat(ChatProvider):
 
     # -- request -----------------------------------------------------------------------------
 
+    def _fetches_image(self, url: str) -> bool:
+        return not url.startswith(("data:", *FILE_URI_PREFIXES))
+
     def _parts(self, content: Any, where: str) -> list[dict]:
         parts = []
         for part in content_parts(content, where):

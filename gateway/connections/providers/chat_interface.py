@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 
 from gateway.connections import http
+from gateway.connections.images import RemoteImages
 from gateway.connections.providers.upstream_errors import by_status, malformed, refusal, retry_wait
 from ragmux.core.errors import UpstreamFailed
 
@@ -83,6 +84,11 @@ class ChatProvider(ABC):
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
+    def _fetches_image(self, url: str) -> bool:
+        """Whether the gateway must fetch the image at ``url`` and send it inline, because the
+        provider cannot read it by its URL."""
+        return False
+
     @abstractmethod
     def _payload(self, body: dict[str, Any], *, stream: bool) -> dict[str, Any]:
         """The provider's request for an OpenAI-format request body."""
@@ -134,9 +140,16 @@ class ChatProvider(ABC):
             raise self._refusal(upstream.status, content, upstream.headers)
         return self._reply(content)
 
-    async def complete(self, body: dict[str, Any], *, once: Once | None = None) -> dict[str, Any]:
+    async def _with_images(self, body: dict[str, Any], images: RemoteImages | None) -> dict[str, Any]:
+        """``body`` with the remote images this provider cannot read by URL fetched into it; without
+        ``images`` they are left as they are (and refused by the adapters that need them inline)."""
+        return body if images is None else await images.inlined(body, self._fetches_image)
+
+    async def complete(
+        self, body: dict[str, Any], *, once: Once | None = None, images: RemoteImages | None = None
+    ) -> dict[str, Any]:
         """One non-streamed answer as an OpenAI ``chat.completion`` object."""
-        payload = self._payload(body, stream=False)
+        payload = self._payload(await self._with_images(body, images), stream=False)
         return await self._retrying(
             lambda first_byte_timeout: self._complete_once(payload, first_byte_timeout), once=once
         )
@@ -163,9 +176,11 @@ class ChatProvider(ABC):
         return stack, ChatStream(first, chunks)
 
     @asynccontextmanager
-    async def stream(self, body: dict[str, Any], *, once: Once | None = None) -> AsyncIterator[ChatStream]:
+    async def stream(
+        self, body: dict[str, Any], *, once: Once | None = None, images: RemoteImages | None = None
+    ) -> AsyncIterator[ChatStream]:
         """An async context manager yielding the answer's chunks; leaving it ends the call."""
-        payload = self._payload(body, stream=True)
+        payload = self._payload(await self._with_images(body, images), stream=True)
         stack, chunks = await self._retrying(
             lambda first_byte_timeout: self._open_once(payload, first_byte_timeout), once=once
         )

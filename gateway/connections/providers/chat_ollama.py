@@ -65,6 +65,9 @@ class OllamaChat(ChatProvider):
     def _url(self, *, stream: bool) -> str:
         return f"{self.base_url}/api/chat"
 
+    def _fetches_image(self, url: str) -> bool:
+        return not url.startswith("data:")
+
     def _message(self, message: dict, where: str, names: dict[str, str]) -> dict:
         role, content = message.get("role"), message.get("content")
         if role in SYSTEM_ROLES:

@@ -385,19 +385,15 @@ def test_a_mid_stream_error_ends_the_stream_with_an_error_frame(v1, provider_pro
     assert (row.status_code, row.streamed) == (502, True)
 
 
-def test_a_remote_image_is_refused_where_the_provider_takes_inline_images_only(sdk, provider, fake_upstream):
+@pytest.mark.parametrize("provider", ["anthropic"], indirect=True)
+def test_a_remote_image_is_sent_to_anthropic_by_its_url(sdk, provider, fake_upstream):
+    # Gemini and Ollama get it fetched and inline: test_remote_images.
     content = [{"type": "image_url", "image_url": {"url": "https://images.example/cat.png"}}]
-    if provider == "anthropic":
-        sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": content}])
-        assert sent_to(fake_upstream, "anthropic.messages")["messages"][0]["content"][0]["source"] == {
-            "type": "url",
-            "url": "https://images.example/cat.png",
-        }
-        return
-    with pytest.raises(openai.BadRequestError) as caught:
-        sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": content}])
-    assert "data: URL" in caught.value.response.json()["error"]["message"]
-    assert fake_upstream.calls() == fake_upstream.calls("openai.embeddings")  # no chat call was made
+    sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": content}])
+    assert sent_to(fake_upstream, "anthropic.messages")["messages"][0]["content"][0]["source"] == {
+        "type": "url",
+        "url": "https://images.example/cat.png",
+    }
 
 
 def options_sent(provider: str, sent: dict) -> dict:

@@ -16,6 +16,13 @@ from tests.helpers import run_ragmux
         ("DEFAULT_INDEX_CONFIG", "eng-lish", "config: DEFAULT_INDEX_CONFIG: 'eng-lish' is not a name"),
         ("RERANK_TIMEOUT", "quickly", "config: RERANK_TIMEOUT: 'quickly' is not a duration"),
         ("RERANK_MAX_TOKENS", "0", "config: RERANK_MAX_TOKENS: 0 is below the minimum of 1"),
+        ("IMAGE_FETCH_TIMEOUT", "0", "config: IMAGE_FETCH_TIMEOUT: 0 is shorter than the minimum of 0.001s"),
+        ("IMAGE_FETCH_MAX_CONCURRENT", "0", "config: IMAGE_FETCH_MAX_CONCURRENT: 0 is below the minimum of 1"),
+        (
+            "IMAGE_CACHE_MAX_MB",
+            "10",
+            "config: IMAGE_CACHE_MAX_MB: 10 MiB cannot hold one image of IMAGE_FETCH_MAX_MB (11 MiB in base64)",
+        ),
         # libpq counts whole seconds and waits at least 2.
         ("DATABASE_CONNECT_TIMEOUT", "1", "config: DATABASE_CONNECT_TIMEOUT: 1 is below the minimum of 2"),
     ],
