@@ -16,6 +16,9 @@ from tests.helpers import run_ragmux
         ("DEFAULT_INDEX_CONFIG", "eng-lish", "config: DEFAULT_INDEX_CONFIG: 'eng-lish' is not a name"),
         ("RERANK_TIMEOUT", "quickly", "config: RERANK_TIMEOUT: 'quickly' is not a duration"),
         ("RERANK_MAX_TOKENS", "0", "config: RERANK_MAX_TOKENS: 0 is below the minimum of 1"),
+        ("STREAM_MAX_DURATION", "forever", "config: STREAM_MAX_DURATION: 'forever' is not a duration"),
+        ("UPSTREAM_IDLE_TIMEOUT", "0s", "config: UPSTREAM_IDLE_TIMEOUT: 0s is shorter than the minimum of 0.1s"),
+        ("STREAM_MAX_BYTES_MB", "0", "config: STREAM_MAX_BYTES_MB: 0 is below the minimum of 1"),
         # libpq counts whole seconds and waits at least 2.
         ("DATABASE_CONNECT_TIMEOUT", "1", "config: DATABASE_CONNECT_TIMEOUT: 1 is below the minimum of 2"),
     ],
