@@ -153,12 +153,21 @@ try:
     )
 
     # Outbound calls to providers
+    # A whole JSON (non-streamed) upstream call. A stream is bounded by it only until its first
+    # byte; after that by STREAM_MAX_DURATION, UPSTREAM_IDLE_TIMEOUT and STREAM_MAX_BYTES_MB.
     UPSTREAM_TIMEOUT = env_duration("UPSTREAM_TIMEOUT", 300, minimum=1)
     UPSTREAM_CONNECT_TIMEOUT = env_duration("UPSTREAM_CONNECT_TIMEOUT", 15, minimum=0.1)
     # A chat upstream that has sent no byte of its answer by then is given up on (504). The budget
     # is the call's, retries and their waits included: a `Retry-After` that does not fit in it is
     # passed on to the client instead of waited.
     UPSTREAM_FIRST_BYTE_TIMEOUT = env_duration("UPSTREAM_FIRST_BYTE_TIMEOUT", 60, minimum=0.1)
+    # A streamed answer (counted from the call's start) that runs longer than this is ended with a
+    # 504 `timeout` error frame; one that has begun and then sends nothing for UPSTREAM_IDLE_TIMEOUT
+    # is ended the same way, so a stalled upstream is not held for the whole STREAM_MAX_DURATION.
+    STREAM_MAX_DURATION = env_duration("STREAM_MAX_DURATION", 30 * 60, minimum=1)
+    UPSTREAM_IDLE_TIMEOUT = env_duration("UPSTREAM_IDLE_TIMEOUT", 120, minimum=0.1)
+    # Bytes read from one upstream stream, in MiB; more ends it with a 502 error frame.
+    STREAM_MAX_BYTES_MB = env_int("STREAM_MAX_BYTES_MB", 256, minimum=1)
     # A route's target that fails (a failure that moves the call to the next target) this many
     # times within ROUTE_COOLDOWN_WINDOW is skipped by every web process for ROUTE_COOLDOWN.
     ROUTE_COOLDOWN_FAILURES = env_int("ROUTE_COOLDOWN_FAILURES", 3, minimum=1, maximum=1000)

@@ -31,6 +31,7 @@ import httpx2 as httpx
 from django.conf import settings
 
 from ragmux.core.errors import UpstreamFailed, UpstreamTimeout
+from ragmux.core.units import MIB
 
 MAX_REDIRECTS = 3
 _EXTRA_BLOCKED = [ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("100.64.0.0/10")]
@@ -284,49 +285,111 @@ def _shared_async_client() -> httpx.AsyncClient:
     return client
 
 
-class UpstreamStream:
-    """An upstream response whose body has not been read yet.
+@dataclass(frozen=True)
+class ReadBounds:
+    """How long and how much of one upstream answer may be read (deadlines on time.monotonic()).
 
-    Every read is bounded by the whole-call deadline, and until the first body byte has
-    arrived also by the first-byte deadline; the body is capped at ``max_bytes``.
+    A JSON answer has one deadline for the whole call. A streamed answer has the call's
+    first-byte deadline, then a bound on each gap between two reads (``idle_timeout``) and one on
+    the whole stream, so a long answer that keeps coming is relayed to the end.
     """
 
-    def __init__(
-        self,
-        response: httpx.Response,
-        *,
-        url: str,
-        deadline: float,
-        first_byte_deadline: float,
-        first_byte_timeout: float,
-        limit: int,
-    ):
+    first_byte_timeout: float
+    first_byte_deadline: float
+    # The whole call's (a stream's: STREAM_MAX_DURATION), in seconds and as a deadline.
+    whole_timeout: float
+    deadline: float
+    max_bytes: int
+    # A stream's bound on the gap between two reads once its first byte has come; None: a JSON call.
+    idle_timeout: float | None = None
+
+    @classmethod
+    def of_call(
+        cls, *, started: float, timeout: float, first_byte_timeout: float, max_bytes: int | None, streamed: bool
+    ) -> ReadBounds:
+        """``timeout`` bounds a JSON call, and a stream until its first byte."""
+        whole = settings.STREAM_MAX_DURATION if streamed else timeout
+        first_byte_timeout = min(first_byte_timeout, timeout)
+        if max_bytes is None:
+            max_bytes = (settings.STREAM_MAX_BYTES_MB if streamed else settings.UPSTREAM_MAX_RESPONSE_MB) * MIB
+        return cls(
+            first_byte_timeout=first_byte_timeout,
+            first_byte_deadline=started + min(whole, first_byte_timeout),
+            whole_timeout=whole,
+            deadline=started + whole,
+            max_bytes=int(max_bytes),
+            idle_timeout=settings.UPSTREAM_IDLE_TIMEOUT if streamed else None,
+        )
+
+    @property
+    def streamed(self) -> bool:
+        return self.idle_timeout is not None
+
+    def next_deadline(self, *, begun: bool) -> float:
+        """When the next read must have answered by."""
+        if not begun:
+            return self.first_byte_deadline
+        if self.idle_timeout is None:
+            return self.deadline
+        return min(self.deadline, time.monotonic() + self.idle_timeout)
+
+    def expired(self, deadline: float, *, begun: bool) -> UpstreamTimeout:
+        """The failure of a read that ``deadline`` (a :meth:`next_deadline`) cut short."""
+        # Never retried: a retry would make the caller wait the whole timeout again.
+        if deadline < self.deadline:
+            if not begun:
+                return UpstreamTimeout(f"upstream sent nothing within {self.first_byte_timeout:.3g}s")
+            return UpstreamTimeout(
+                f"upstream sent nothing for {self.idle_timeout:g}s mid-stream (UPSTREAM_IDLE_TIMEOUT)"
+            )
+        if self.streamed:
+            return UpstreamTimeout(
+                f"the stream was ended after STREAM_MAX_DURATION ({self.whole_timeout:g}s)",
+                code="stream_max_duration",
+            )
+        return UpstreamTimeout(f"upstream timed out after {self.whole_timeout:g}s")
+
+    def too_large(self) -> UpstreamFailed:
+        if self.streamed:
+            # The upstream's fault as the client sees it (502), not a request too large (413).
+            return UpstreamFailed(
+                f"the stream was ended after STREAM_MAX_BYTES_MB ({self.max_bytes / MIB:g} MiB) from upstream",
+                code="stream_max_bytes",
+            )
+        return _too_large(self.max_bytes)
+
+
+class UpstreamStream:
+    """An upstream response whose body has not been read yet, read within its :class:`ReadBounds`."""
+
+    def __init__(self, response: httpx.Response, *, url: str, bounds: ReadBounds):
         self.status = response.status_code
         self.headers = response.headers
         self.url = url
         self._response = response
-        self._deadline = deadline
-        self._first_byte_deadline = first_byte_deadline
-        self._first_byte_timeout = first_byte_timeout
-        self._limit = limit
+        self._bounds = bounds
         self._received = 0
 
     async def chunks(self) -> AsyncIterator[bytes]:
         pieces = self._response.aiter_bytes()
         while True:
-            deadline = self._deadline if self._received else min(self._deadline, self._first_byte_deadline)
+            begun = self._received > 0
+            deadline = self._bounds.next_deadline(begun=begun)
+            if deadline <= time.monotonic():
+                # A body that is already buffered is read without waiting, so no timer would fire.
+                raise self._bounds.expired(deadline, begun=begun)
             try:
                 async with asyncio.timeout_at(_loop_time(deadline)):
                     chunk = await anext(pieces)
             except StopAsyncIteration:
                 return
             except TimeoutError:
-                raise _timeout_error(self._first_byte_timeout if deadline < self._deadline else None) from None
+                raise self._bounds.expired(deadline, begun=begun) from None
             except httpx.TransportError as exc:
-                raise _unreachable(f"upstream connection failed: {exc}", retryable=not self._received) from None
+                raise _unreachable(f"upstream connection failed: {exc}", retryable=not begun) from None
             self._received += len(chunk)
-            if self._received > self._limit:
-                raise _too_large(self._limit)
+            if self._received > self._bounds.max_bytes:
+                raise self._bounds.too_large()
             yield chunk
 
     async def read(self) -> bytes:
@@ -341,14 +404,6 @@ def _loop_time(deadline: float) -> float:
     return asyncio.get_running_loop().time() + (deadline - time.monotonic())
 
 
-def _timeout_error(first_byte_timeout: float | None) -> UpstreamTimeout:
-    """The first byte's timeout (its seconds given), else the whole call's."""
-    # Never retried: a retry would make the caller wait the whole timeout again.
-    if first_byte_timeout is not None:
-        return UpstreamTimeout(f"upstream sent nothing within {first_byte_timeout:.3g}s")
-    return UpstreamTimeout(f"upstream timed out after {settings.UPSTREAM_TIMEOUT:g}s")
-
-
 @asynccontextmanager
 async def open_stream(
     method: str,
@@ -360,27 +415,31 @@ async def open_stream(
     first_byte_timeout: float | None = None,
     max_bytes: int | None = None,
     guard: Guard = checked_addresses,
+    streamed: bool = False,
 ) -> AsyncIterator[UpstreamStream]:
     """Sends one request through ``guard`` and yields the response with its body unread.
 
-    The response is closed when the block exits, which is also how a caller that is
-    cancelled (its client went away) ends the upstream call.
+    ``timeout`` (UPSTREAM_TIMEOUT) bounds the whole call, or with ``streamed`` (an answer relayed
+    as it comes) only until its first byte: see :class:`ReadBounds`. The response is closed when
+    the block exits, which is also how a caller that is cancelled (its client went away) ends the
+    upstream call.
     """
-    started = time.monotonic()
-    deadline = started + (timeout or settings.UPSTREAM_TIMEOUT)
-    if first_byte_timeout is None:
-        first_byte_timeout = settings.UPSTREAM_FIRST_BYTE_TIMEOUT
-    first_byte_deadline = min(deadline, started + first_byte_timeout)
-    limit = max_bytes or settings.UPSTREAM_MAX_RESPONSE_MB * 1024 * 1024
+    bounds = ReadBounds.of_call(
+        started=time.monotonic(),
+        timeout=timeout or settings.UPSTREAM_TIMEOUT,
+        first_byte_timeout=settings.UPSTREAM_FIRST_BYTE_TIMEOUT if first_byte_timeout is None else first_byte_timeout,
+        max_bytes=max_bytes,
+        streamed=streamed,
+    )
     client = _shared_async_client()
     target = httpx.URL(url)
     for _ in range(MAX_REDIRECTS + 1):
         request = client.build_request(method, target, headers=headers, json=json_body, extensions={_GUARD: guard})
         try:
-            async with asyncio.timeout_at(_loop_time(first_byte_deadline)):
+            async with asyncio.timeout_at(_loop_time(bounds.first_byte_deadline)):
                 response = await client.send(request, stream=True)
         except TimeoutError:
-            raise _timeout_error(first_byte_timeout if first_byte_deadline < deadline else None) from None
+            raise bounds.expired(bounds.first_byte_deadline, begun=False) from None
         except httpx.TransportError as exc:
             raise _unreachable(f"upstream connection failed: {exc}", retryable=True) from None
         try:
@@ -389,14 +448,7 @@ async def open_stream(
                 if response.status_code == 303:
                     method, json_body = "GET", None
                 continue
-            yield UpstreamStream(
-                response,
-                url=str(target),
-                deadline=deadline,
-                first_byte_deadline=first_byte_deadline,
-                first_byte_timeout=first_byte_timeout,
-                limit=limit,
-            )
+            yield UpstreamStream(response, url=str(target), bounds=bounds)
             return
         finally:
             await response.aclose()

@@ -17,6 +17,8 @@ Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``
   is stopped;
 - ``error_after``: a streamed chat answer sends the provider's mid-stream error event after
   that many chunks;
+- ``chunk_interval``: seconds a streamed chat answer waits between two of its chunks (a long
+  answer that keeps coming);
 - ``tool_call``: the chat answer is a call of the function of that name with
   :data:`TOOL_ARGUMENTS`;
 - ``error_reason``: Gemini's error details carry this reason (``API_KEY_INVALID``).
@@ -76,6 +78,7 @@ class Knobs:
     redirect_to: str | None = None
     stall_after: int | None = None
     error_after: int | None = None
+    chunk_interval: float = 0.0
     tool_call: str | None = None
     error_reason: str | None = None
     # The text of a failure's message, in place of the default one.
@@ -435,22 +438,16 @@ def _register_chat_routes(upstream: FakeUpstream) -> None:
             body = {**base, "object": "chat.completion.chunk", "choices": choices, **extra}
             return f"data: {json.dumps(body)}\n\n".encode()
 
-        def events() -> Iterator[bytes]:
-            words = CHAT_ANSWER.split(" ")
-            deltas = [{"role": "assistant", "content": ""}] + [
-                {"content": word if i == 0 else " " + word} for i, word in enumerate(words)
-            ]
-            for sent, delta in enumerate(deltas):
-                if knobs.stall_after is not None and sent == knobs.stall_after:
-                    yield STALL
-                    return
-                yield frame([{"index": 0, "delta": delta, "finish_reason": None}])
-            yield frame([{"index": 0, "delta": {}, "finish_reason": "stop"}])
-            if (payload.get("stream_options") or {}).get("include_usage") and not knobs.omit_usage:
-                yield frame([], usage=_chat_usage(payload, knobs))
-            yield b"data: [DONE]\n\n"
-
-        return 200, {"Content-Type": "text/event-stream"}, events()
+        deltas = [{"role": "assistant", "content": ""}] + [
+            {"content": piece} for piece in _pieces(CHAT_ANSWER.split(" "))
+        ]
+        frames = [frame([{"index": 0, "delta": delta, "finish_reason": None}]) for delta in deltas]
+        frames.append(frame([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+        if (payload.get("stream_options") or {}).get("include_usage") and not knobs.omit_usage:
+            frames.append(frame([], usage=_chat_usage(payload, knobs)))
+        frames.append(b"data: [DONE]\n\n")
+        error = _sse(openai_error(500, knobs))
+        return 200, {"Content-Type": "text/event-stream"}, _stream_events(frames, knobs, error)
 
 
 # --------------------------------------------------------------------------------------------
@@ -489,6 +486,8 @@ def _pieces(words: list[str]) -> list[str]:
 
 def _stream_events(frames: list[bytes], knobs: Knobs, error_frame: bytes) -> Iterator[bytes]:
     for sent, frame in enumerate(frames):
+        if sent and knobs.chunk_interval:
+            time.sleep(knobs.chunk_interval)
         if knobs.stall_after is not None and sent == knobs.stall_after:
             yield STALL
             return

@@ -164,6 +164,7 @@ class ChatProvider(ABC):
                     headers={**self._headers(), "Accept": self.stream_media_type},
                     json_body=payload,
                     first_byte_timeout=first_byte_timeout,
+                    streamed=True,
                 )
             )
             if upstream.status >= 400:

@@ -290,8 +290,12 @@ def test_a_dollar_budget_refuses_a_model_without_a_price(v1, limited, fake_upstr
     assert v1(key).post("/chat/completions", json=CHAT).status_code == 200
 
 
-@pytest.mark.parametrize("ending", ["completed", "client left"])
-def test_a_stream_settles_to_its_usage_when_it_ends(v1, limited, fake_upstream, ending):
+# How a stream ends, and the status its row says.
+STREAM_ENDINGS = {"completed": 200, "client left": 499, "STREAM_MAX_DURATION": 504, "UPSTREAM_IDLE_TIMEOUT": 504}
+
+
+@pytest.mark.parametrize("ending", STREAM_ENDINGS)
+def test_a_stream_settles_to_its_usage_when_it_ends(v1, limited, fake_upstream, settings, ending):
     from gateway.clients.models import Project, RequestLog
 
     key = limited({"budget_daily_tokens": 1_000_000}, {"rate_limit_tpm": 1_000_000})
@@ -299,6 +303,11 @@ def test_a_stream_settles_to_its_usage_when_it_ends(v1, limited, fake_upstream, 
     body = {**CHAT, "stream": True, "stream_options": {"include_usage": True}}
     if ending == "completed":
         assert "[DONE]" in v1(key).post("/chat/completions", json=body).text
+    elif ending != "client left":
+        # Ended by the gateway's bound mid-stream: an error frame, then [DONE].
+        setattr(settings, ending, 1)
+        fake_upstream.configure("openai.chat", chunk_interval=0.2, stall_after=8)
+        assert '"type": "timeout"' in v1(key).post("/chat/completions", json=body).text
     else:
         fake_upstream.configure("openai.chat", stall_after=2)
         with v1(key).stream("POST", "/chat/completions", json=body) as answer:
@@ -306,7 +315,7 @@ def test_a_stream_settles_to_its_usage_when_it_ends(v1, limited, fake_upstream, 
         assert fake_upstream.wait_for_disconnects(1)
     _settled(project, 1)
     row = RequestLog.objects.get(project=project)
-    assert row.status_code == (200 if ending == "completed" else 499)
+    assert row.status_code == STREAM_ENDINGS[ending]
     used = (row.prompt_tokens, row.completion_tokens, row.cost_micros)
     assert row.prompt_tokens > 0
     for tier, owner in (("project", project.pk), ("key", row.key_id)):

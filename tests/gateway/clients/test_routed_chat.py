@@ -142,7 +142,7 @@ def test_a_failing_target_cools_down_for_every_web_process(
 
 
 def test_a_stream_failing_after_its_first_byte_ends_with_an_error_frame(v1, project, routed_key, upstreams, settings):
-    settings.UPSTREAM_TIMEOUT = 1
+    settings.UPSTREAM_IDLE_TIMEOUT = 1
     upstreams[0].configure("openai.chat", stall_after=2)
     response = chat(v1(routed_key), stream=True)
     assert response.status_code == 200

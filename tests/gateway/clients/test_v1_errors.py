@@ -3,7 +3,6 @@ and every call made with a valid key leaves a request log row."""
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -205,21 +204,6 @@ def test_an_upstream_that_never_sends_a_byte_is_504(v1, project_key, project, fa
     assert "sent nothing" in error_of(response)["message"]
     [row] = wait_for_logs(1, project=project)
     assert (row.status_code, row.streamed) == (504, stream)
-
-
-def test_a_stream_that_stalls_ends_with_an_error_frame(v1, project_key, project, fake_upstream, settings):
-    settings.UPSTREAM_TIMEOUT = 1
-    fake_upstream.configure("openai.chat", stall_after=3)
-    response = v1(project_key).post("/chat/completions", json={"messages": MESSAGES, "stream": True})
-    assert response.status_code == 200  # the stream had begun
-    frames = [line.removeprefix("data: ") for line in response.text.split("\n\n") if line]
-    assert frames[-1] == "[DONE]"
-    error = json.loads(frames[-2])["error"]
-    assert error["code"] == "upstream_timeout"
-    assert len(frames) == 5  # three relayed chunks, the error, [DONE]
-    [row] = wait_for_logs(1, project=project)
-    assert (row.status_code, row.streamed, row.tokens_estimated) == (504, True, True)
-    assert row.completion_tokens > 0  # estimated from what was relayed
 
 
 def test_a_client_that_disconnects_ends_the_upstream_call(v1, project_key, project, fake_upstream):

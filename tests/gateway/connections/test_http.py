@@ -174,11 +174,11 @@ def test_saving_a_connection_to_loopback_is_a_clear_400(api, settings, fake_upst
     assert allowed.status_code == 201
 
 
-def stream_body(url: str, **kwargs) -> tuple[int, bytes]:
-    """One call through the async path, from a synchronous test."""
+def stream_body(url: str, json_body: object = None, **kwargs) -> tuple[int, bytes]:
+    """One call through the async path, from a synchronous test (an embeddings body unless given)."""
 
     async def call():
-        async with http.open_stream("POST", url, json_body={"input": ["x"]}, **kwargs) as upstream:
+        async with http.open_stream("POST", url, json_body=json_body or {"input": ["x"]}, **kwargs) as upstream:
             return upstream.status, await upstream.read()
 
     # A loop of its own in a thread of its own: the session's browser keeps one running in this
@@ -220,3 +220,13 @@ def test_the_async_path_caps_size_and_bounds_the_first_byte(fake_upstream):
     with pytest.raises(UpstreamTimeout, match="sent nothing within") as failure:
         stream_body(f"{fake_upstream.url}/v1/embeddings", first_byte_timeout=0.2)
     assert not failure.value.retryable
+
+
+def test_the_timeout_bounds_a_json_call_whole_and_a_stream_only_until_its_first_byte(fake_upstream):
+    fake_upstream.configure("openai.chat", chunk_interval=0.2)  # about 2.4 s from first to last chunk
+    url = f"{fake_upstream.url}/v1/chat/completions"
+    body = {"messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with pytest.raises(UpstreamTimeout, match="timed out after 1s"):
+        stream_body(url, body, timeout=1)
+    status, content = stream_body(url, body, timeout=1, streamed=True)
+    assert status == 200 and content.endswith(b"data: [DONE]\n\n")

@@ -23,6 +23,9 @@ from tests.helpers import run_ragmux
             "10",
             "config: IMAGE_CACHE_MAX_MB: 10 MiB cannot hold one image of IMAGE_FETCH_MAX_MB (11 MiB in base64)",
         ),
+        ("STREAM_MAX_DURATION", "forever", "config: STREAM_MAX_DURATION: 'forever' is not a duration"),
+        ("UPSTREAM_IDLE_TIMEOUT", "0s", "config: UPSTREAM_IDLE_TIMEOUT: 0s is shorter than the minimum of 0.1s"),
+        ("STREAM_MAX_BYTES_MB", "0", "config: STREAM_MAX_BYTES_MB: 0 is below the minimum of 1"),
         # libpq counts whole seconds and waits at least 2.
         ("DATABASE_CONNECT_TIMEOUT", "1", "config: DATABASE_CONNECT_TIMEOUT: 1 is below the minimum of 2"),
     ],
