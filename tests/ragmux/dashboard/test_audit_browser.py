@@ -24,13 +24,13 @@ def test_an_admin_follows_a_document_to_its_entries_and_reads_the_refused_sign_i
     stranger = browser.new_context(base_url=live_server.url).new_page()
     for _ in range(3):
         sign_in(stranger, "viewer", "a guess")
-    expect(stranger.get_by_role("alert")).to_contain_text("Too many sign-in attempts")
+    expect(stranger.get_by_role("alert")).to_contain_text("Too many failed sign-ins for this account")
     stranger.context.close()
 
     page = wide_page
     sign_in(page, "admin", PASSWORD)
     page.get_by_role("link", name="Stores").click()
-    page.get_by_role("link", name="kb").click()
+    page.get_by_role("link", name="kb", exact=True).click()
     page.get_by_label("Files to upload").set_input_files(
         [{"name": "memo.md", "mimeType": "text/markdown", "buffer": b"# Memo\n\nThe tide turns at noon."}]
     )
