@@ -20,12 +20,14 @@ from psycopg.pq import Format
 from ingestion import queue
 from ingestion.parsing import UnsupportedFormat, check_upload
 from ingestion.parsing.types import MAX_EXTRACTED_TEXT
+from ragmux.core.audit import audit_change
 from ragmux.core.errors import Conflict, InvalidInput, LimitReached, ServiceError, TooLarge, Unavailable
 from ragmux.core.units import MIB
 from ragmux.core.wakeups import send_on_commit
 from stores.models import Document, DocumentStatus, RagStore
 from stores.quotas import quota_violation
 from stores.selectors import store_limits, store_usage
+from stores.services import audit_document, document_snapshot
 
 # Formats whose whole file becomes the extracted text: one larger than the cap on extracted text
 # can only fail, so it is refused before it is stored.
@@ -152,8 +154,9 @@ def _store_original(document: Document, data: bytes) -> None:
     del document.original
 
 
-def _create_document(store: RagStore, incoming: IncomingFile, file_format: str) -> Document | SkippedFile:
-    """Creates one document under the store's lock, after the duplicate and quota checks."""
+def _create_document(store: RagStore, incoming: IncomingFile, file_format: str, actor) -> Document | SkippedFile:
+    """Creates one document under the store's lock, after the duplicate and quota checks; its
+    audit row is written in the same transaction."""
     with transaction.atomic():
         # NO KEY: rows written below the store (a lexical rebuild's postings, an ingest's chunks)
         # hold a key-share lock on it while they are written; admission must not wait for them.
@@ -186,6 +189,7 @@ def _create_document(store: RagStore, incoming: IncomingFile, file_format: str) 
         _store_original(document, incoming.data)
         if document.status == DocumentStatus.PENDING:
             _wake_ingestion()
+        audit_document(document, actor=actor, action="document.upload", after=document_snapshot(document))
     return document
 
 
@@ -201,8 +205,9 @@ def _nothing_stored(skipped: list[SkippedFile]) -> ServiceError:
     return AllRefused(message, code=codes.pop() if len(codes) == 1 else "nothing_stored")
 
 
-def document_upload(*, store: RagStore, files: list[IncomingFile]) -> UploadResult:
-    """Stores each file as a document, in order, each in its own transaction.
+def document_upload(*, store: RagStore, files: list[IncomingFile], actor=None) -> UploadResult:
+    """Stores each file as a document, in order, each in its own transaction, with one audit
+    row per document stored (a skipped file stores nothing and writes none).
 
     A duplicate, an unsupported format or a text file too large to index is skipped with its
     reason and the other files are stored. A quota refusal stops the request: the documents
@@ -217,7 +222,7 @@ def document_upload(*, store: RagStore, files: list[IncomingFile]) -> UploadResu
         outcome = _refusal(incoming)
         if isinstance(outcome, str):
             try:
-                outcome = _create_document(store, incoming, outcome)
+                outcome = _create_document(store, incoming, outcome, actor)
             except QuotaExceeded as exc:
                 # Without the traceback: its frames hold the file's bytes, and the result holding
                 # it closes a reference cycle that would keep them after the request until a GC.
@@ -239,7 +244,9 @@ def text_document_filename(title: str) -> str:
     return sanitise_filename(_UNSAFE_FILENAME.sub(" ", title).strip() or "untitled") + ".txt"
 
 
-def document_ingest_text(*, store: RagStore, title: str, content: str, source: str, tags: list[str]) -> UploadResult:
+def document_ingest_text(
+    *, store: RagStore, title: str, content: str, source: str, tags: list[str], actor=None
+) -> UploadResult:
     data = content.encode("utf-8")
     limit = settings.TEXT_INGEST_MAX_MB * MIB
     if len(data) > limit:
@@ -253,7 +260,7 @@ def document_ingest_text(*, store: RagStore, title: str, content: str, source: s
     incoming = IncomingFile(
         filename=text_document_filename(title), data=data, title=title.strip(), source=source, tags=tuple(tags)
     )
-    return document_upload(store=store, files=[incoming])
+    return document_upload(store=store, files=[incoming], actor=actor)
 
 
 def _requeue(document_ids: list[int]) -> tuple[int, int]:
@@ -264,17 +271,18 @@ def _requeue(document_ids: list[int]) -> tuple[int, int]:
 
 
 @transaction.atomic
-def document_reprocess(*, document: Document) -> Document:
+def document_reprocess(*, document: Document, actor=None) -> Document:
     locked = Document.objects.select_for_update().get(pk=document.pk)
     _, refused = _requeue([locked.pk])
     if refused:
         raise BacklogFull(queue.BACKLOG_FULL)
     locked.refresh_from_db()
+    audit_document(locked, actor=actor, action="document.reprocess", after=document_snapshot(locked))
     return locked
 
 
 @transaction.atomic
-def store_reprocess(*, store: RagStore, status: str | None = None) -> int:
+def store_reprocess(*, store: RagStore, status: str | None = None, actor=None) -> int:
     """Re-parses, re-chunks and re-embeds the store's documents (those in ``status``, or all).
     Never blocked by quotas."""
     documents = Document.objects.select_for_update().filter(store=store).order_by("id")
@@ -284,4 +292,11 @@ def store_reprocess(*, store: RagStore, status: str | None = None) -> int:
     queued, refused = _requeue(ids)
     if refused:
         raise BacklogFull(f"{queue.BACKLOG_FULL}; {queued} of {len(ids)} documents were queued", queued=queued)
+    audit_change(
+        store,
+        object_type="store",
+        actor=actor,
+        action="rag_store.reprocess_all",
+        after={"documents": queued, "status": status or "any"},
+    )
     return queued

@@ -53,7 +53,7 @@ class StoreDocumentsApi(StoreEndpoint):
             services.IncomingFile(filename=services.sanitise_filename(upload.name), data=upload.read())
             for upload in uploads
         ]
-        return _upload_response(services.document_upload(store=self.store, files=files))
+        return _upload_response(services.document_upload(store=self.store, files=files, actor=request.user))
 
 
 class StoreTextDocumentApi(StoreEndpoint):
@@ -62,7 +62,9 @@ class StoreTextDocumentApi(StoreEndpoint):
     def post(self, request, store_id: int):
         data = TextDocumentInput(data=request.data)
         data.is_valid(raise_exception=True)
-        return _upload_response(services.document_ingest_text(store=self.store, **data.validated_data))
+        return _upload_response(
+            services.document_ingest_text(store=self.store, **data.validated_data, actor=request.user)
+        )
 
 
 class StoreReprocessApi(StoreEndpoint):
@@ -71,7 +73,9 @@ class StoreReprocessApi(StoreEndpoint):
     def post(self, request, store_id: int):
         data = ReprocessInput(data=request.data)
         data.is_valid(raise_exception=True)
-        queued = services.store_reprocess(store=self.store, status=data.validated_data.get("status"))
+        queued = services.store_reprocess(
+            store=self.store, status=data.validated_data.get("status"), actor=request.user
+        )
         return Response({"ok": True, "documents": queued}, status=202)
 
 
@@ -79,5 +83,5 @@ class DocumentReprocessApi(DocumentEndpoint):
     permission_classes = [EditorWrites]
 
     def post(self, request, document_id: int):
-        document = services.document_reprocess(document=self.document)
+        document = services.document_reprocess(document=self.document, actor=request.user)
         return Response({"ok": True, "document": DocumentOutput(document).data}, status=202)

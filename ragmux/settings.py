@@ -249,6 +249,7 @@ MIDDLEWARE = [
     "ragmux.core.middleware.secure_cookies_over_https",
     "ragmux.core.middleware.StaticFilesMiddleware",
     "ragmux.core.middleware.api_response_headers",
+    "ragmux.core.middleware.audit_client_address",
     "ragmux.core.middleware.Session",
     "ragmux.core.middleware.Common",
     "ragmux.core.middleware.Csrf",

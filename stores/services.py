@@ -30,6 +30,8 @@ WIDTH_PROBE_TIMEOUT = 15.0
 # Settings whose change alters the chunks, and so what is stored and embedded.
 CHUNK_SHAPING_FIELDS = ("chunk_size", "chunk_overlap", "contextual_chunks", "chunking_strategy")
 _audit = partial(audit_change, object_type="store")
+# What a document's row in the audit trail says of it (its error too, when it has one).
+AUDITED_DOCUMENT_FIELDS = ("store_id", "filename", "size_bytes", "status")
 
 
 # --------------------------------------------------------------------------------------------
@@ -197,7 +199,17 @@ def store_delete(*, store: RagStore, actor=None) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def document_delete(*, document: Document) -> None:
+def document_snapshot(document: Document) -> dict[str, Any]:
+    values = snapshot(document, AUDITED_DOCUMENT_FIELDS)
+    return {**values, "error": document.error} if document.error else values
+
+
+def audit_document(document: Document, *, actor, action: str, before=None, after=None) -> None:
+    """The audit row of an action on one document; admission's services write theirs here too."""
+    audit_change(document, object_type="document", actor=actor, action=action, before=before, after=after)
+
+
+def document_delete(*, document: Document, actor=None) -> None:
     """Deletes a document with its chunks, vectors and term statistics.
 
     A worker still processing it finds its claim gone at the next lease check and stops
@@ -207,3 +219,4 @@ def document_delete(*, document: Document) -> None:
         index.lock_store_stats(document.store_id)
         index.remove_document(store_id=document.store_id, document_id=document.pk)
         Document.objects.filter(pk=document.pk).delete()
+        audit_document(document, actor=actor, action="document.delete", before=document_snapshot(document))

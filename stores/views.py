@@ -100,7 +100,7 @@ class DocumentApi(DocumentEndpoint):
         return Response(DocumentOutput(self.document).data)
 
     def delete(self, request, document_id: int):
-        services.document_delete(document=self.document)
+        services.document_delete(document=self.document, actor=request.user)
         return Response({"ok": True})
 
 

@@ -17,7 +17,9 @@ from django.utils.deprecation import MiddlewareMixin
 from django_prometheus.middleware import PrometheusAfterMiddleware, PrometheusBeforeMiddleware
 from whitenoise.middleware import WhiteNoiseMiddleware
 
+from ragmux.core.audit import requested_from
 from ragmux.core.errors import database_unavailable, error_response, openai_error_response
+from ragmux.core.signin import client_address
 
 logger = logging.getLogger("ragmux.core.middleware")
 API_PREFIXES = ("/admin/api/", "/v1/")
@@ -64,6 +66,26 @@ def _mark_api_response(request, response):
 def api_response_headers(get_response):
     """Gives every request an id and keeps API answers out of shared caches."""
     return _both_modes(get_response, _give_request_id, _mark_api_response)
+
+
+@sync_and_async_middleware
+def audit_client_address(get_response):
+    """Every audit row a request causes records the client's address, whichever service writes
+    it. Set around the view, not before it: the next request handled by this thread or task
+    starts without it."""
+    if iscoroutinefunction(get_response):
+
+        async def middleware(request):
+            with requested_from(client_address(request)):
+                return await get_response(request)
+
+    else:
+
+        def middleware(request):
+            with requested_from(client_address(request)):
+                return get_response(request)
+
+    return middleware
 
 
 def _secure_cookies(request, response):

@@ -31,17 +31,21 @@ class InstanceSetting(models.Model):
 
 
 class AuditEntry(models.Model):
-    """One change to the configuration: who made it, when, to what, and the values before and
-    after (secrets masked by `ragmux.core.audit` before they get here).
+    """One change to the configuration, sign-in attempt or action on a document: who did it,
+    from which address, when, to what, and the values before and after (secrets masked by
+    `ragmux.core.audit` before they get here).
 
     The actor's name is copied so the trail still reads after the user is gone; a change made by
-    the CLI or a start-up step has no actor and reads "system".
+    the CLI or a start-up step has no actor and reads "system", and neither has one (nor an
+    address).
     """
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     actor_username = models.CharField(max_length=150)
+    # As `ragmux.core.signin.client_address` reads it (proxy headers only when trusted).
+    client_address = models.CharField(max_length=64, blank=True, default="")
     action = models.CharField(max_length=64)
     object_type = models.CharField(max_length=32)
     object_id = models.BigIntegerField(null=True, blank=True)

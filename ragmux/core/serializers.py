@@ -107,15 +107,24 @@ class PageQuery(serializers.Serializer):
     page_size = serializers.IntegerField(min_value=1, max_value=200, default=PAGE_SIZE)
 
 
-class AuditQuery(PageQuery):
+class AuditFilters(serializers.Serializer):
+    """What the audit trail's page and its export filter by."""
+
     actor = serializers.CharField(max_length=150, required=False)
+    # A prefix: "login." for every sign-in outcome, "document" for everything done to documents.
+    action = serializers.CharField(max_length=AuditEntry._meta.get_field("action").max_length, required=False)
     object_type = serializers.ChoiceField(choices=OBJECT_TYPES, required=False)
     object_id = serializers.IntegerField(min_value=1, max_value=MAX_BIGINT, required=False)
+    document = serializers.IntegerField(min_value=1, max_value=MAX_BIGINT, required=False)
     since = serializers.DateTimeField(required=False)
     until = serializers.DateTimeField(required=False)
+
+
+class AuditQuery(AuditFilters, PageQuery):
     page_size = serializers.IntegerField(min_value=1, max_value=500, default=PAGE_SIZE)
 
 
 def audit_entries(query: dict) -> QuerySet[AuditEntry]:
-    """The entries an `AuditQuery`'s validated data filters for, every page of them."""
+    """The entries an `AuditQuery`'s (or `AuditFilters`') validated data filters for, every page
+    of them."""
     return audit_list(**without_page(query))

@@ -10,6 +10,10 @@ Three sliding windows are checked before a password is looked at:
 - per client address over one minute (LOGIN_RATE_LIMIT_PER_MIN).
 
 Only failures count, and a success does not clear earlier ones: the windows simply expire.
+
+Every attempt is audited with its outcome (`login.success`, `login.failure`, `login.throttled`,
+`login.locked`), and so is signing out; the security page (`sign_in_report`) reads those rows
+and the lockout windows.
 """
 
 from __future__ import annotations
@@ -19,17 +23,38 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import TypeVar
 
 import redis
 from django.conf import settings
-from django.contrib.auth import authenticate
+from django.contrib.auth import authenticate, logout
 from django.contrib.auth.models import User
+from django.utils import timezone
 
+from ragmux.core.audit import ANONYMOUS, audit_list, audit_record
+from ragmux.core.authentication import bearer_token, revoke_admin_token
 from ragmux.core.errors import RateLimited, Unauthenticated
+from ragmux.core.models import AuditEntry
 from ragmux.core.redis import redis_outage, shared_redis
 
 PREFIX = "ragmux:signin"
+PAIR_PREFIX = f"{PREFIX}:pair:"
+
+# What the audit trail calls each outcome of signing in and out.
+LOGIN_SUCCESS = "login.success"
+LOGIN_FAILURE = "login.failure"
+LOGIN_THROTTLED = "login.throttled"
+LOGIN_LOCKED = "login.locked"
+LOGOUT = "logout"
+# The refused attempts the security page lists.
+LOGIN_REFUSALS = (LOGIN_FAILURE, LOGIN_THROTTLED, LOGIN_LOCKED)
+RECENT_REFUSALS = 50
+
+T = TypeVar("T")
 
 
 class InvalidCredentials(Unauthenticated):
@@ -71,7 +96,7 @@ def _windows(username: str, address: str) -> dict[str, tuple[str, int, float]]:
     minute = settings.LOGIN_RATE_WINDOW
     limits = {
         "pair": (
-            f"{PREFIX}:pair:{address}|{name}",
+            f"{PAIR_PREFIX}{address}|{name}",
             settings.LOGIN_LOCKOUT_FAILURES,
             settings.LOGIN_LOCKOUT_MINUTES * 60,
         ),
@@ -126,6 +151,11 @@ class LocalWindows:
                     self._failures.pop(key, None)
                     self._expires.pop(key, None)
 
+    def failures(self, prefix: str) -> dict[str, list[float]]:
+        """When each failure still held happened, per window whose key starts with ``prefix``."""
+        with self._lock:
+            return {key: sorted(at.values()) for key, at in self._failures.items() if key.startswith(prefix)}
+
     def __len__(self) -> int:
         """How many windows hold failures (expired ones not yet dropped included)."""
         return len(self._failures)
@@ -176,18 +206,25 @@ def _count_in_process(windows: dict[str, tuple[str, int, float]]) -> tuple[float
     )
 
 
-def _count(windows: dict[str, tuple[str, int, float]]) -> tuple[float, str, Counts, bool]:
-    """Counts the attempt in Redis, or in this process while Redis is down (never a 500)."""
+def _redis_or_process(in_redis: Callable[[], T], in_process: Callable[[], T]) -> tuple[T, bool]:
+    """``in_redis()``, or ``in_process()`` while Redis is down (never a 500); and which ran."""
     if not redis_outage.skip():
         try:
-            counted = _count_in_redis(windows)
+            answer = in_redis()
         except redis.RedisError as exc:
             redis_outage.failed(exc)
         else:
             redis_outage.succeeded()
-            _in_process.clear()  # Redis counts again; what this process counted alone is dropped
-            return (*counted, True)
-    return (*_count_in_process(windows), False)
+            return answer, True
+    return in_process(), False
+
+
+def _count(windows: dict[str, tuple[str, int, float]]) -> tuple[float, str, Counts, bool]:
+    """Counts the attempt in Redis, or in this process while Redis is down."""
+    counted, in_redis = _redis_or_process(partial(_count_in_redis, windows), partial(_count_in_process, windows))
+    if in_redis:
+        _in_process.clear()  # Redis counts again; what this process counted alone is dropped
+    return (*counted, in_redis)
 
 
 def _begin_attempt(*, username: str, address: str) -> _Attempt:
@@ -229,13 +266,33 @@ def _uncount(attempt: _Attempt) -> None:
         redis_outage.failed(exc)
 
 
+def _audit_sign_in(action: str, *, username: str, user: User | None = None) -> None:
+    """A row for a sign-in attempt or a sign-out: the account is its object, by the name typed
+    when no one was signed in."""
+    audit_record(
+        actor=user,
+        actor_username=None if user is not None else ANONYMOUS,
+        action=action,
+        object_type="user",
+        object_id=user.pk if user is not None else None,
+        object_repr=user.get_username() if user is not None else username,
+    )
+
+
 def sign_in(*, request, username: str, password: str) -> User:
-    """The user these credentials belong to, or InvalidCredentials / SignInThrottled."""
-    attempt = _begin_attempt(username=username, address=client_address(request))
+    """The user these credentials belong to, or InvalidCredentials / SignInThrottled. Each
+    outcome is audited."""
+    try:
+        attempt = _begin_attempt(username=username, address=client_address(request))
+    except SignInThrottled as refusal:
+        _audit_sign_in(LOGIN_LOCKED if refusal.locked else LOGIN_THROTTLED, username=username)
+        raise
     user = authenticate(request, username=username, password=password)
     if user is None:
+        _audit_sign_in(LOGIN_FAILURE, username=username)
         raise InvalidCredentials(attempts_remaining=attempt.attempts_remaining)
     _uncount(attempt)
+    _audit_sign_in(LOGIN_SUCCESS, username=username, user=user)
     return user
 
 
@@ -246,8 +303,89 @@ def forget_failures(*, username: str) -> None:
     name = username.lower()
     client = shared_redis()
     literal_name = re.sub(r"([*?\[\]\\])", r"\\\1", name)  # SCAN's glob must match the name as written
-    pattern = f"{PREFIX}:pair:*|{literal_name}"
+    pattern = f"{PAIR_PREFIX}*|{literal_name}"
     try:
         client.delete(f"{PREFIX}:user:{name}", *client.scan_iter(match=pattern, count=1000))
     except redis.RedisError as exc:
         redis_outage.failed(exc)
+def sign_out(*, request) -> None:
+    """Ends the caller's bearer token when it sent one, else its session; audited when someone
+    was signed in."""
+    user = request.user if request.user.is_authenticated else None
+    token = bearer_token(request)
+    if token is not None:
+        revoke_admin_token(token=token)
+    else:
+        logout(request)
+    if user is not None:
+        _audit_sign_in(LOGOUT, username=user.get_username(), user=user)
+
+
+# --- what the security page shows -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lockout:
+    username: str
+    address: str
+    until: datetime
+
+
+def _pair_failures_in_redis(window: float) -> tuple[float, dict[str, list[float]]]:
+    client = shared_redis()
+    now = _now(client)
+    keys = list(client.scan_iter(match=f"{PAIR_PREFIX}*", count=1000))
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.zrangebyscore(key, now - window, "+inf", withscores=True)
+    replies = pipe.execute()
+    return now, {key.decode(): [at for _, at in failures] for key, failures in zip(keys, replies, strict=True)}
+
+
+def _pair_failures_in_process(window: float) -> tuple[float, dict[str, list[float]]]:
+    now = time.time()
+    pairs = _in_process.failures(PAIR_PREFIX)
+    return now, {key: [at for at in failures if at > now - window] for key, failures in pairs.items()}
+
+
+def active_lockouts() -> list[Lockout]:
+    """The (username, address) pairs the limiter refuses now, by its own rule: as many failures
+    in the lockout window as LOGIN_LOCKOUT_FAILURES, until the oldest leaves the window. Read
+    where the limiter counts (this process's own count while Redis is down); soonest to end
+    last. None while the lockout is off."""
+    limit, window = settings.LOGIN_LOCKOUT_FAILURES, settings.LOGIN_LOCKOUT_MINUTES * 60
+    if not (limit and window):
+        return []
+    (now, pairs), _ = _redis_or_process(
+        partial(_pair_failures_in_redis, window), partial(_pair_failures_in_process, window)
+    )
+    lockouts = []
+    for key, failures in pairs.items():
+        if len(failures) >= limit:
+            # Usernames are any text typed; an address never holds the separator.
+            address, _, username = key.removeprefix(PAIR_PREFIX).partition("|")
+            until = datetime.fromtimestamp(min(failures) + window, tz=UTC)
+            lockouts.append(Lockout(username=username, address=address, until=until))
+    return sorted(lockouts, key=lambda lockout: lockout.until, reverse=True)
+
+
+@dataclass(frozen=True)
+class SignInReport:
+    failed_last_hour: int
+    failed_last_24h: int
+    recent_refusals: list[AuditEntry]
+    active_lockouts: list[Lockout]
+
+
+def sign_in_report(*, now: datetime | None = None) -> SignInReport:
+    """Wrong passwords in the last hour and day (from the audit trail), the latest refused
+    attempts of the day with their addresses, and the lockouts in force."""
+    now = now or timezone.now()
+    refusals = audit_list(since=now - timedelta(days=1)).filter(action__in=LOGIN_REFUSALS)
+    failures = refusals.filter(action=LOGIN_FAILURE)
+    return SignInReport(
+        failed_last_hour=failures.filter(created_at__gte=now - timedelta(hours=1)).count(),
+        failed_last_24h=failures.count(),
+        recent_refusals=list(refusals[:RECENT_REFUSALS]),
+        active_lockouts=active_lockouts(),
+    )

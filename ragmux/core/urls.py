@@ -11,4 +11,6 @@ urlpatterns = [
     path("users/<id:user_id>", views.UserApi.as_view()),
     path("users/<id:user_id>/password", views.UserPasswordApi.as_view()),
     path("audit", views.AuditApi.as_view()),
+    path("audit.ndjson", views.AuditNdjsonApi.as_view()),
+    path("security/logins", views.SecurityLoginsApi.as_view()),
 ]

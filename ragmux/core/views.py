@@ -1,20 +1,26 @@
 """The admin API of the kernel's own services: sign-in (`signin`, `authentication`), users
-(`accounts`) and the audit trail (`audit`)."""
+(`accounts`), the audit trail (`audit`) and what the sign-in limiter sees (`signin`)."""
 
 from __future__ import annotations
 
-from django.contrib.auth import login, logout
+import json
+from collections.abc import Iterable, Iterator
+
+from django.contrib.auth import login
+from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ragmux.core import accounts
-from ragmux.core.authentication import bearer_login, bearer_token, change_own_password, revoke_admin_token
+from ragmux.core.audit import audit_batches, audit_exported
+from ragmux.core.authentication import bearer_login, change_own_password
 from ragmux.core.models import AuditEntry
 from ragmux.core.paging import offset_page, page_fields
 from ragmux.core.roles import AdminOnly
 from ragmux.core.serializers import (
+    AuditFilters,
     AuditQuery,
     PasswordChangeInput,
     PasswordResetInput,
@@ -23,7 +29,10 @@ from ragmux.core.serializers import (
     UserUpdateInput,
     audit_entries,
 )
-from ragmux.core.signin import sign_in
+from ragmux.core.signin import sign_in, sign_in_report, sign_out
+from ragmux.core.streaming import AnyAccept, streaming_response
+
+EXPORT_BATCH = 1000
 
 
 class UserOutput(serializers.Serializer):
@@ -65,11 +74,7 @@ class LoginApi(APIView):
 
 class LogoutApi(APIView):
     def post(self, request):
-        token = bearer_token(request)
-        if token is not None:
-            revoke_admin_token(token=token)
-        else:
-            logout(request._request)
+        sign_out(request=request._request)
         return Response({"ok": True})
 
 
@@ -146,6 +151,7 @@ class AuditEntryOutput(serializers.ModelSerializer):
             "object_repr",
             "before",
             "after",
+            "client_address",
             "created_at",
         ]
 
@@ -158,3 +164,60 @@ class AuditApi(APIView):
         query.is_valid(raise_exception=True)
         page = offset_page(audit_entries(query.validated_data), query.validated_data)
         return Response({"entries": AuditEntryOutput(page.object_list, many=True).data, **page_fields(page)})
+
+
+def ndjson_pieces(batches: Iterable[list[AuditEntry]]) -> Iterator[bytes]:
+    """One JSON object per line, as the JSON API writes each entry; one piece per batch."""
+    for batch in batches:
+        lines = (
+            json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+            for entry in AuditEntryOutput(batch, many=True).data
+        )
+        yield "".join(line + "\n" for line in lines).encode()
+
+
+class AuditNdjsonApi(APIView):
+    """Every entry the same filters select in the JSON API, newest first, as NDJSON, streamed.
+    The export is itself audited, with its filters."""
+
+    permission_classes = [AdminOnly]
+    content_negotiation_class = AnyAccept
+
+    def get(self, request):
+        query = AuditFilters(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        audit_exported(actor=request.user, filters=query.validated_data)
+        batches = audit_batches(audit_entries(query.validated_data), size=EXPORT_BATCH)
+        response = streaming_response(request, ndjson_pieces(batches), content_type="application/x-ndjson")
+        filename = f"ragmux-audit-{timezone.now():%Y-%m-%dT%H%M%SZ}.ndjson"
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        return response
+
+
+class LockoutOutput(serializers.Serializer):
+    username = serializers.CharField()
+    client_address = serializers.CharField(source="address")
+    until = serializers.DateTimeField()
+
+
+class SignInRefusalOutput(serializers.Serializer):
+    action = serializers.CharField()
+    username = serializers.CharField(source="object_repr")
+    client_address = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class SignInReportOutput(serializers.Serializer):
+    failed_last_hour = serializers.IntegerField()
+    failed_last_24h = serializers.IntegerField()
+    recent_refusals = SignInRefusalOutput(many=True)
+    active_lockouts = LockoutOutput(many=True)
+
+
+class SecurityLoginsApi(APIView):
+    """Recent refused sign-ins and the lockouts in force."""
+
+    permission_classes = [AdminOnly]
+
+    def get(self, request):
+        return Response(SignInReportOutput(sign_in_report()).data)

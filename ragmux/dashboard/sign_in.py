@@ -7,7 +7,7 @@ import math
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
 
-from ragmux.core.signin import InvalidCredentials, SignInThrottled, sign_in
+from ragmux.core.signin import InvalidCredentials, SignInThrottled, sign_in, sign_out
 
 
 class SignInForm(AuthenticationForm):
@@ -45,3 +45,7 @@ class DashboardLoginView(auth_views.LoginView):
 
 class DashboardLogoutView(auth_views.LogoutView):
     next_page = "/admin/login/"
+
+    def post(self, request, *args, **kwargs):
+        sign_out(request=request)  # audited; Django's own sign-out that follows finds no one
+        return super().post(request, *args, **kwargs)

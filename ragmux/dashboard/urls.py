@@ -53,4 +53,5 @@ urlpatterns = [
     path("users/<id:user_id>/password", users.user_password, name="user-password"),
     path("account/password", users.account_password, name="account-password"),
     path("audit/", users.audit, name="audit"),
+    path("security/sign-ins/", users.sign_ins, name="sign-ins"),
 ]

@@ -1,12 +1,13 @@
-"""The dashboard's pages for users (admins), a user's own password, and the audit trail
-(admins). They call the account services and the audit selector the JSON API calls, and
-validate with its inputs."""
+"""The dashboard's pages for users (admins), a user's own password, the audit trail and the
+sign-ins the limiter refused (admins). They call the account services and the selectors the
+JSON API calls, and validate with its inputs."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from functools import partial
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
@@ -27,6 +28,7 @@ from ragmux.core.serializers import (
     UserUpdateInput,
     audit_entries,
 )
+from ragmux.core.signin import sign_in_report
 from ragmux.dashboard.access import page
 from ragmux.dashboard.forms import Form
 from ragmux.dashboard.pager import pager
@@ -163,7 +165,7 @@ def changes(entry: AuditEntry) -> list[Change]:
     return [Change(name, _shown(entry.before.get(name, "—")), _shown(entry.after.get(name, "—"))) for name in names]
 
 
-AUDIT_FILTERS = ("actor", "object_type", "object_id", "since", "until")
+AUDIT_FILTERS = ("actor", "action", "object_type", "object_id", "document", "since", "until")
 
 
 @page("admin")
@@ -182,6 +184,13 @@ def audit(request):
             "entries": [(entry, changes(entry)) for entry in entries.rows],
             "pager": entries,
             "object_types": OBJECT_TYPES,
+            # The export takes the same filters; it has no pages.
+            "ndjson": "/admin/api/audit.ndjson" + ("?" + urlencode(query) if query else ""),
         },
         status=400 if form.errors else 200,
     )
+
+
+@page("admin")
+def sign_ins(request):
+    return render(request, "dashboard/sign_ins.html", {"report": sign_in_report()})

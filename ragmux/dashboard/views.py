@@ -255,7 +255,7 @@ def store_upload(request, store_id: int):
             admission.IncomingFile(filename=name, data=upload.read())
             for name, upload in zip(names, uploads, strict=True)
         ]
-        return admission.document_upload(store=store, files=incoming)
+        return admission.document_upload(store=store, files=incoming, actor=request.user)
 
     admitted = attempt(admit)
     result = admitted.result if admitted.refusal is None else admission.UploadResult(refusal=admitted.refusal)
@@ -277,7 +277,9 @@ def store_text(request, store_id: int):
     tags = [tag.strip() for tag in form.values["tags"].split(",") if tag.strip()]
     error = "The text was not added: see the messages beside the fields."
     if form.submit(
-        TextDocumentInput, {**form.values, "tags": tags}, partial(admission.document_ingest_text, store=store)
+        TextDocumentInput,
+        {**form.values, "tags": tags},
+        partial(admission.document_ingest_text, store=store, actor=request.user),
     ):
         (outcome,) = upload_outcomes([admission.text_document_filename(form.values["title"])], form.result)
         if outcome.accepted:
@@ -296,7 +298,9 @@ def store_reprocess(request, store_id: int):
     form = Form(request, names=("status",))
     status = form.values["status"]
     if form.submit(
-        ReprocessInput, {"status": status} if status else {}, partial(admission.store_reprocess, store=store)
+        ReprocessInput,
+        {"status": status} if status else {},
+        partial(admission.store_reprocess, store=store, actor=request.user),
     ):
         queued, which = form.result, f"{status} " if status else ""
         messages.success(request, f"{queued} {which}document{'s' if queued != 1 else ''} queued for reprocessing.")
@@ -310,7 +314,7 @@ def store_reprocess(request, store_id: int):
 @page("editor", methods=("POST",))
 def document_reprocess(request, document_id: int):
     document = selectors.document_get(document_id)
-    refusal = attempt(lambda: admission.document_reprocess(document=document)).refusal
+    refusal = attempt(lambda: admission.document_reprocess(document=document, actor=request.user)).refusal
     if refusal is not None:
         messages.error(request, f"{document.filename}: {refusal.message}")
     else:
@@ -321,7 +325,7 @@ def document_reprocess(request, document_id: int):
 @page("editor", methods=("POST",))
 def document_delete(request, document_id: int):
     document = selectors.document_get(document_id)
-    services.document_delete(document=document)
+    services.document_delete(document=document, actor=request.user)
     messages.success(request, f"Deleted {document.filename} with its chunks.")
     return redirect(_store_url(document.store_id))
 

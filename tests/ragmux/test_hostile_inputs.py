@@ -95,9 +95,14 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
         ("admin/api/users/<id:user_id>", "patch"): Json({"role": "viewer", "is_active": True}, empty_is_valid=True),
         ("admin/api/users/<id:user_id>", "delete"): NoInput(),
         ("admin/api/users/<id:user_id>/password", "post"): Json({"password": "a long password"}, empty_is_valid=True),
+        # `action` is left out: any short text, digits too, is a prefix one may filter by.
         ("admin/api/audit", "get"): Query(
-            {"object_type": "store", "object_id": 1, "since": "2026-01-01T00:00:00Z", "page": 1}
+            {"object_type": "store", "object_id": 1, "document": 1, "since": "2026-01-01T00:00:00Z", "page": 1}
         ),
+        ("admin/api/audit.ndjson", "get"): Query(
+            {"object_type": "document", "object_id": 1, "document": 1, "until": "2026-01-01T00:00:00Z"}
+        ),
+        ("admin/api/security/logins", "get"): NoInput(),
         ("admin/api/provider-types", "get"): NoInput(),
         ("admin/api/models", "get"): NoInput(),
         ("admin/api/models", "post"): Json(connection),

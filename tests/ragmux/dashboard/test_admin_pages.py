@@ -300,7 +300,7 @@ def test_the_audit_page_lists_changes_with_before_and_after_and_no_secret(as_rol
     assert "connection.create connection #" in page and "api_key_masked: — → sk-…0000" in page
 
     only_prices = text(admin.get("/admin/audit/", {"object_type": "price"}))
-    assert "1 change" in only_prices and "user.create" not in only_prices
+    assert "1 entry" in only_prices and "user.create" not in only_prices
     bad = admin.get("/admin/audit/", {"object_id": "many"})
     assert bad.status_code == 400 and 'aria-invalid="true"' in bad.content.decode()
 
