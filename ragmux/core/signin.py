@@ -26,6 +26,7 @@ from django.contrib.auth import authenticate
 from django.contrib.auth.models import User
 
 from ragmux.core.errors import RateLimited, Unauthenticated
+from ragmux.core.proxies import client_address
 from ragmux.core.redis import redis_outage, shared_redis
 
 PREFIX = "ragmux:signin"
@@ -47,20 +48,6 @@ class SignInThrottled(RateLimited):
         super().__init__("too many login attempts, try again later", locked=locked)
         self.locked = locked
         self.retry_after = retry_after
-
-
-def client_address(request) -> str:
-    """The caller's address; a proxy's headers are believed only when the operator says one is
-    in front (TRUST_PROXY_HEADERS), since anyone can send them."""
-    if settings.TRUST_PROXY_HEADERS:
-        forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
-        # The last entry is the one our proxy appended; earlier ones are the client's to invent.
-        if forwarded:
-            return forwarded[-1]
-        real_ip = request.META.get("HTTP_X_REAL_IP", "").strip()
-        if real_ip:
-            return real_ip
-    return request.META.get("REMOTE_ADDR", "")
 
 
 def _windows(username: str, address: str) -> dict[str, tuple[str, int, float]]:
