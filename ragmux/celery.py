@@ -28,13 +28,18 @@ def _send_the_request_id(headers=None, **_):
         headers[logs.TASK_HEADER] = request_id
 
 
+def _sent_with_request_id(task) -> str | None:
+    return getattr(task.request, logs.TASK_HEADER, None) if task is not None else None
+
+
 @task_prerun.connect
 def _log_with_the_request_id(task=None, **_):
-    request_id = getattr(task.request, logs.TASK_HEADER, None) if task is not None else None
-    if request_id is not None:
+    if (request_id := _sent_with_request_id(task)) is not None:
         logs.begin(request_id)
 
 
 @task_postrun.connect
-def _forget_the_request_id(**_):
-    logs.end()
+def _forget_the_request_id(task=None, **_):
+    # Only what the task began: a task run eagerly, inside the request, keeps the request's id.
+    if _sent_with_request_id(task) is not None:
+        logs.end()

@@ -89,6 +89,20 @@ def test_api_answers_echo_a_plain_request_id_and_replace_another(api):
     assert replaced != "bad id" and len(replaced) == 32
 
 
+@pytest.mark.django_db
+def test_a_task_run_eagerly_inside_a_request_leaves_the_requests_id_in_place(monkeypatch):
+    from ragmux.celery import app
+    from ragmux.core.tasks import purge_audit_entries
+
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
+    logs.begin("req-eager")
+    try:
+        purge_audit_entries.delay()
+        assert logs.current_request_id() == "req-eager"
+    finally:
+        logs.end()
+
+
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_every_line_an_upload_causes_carries_its_id_in_the_web_process_and_the_worker(
