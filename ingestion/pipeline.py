@@ -91,7 +91,8 @@ def _fail(document: PreparedDocument | queue.Claim, reason: str, stage: ErrorSta
     if isinstance(document, PreparedDocument):
         document.failed = True
     queue.fail(claim, reason, stage=stage)
-    logger.info("document failed document_id=%s stage=%s reason=%r", claim.document_id, stage, reason)
+    fields = {"document_id": claim.document_id, "stage": stage, "reason": reason}
+    logger.info("document failed document_id=%(document_id)s stage=%(stage)s reason=%(reason)r", fields, extra=fields)
 
 
 def _unexpected(exc: Exception) -> str:
@@ -337,15 +338,16 @@ def _commit(store: RagStore, key: str, document: PreparedDocument, vectors: dict
     document.timings["commit"] = time.monotonic() - started
     for stage, seconds in document.timings.items():
         metrics.observe(metrics.INGEST_STAGE_SECONDS, seconds, stage=stage)
-    logger.info(
-        "document ingested document_id=%s store_id=%s chunks=%s embed_tokens=%s pages=%s %s",
-        claim.document_id,
-        store.pk,
-        len(drafts),
-        document.embed_tokens,
-        document.page_count,
-        " ".join(f"{stage}_ms={seconds * 1000:.0f}" for stage, seconds in document.timings.items()),
-    )
+    fields = {
+        "document_id": claim.document_id,
+        "store_id": store.pk,
+        "chunks": len(drafts),
+        "embed_tokens": document.embed_tokens,
+        "pages": document.page_count,
+        **{f"{stage}_ms": round(seconds * 1000) for stage, seconds in document.timings.items()},
+    }
+    # The fields are the line's text (name=value) and, in JSON logs, fields of their own.
+    logger.info("document ingested " + " ".join(f"{name}=%({name})s" for name in fields), fields, extra=fields)
 
 
 def run_job(claims: list[queue.Claim]) -> None:

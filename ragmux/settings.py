@@ -23,6 +23,7 @@ from ragmux.core.env import (
     env_identifier,
     env_int,
     env_list,
+    env_networks,
     env_str,
 )
 from ragmux.core.paths import BASE_DIR, DEFAULT_DATA_DIR
@@ -215,6 +216,15 @@ try:
 
     # Audit trail rows older than this many days are purged daily; 0 keeps them all.
     AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 365, minimum=0)
+
+    # Logs and client addresses (docs/observability.md)
+    # `json` writes one JSON object per line, each with the id of the request that caused it.
+    LOG_FORMAT = env_choice("LOG_FORMAT", "text", ("text", "json"))
+    # The proxies in front of ragmux (with TRUST_PROXY_HEADERS): their headers are believed only
+    # from a peer inside these networks, and X-Forwarded-For is walked from the right past them.
+    TRUSTED_PROXY_CIDRS = env_networks("TRUSTED_PROXY_CIDRS")
+    if TRUSTED_PROXY_CIDRS and not TRUST_PROXY_HEADERS:
+        raise ConfigError("TRUSTED_PROXY_CIDRS: set only with TRUST_PROXY_HEADERS=true")
 except ConfigError as error:
     sys.stderr.write(f"config: {error}\n")
     raise SystemExit(2) from None
@@ -244,6 +254,8 @@ INSTALLED_APPS = [
 # Django's own middleware (and django_prometheus's) through ragmux.core.middleware, which runs
 # their hooks on the event loop for `/v1` calls instead of in a thread each.
 MIDDLEWARE = [
+    "ragmux.core.middleware.request_context",
+    "ragmux.core.middleware.untrusted_proxy_headers",
     "ragmux.core.middleware.PrometheusBefore",
     "ragmux.core.middleware.Security",
     "ragmux.core.middleware.secure_cookies_over_https",
@@ -361,13 +373,35 @@ CELERY_BEAT_SCHEDULE = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"line": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "line"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "ragmux.core.logs.JsonFormatter"},
+    },
+    "filters": {"request_id": {"()": "ragmux.core.logs.RequestIdFilter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["request_id"]},
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL.upper()},
-    # Celery's per-task lines would repeat every INGEST_REQUEUE_INTERVAL for the lease sweep;
-    # ingestion logs its own "document ingested" line, and failures are still logged as errors.
     "loggers": {
-        name: {"level": "WARNING"}
-        for name in ("django.server", "httpx2", "celery.beat", "celery.app.trace", "celery.worker.strategy")
+        # Celery's per-task lines would repeat every INGEST_REQUEUE_INTERVAL for the lease sweep;
+        # ingestion logs its own "document ingested" line, and failures are still logged as errors.
+        **{
+            name: {"level": "WARNING"}
+            for name in ("django.server", "httpx2", "celery.beat", "celery.app.trace", "celery.worker.strategy")
+        },
+        # uvicorn's own lines (start, stop, errors) through the same handler, so that in JSON every
+        # line of the web process is JSON; its access log stays off (ragmux.access writes that), as
+        # `ragmux serve` asks, which this configuration would otherwise undo.
+        **(
+            {
+                "uvicorn": {"handlers": ["console"], "propagate": False},
+                "uvicorn.access": {"handlers": [], "propagate": False},
+            }
+            if LOG_FORMAT == "json"
+            else {}
+        ),
     },
 }
+# The worker and the scheduler log through the handler above, not Celery's own: in text mode
+# Celery's format stays as it was.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from html import unescape
 from http.cookies import SimpleCookie
+from pathlib import Path
 
 import httpx
 
@@ -128,16 +129,17 @@ class WebProcess:
 
 
 @contextmanager
-def web_process(env: dict[str, str]) -> Iterator[WebProcess]:
+def web_process(env: dict[str, str], *, log_path: Path | None = None) -> Iterator[WebProcess]:
     """The production server (`ragmux serve`'s uvicorn command, on ``settings.PORT`` with
-    ``settings.WEB_WORKERS``) in its own process with ``env``, once it answers `/healthz`."""
+    ``settings.WEB_WORKERS``) in its own process with ``env``, once it answers `/healthz`; its
+    log goes to ``log_path`` when given."""
     import pytest
     from django.conf import settings
 
     from ragmux.launch.cli import web_command
 
     # A file, not a pipe: a server logging more than a pipe holds would block on it.
-    with tempfile.TemporaryFile() as log:
+    with open(log_path, "w+b") if log_path else tempfile.TemporaryFile() as log:
         process = subprocess.Popen(web_command(), env=env, stdout=subprocess.DEVNULL, stderr=log)
         url = f"http://127.0.0.1:{settings.PORT}"
         deadline = time.monotonic() + 60

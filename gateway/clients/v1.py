@@ -35,9 +35,11 @@ from gateway.connections.providers.chat import NoChat
 from gateway.connections.providers.chat_reply import count
 from gateway.connections.providers.embeddings import Embeddings, embedding_provider, estimate_tokens
 from gateway.connections.providers.rerank import LLM_BACKEND, PASSAGE_CHARS, Reranked, Reranker, backend_of, reranker
+from ragmux.core import logs
 from ragmux.core.bodies import body_limit, parse_json
 from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import (
+    CLIENT_CLOSED,
     InvalidInput,
     MethodNotAllowed,
     NotFound,
@@ -64,8 +66,6 @@ CORS_MAX_AGE = "600"
 EXPOSED_HEADERS = ", ".join(
     ("x-ragmux-rag-hits", "x-ragmux-rag-sources", "x-request-id", "retry-after", *limits.HEADER_NAMES)
 )
-# The status a call whose client went away is logged with (nginx's, as clients never see it).
-CLIENT_CLOSED = 499
 CLIENT_CLOSED_REASON = "client closed request"
 
 
@@ -149,6 +149,7 @@ async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str,
             raise
         logger.warning("/v1/%s: the key could not be read: %s", endpoint, exc)
         return openai_error_response(unavailable)
+    logs.note(project_id=api_key.project_id, api_key_id=api_key.pk)
     call = Call(project=api_key.project, key=api_key, endpoint=endpoint)
     try:
         access.require_scope(api_key, scope)

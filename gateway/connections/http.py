@@ -30,6 +30,9 @@ from urllib.parse import urlsplit
 import httpx2 as httpx
 from django.conf import settings
 
+# The rules httpx reads the proxy variables by (NO_PROXY's patterns included), applied per call.
+from httpx2._utils import URLPattern, get_environment_proxies
+
 from ragmux.core.errors import UpstreamFailed, UpstreamTimeout
 from ragmux.core.units import MIB
 
@@ -146,8 +149,29 @@ def _pin_to_address(request: httpx.Request) -> None:
         request.url = request.url.copy_with(host=literal)
 
 
+def environment_proxy(url: httpx.URL) -> str | None:
+    """The proxy HTTP_PROXY, HTTPS_PROXY or ALL_PROXY names for ``url`` (NO_PROXY respected), only
+    with ALLOW_PRIVATE_UPSTREAMS: the SSRF guard checks the address it connects to, and behind a
+    proxy that is the proxy's, so going through one is the operator's explicit choice. Read at
+    each call, as httpx reads it only for clients that bring no transport of their own."""
+    if not settings.ALLOW_PRIVATE_UPSTREAMS:
+        return None
+    patterns = {URLPattern(key): proxy for key, proxy in get_environment_proxies().items()}
+    matching = sorted(pattern for pattern in patterns if pattern.matches(url))  # the most specific first
+    return patterns[matching[0]] if matching else None
+
+
 class GuardedTransport(httpx.HTTPTransport):
+    def __init__(self, *, limits: httpx.Limits) -> None:
+        super().__init__(retries=0, limits=limits)
+        self._limits = limits
+        self._through_proxy: dict[str, httpx.HTTPTransport] = {}
+
     def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if (proxy := environment_proxy(request.url)) is not None:
+            if proxy not in self._through_proxy:
+                self._through_proxy[proxy] = httpx.HTTPTransport(proxy=proxy, retries=0, limits=self._limits)
+            return self._through_proxy[proxy].handle_request(request)
         _pin_to_address(request)
         return super().handle_request(request)
 
@@ -161,7 +185,16 @@ def _is_ip_literal(host: str) -> bool:
 
 
 class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
+    def __init__(self, *, limits: httpx.Limits) -> None:
+        super().__init__(retries=0, limits=limits)
+        self._limits = limits
+        self._through_proxy: dict[str, httpx.AsyncHTTPTransport] = {}
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if (proxy := environment_proxy(request.url)) is not None:
+            if proxy not in self._through_proxy:
+                self._through_proxy[proxy] = httpx.AsyncHTTPTransport(proxy=proxy, retries=0, limits=self._limits)
+            return await self._through_proxy[proxy].handle_async_request(request)
         if _is_ip_literal(request.url.host):
             _pin_to_address(request)
         else:
@@ -198,7 +231,7 @@ def _shared_client() -> httpx.Client:
         _client = httpx.Client(
             # The limits are the transport's: a client given a transport ignores its own.
             transport=GuardedTransport(
-                retries=0, limits=httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=90)
+                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=90)
             ),
             follow_redirects=False,
             trust_env=False,
@@ -213,7 +246,10 @@ def _next_hop(current: httpx.URL, response: httpx.Response, guard: Guard = check
     target = current.join(location)
     if target.scheme not in ("http", "https"):
         raise _unreachable(f"refused redirect to a {target.scheme} URL", retryable=False)
-    guard(target.host, target.port or (443 if target.scheme == "https" else 80))
+    # With private upstreams allowed a provider's redirect may go anywhere: nothing to resolve. A
+    # caller's own guard (an image fetch's, which allows no private address) is always asked.
+    if guard is not checked_addresses or not settings.ALLOW_PRIVATE_UPSTREAMS:
+        guard(target.host, target.port or (443 if target.scheme == "https" else 80))
     if current.scheme == "https" and target.scheme == "http":
         raise _unreachable("refused redirect from https to http", retryable=False)
     if target.host != current.host:
@@ -274,7 +310,6 @@ def _shared_async_client() -> httpx.AsyncClient:
     if client is None:
         client = httpx.AsyncClient(
             transport=AsyncGuardedTransport(
-                retries=0,
                 limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100, keepalive_expiry=90),
             ),
             follow_redirects=False,

@@ -17,6 +17,8 @@ _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
 
 class ConfigError(Exception):
     """A setting in the environment is missing or malformed."""
@@ -112,6 +114,18 @@ def env_host_allowlist(name: str, *, environ: Mapping[str, str] | None = None) -
             except ValueError:
                 raise ConfigError(f"{name}: {entry!r} is not a valid CIDR") from None
     return [entry.lower() for entry in entries]
+
+
+def env_networks(name: str, *, environ: Mapping[str, str] | None = None) -> list[IPNetwork]:
+    """IP networks in CIDR notation (a bare address is its own /32 or /128). A network with host
+    bits set (``10.0.0.1/8``) is refused: it is most likely a typo for another network."""
+    networks = []
+    for entry in env_list(name, environ=environ):
+        try:
+            networks.append(ipaddress.ip_network(entry))
+        except ValueError:
+            raise ConfigError(f"{name}: {entry!r} is not a network in CIDR notation (e.g. 10.0.0.0/8)") from None
+    return networks
 
 
 def env_choice(name: str, default: str, choices: tuple[str, ...], *, environ: Mapping[str, str] | None = None) -> str:

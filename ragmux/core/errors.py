@@ -30,6 +30,8 @@ from ragmux.core.units import MIB
 logger = logging.getLogger("ragmux.core.errors")
 
 NON_FIELD = "non_field_errors"
+# The status a request whose client went away is logged with (nginx's; clients never see it).
+CLIENT_CLOSED = 499
 
 
 class ServiceError(Exception):

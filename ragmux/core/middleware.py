@@ -1,27 +1,30 @@
 from __future__ import annotations
 
+import asyncio
 import logging
-import uuid
+import time
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.contrib.auth.middleware import AuthenticationMiddleware
 from django.contrib.messages.middleware import MessageMiddleware
 from django.contrib.sessions.middleware import SessionMiddleware
-from django.http import HttpResponse
+from django.http import FileResponse, HttpResponse
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.common import CommonMiddleware
 from django.middleware.csrf import CsrfViewMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.utils.decorators import sync_and_async_middleware
 from django.utils.deprecation import MiddlewareMixin
+from django.utils.functional import SimpleLazyObject
 from django_prometheus.middleware import PrometheusAfterMiddleware, PrometheusBeforeMiddleware
 from whitenoise.middleware import WhiteNoiseMiddleware
 
+from ragmux.core import logs, proxies
 from ragmux.core.audit import requested_from
-from ragmux.core.errors import database_unavailable, error_response, openai_error_response
-from ragmux.core.signin import client_address
+from ragmux.core.errors import CLIENT_CLOSED, database_unavailable, error_response, openai_error_response
 
 logger = logging.getLogger("ragmux.core.middleware")
+access_logger = logging.getLogger("ragmux.access")
 API_PREFIXES = ("/admin/api/", "/v1/")
 
 # Every middleware here works in both modes: under the ASGI server a single sync-only one would
@@ -51,21 +54,124 @@ def _both_modes(get_response, before, after):
     return middleware
 
 
-def _give_request_id(request) -> None:
-    request.request_id = uuid.uuid4().hex
-
-
 def _mark_api_response(request, response):
     if is_api_path(request.path):
         response["Cache-Control"] = "no-store"
-        response["X-Request-Id"] = request.request_id
     return response
 
 
 @sync_and_async_middleware
 def api_response_headers(get_response):
-    """Gives every request an id and keeps API answers out of shared caches."""
-    return _both_modes(get_response, _give_request_id, _mark_api_response)
+    """Keeps API answers out of shared caches."""
+    return _both_modes(get_response, lambda request: None, _mark_api_response)
+
+
+def _signed_in_username(request) -> str | None:
+    """The user the request was served for, if anything looked them up: the user of a session is
+    loaded lazily, and loading it here would cost a query (one refused on the event loop)."""
+    user = request.__dict__.get("user")
+    if isinstance(user, SimpleLazyObject):
+        user = getattr(request, "_cached_user", None)
+    return user.username if user is not None and user.is_authenticated else None
+
+
+def _log_access(request, status: int, started: float, context: logs.RequestContext) -> None:
+    latency_ms = round((time.monotonic() - started) * 1000, 1)
+    match = request.resolver_match
+    access_logger.info(
+        "%s %s %s %sms",
+        request.method,
+        request.path,
+        status,
+        latency_ms,
+        extra={
+            "request_id": context.request_id,
+            "method": request.method,
+            "path": request.path,
+            "endpoint": match.route if match else None,
+            "status": status,
+            "latency_ms": latency_ms,
+            "user": _signed_in_username(request),
+            **context.fields,
+        },
+    )
+
+
+def _begin_request(request) -> tuple[logs.RequestContext, float]:
+    request.request_id = logs.incoming_or_new_id(request.headers.get("X-Request-Id"))
+    return logs.begin(request.request_id), time.monotonic()
+
+
+def _finish_request(request, response, context: logs.RequestContext, started: float):
+    """Echoes the id and logs the access line, for a stream once its last byte is sent (the
+    lines it causes meanwhile still carry the id)."""
+    response["X-Request-Id"] = context.request_id
+    if not response.streaming or isinstance(response, FileResponse):
+        _log_access(request, response.status_code, started, context)
+        logs.end()
+        return response
+    content = response.streaming_content
+
+    def finished() -> None:
+        _log_access(request, response.status_code, started, context)
+        logs.end()
+
+    if response.is_async:
+
+        async def relayed():
+            try:
+                async for chunk in content:
+                    yield chunk
+            finally:
+                finished()
+
+    else:
+
+        def relayed():
+            try:
+                yield from content
+            finally:
+                finished()
+
+    response.streaming_content = relayed()
+    return response
+
+
+@sync_and_async_middleware
+def request_context(get_response):
+    """Gives every request an id (a plain incoming X-Request-Id, else a new one) that every log
+    line it causes carries, answers it in X-Request-Id, and logs one access line per request."""
+    if iscoroutinefunction(get_response):
+
+        async def middleware(request):
+            context, started = _begin_request(request)
+            try:
+                response = await get_response(request)
+            except asyncio.CancelledError:
+                # The client went away before the answer started.
+                _log_access(request, CLIENT_CLOSED, started, context)
+                raise
+            return _finish_request(request, response, context, started)
+
+    else:
+
+        def middleware(request):
+            context, started = _begin_request(request)
+            return _finish_request(request, get_response(request), context, started)
+
+    return middleware
+
+
+def _forget_untrusted_proxy_headers(request) -> None:
+    if not proxies.proxy_headers_believed(request):
+        request.META.pop("HTTP_X_FORWARDED_PROTO", None)
+
+
+@sync_and_async_middleware
+def untrusted_proxy_headers(get_response):
+    """Drops X-Forwarded-Proto from a peer outside TRUSTED_PROXY_CIDRS before Django's https
+    check (SECURE_PROXY_SSL_HEADER, which believes it from anyone) can read it."""
+    return _both_modes(get_response, _forget_untrusted_proxy_headers, lambda request, response: response)
 
 
 @sync_and_async_middleware
@@ -76,13 +182,13 @@ def audit_client_address(get_response):
     if iscoroutinefunction(get_response):
 
         async def middleware(request):
-            with requested_from(client_address(request)):
+            with requested_from(proxies.client_address(request)):
                 return await get_response(request)
 
     else:
 
         def middleware(request):
-            with requested_from(client_address(request)):
+            with requested_from(proxies.client_address(request)):
                 return get_response(request)
 
     return middleware

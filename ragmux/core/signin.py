@@ -39,6 +39,7 @@ from ragmux.core.audit import ANONYMOUS, audit_list, audit_record
 from ragmux.core.authentication import bearer_token, revoke_admin_token
 from ragmux.core.errors import RateLimited, Unauthenticated
 from ragmux.core.models import AuditEntry
+from ragmux.core.proxies import client_address
 from ragmux.core.redis import redis_outage, shared_redis
 
 PREFIX = "ragmux:signin"
@@ -73,20 +74,6 @@ class SignInThrottled(RateLimited):
         super().__init__("too many login attempts, try again later", locked=locked)
         self.locked = locked
         self.retry_after = retry_after
-
-
-def client_address(request) -> str:
-    """The caller's address; a proxy's headers are believed only when the operator says one is
-    in front (TRUST_PROXY_HEADERS), since anyone can send them."""
-    if settings.TRUST_PROXY_HEADERS:
-        forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
-        # The last entry is the one our proxy appended; earlier ones are the client's to invent.
-        if forwarded:
-            return forwarded[-1]
-        real_ip = request.META.get("HTTP_X_REAL_IP", "").strip()
-        if real_ip:
-            return real_ip
-    return request.META.get("REMOTE_ADDR", "")
 
 
 def _windows(username: str, address: str) -> dict[str, tuple[str, int, float]]:
@@ -308,6 +295,8 @@ def forget_failures(*, username: str) -> None:
         client.delete(f"{PREFIX}:user:{name}", *client.scan_iter(match=pattern, count=1000))
     except redis.RedisError as exc:
         redis_outage.failed(exc)
+
+
 def sign_out(*, request) -> None:
     """Ends the caller's bearer token when it sent one, else its session; audited when someone
     was signed in."""

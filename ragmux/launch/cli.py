@@ -353,7 +353,11 @@ def _share_metrics(name: str) -> Path:
 
 
 def _celery(*args: str) -> list[str]:
-    return [sys.executable, "-m", "celery", "-A", "ragmux", *args]
+    from django.conf import settings
+
+    # With JSON logs, no start-up banner: it is many lines of text among the JSON ones.
+    quiet = ["--quiet"] if settings.LOG_FORMAT == "json" else []
+    return [sys.executable, "-m", "celery", "-A", "ragmux", *quiet, *args]
 
 
 # A worker's Celery name is this, its host's name and the launching process's id.

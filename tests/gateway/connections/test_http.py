@@ -13,6 +13,7 @@ import pytest
 
 from gateway.connections import http
 from ragmux.core.errors import UpstreamFailed, UpstreamTimeout
+from tests.fakes.forward_proxy import ForwardProxy
 
 PUBLIC_LOOKING = "api.models-example.com"
 
@@ -230,3 +231,44 @@ def test_the_timeout_bounds_a_json_call_whole_and_a_stream_only_until_its_first_
         stream_body(url, body, timeout=1)
     status, content = stream_body(url, body, timeout=1, streamed=True)
     assert status == 200 and content.endswith(b"data: [DONE]\n\n")
+
+
+@pytest.fixture
+def forward_proxy(monkeypatch):
+    """A proxy named by HTTP_PROXY, as an operator behind an egress proxy sets it."""
+    proxy = ForwardProxy().start()
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    yield proxy
+    proxy.stop()
+
+
+def test_provider_calls_go_through_the_environment_proxy_when_private_upstreams_are_allowed(
+    settings, fake_upstream, forward_proxy
+):
+    settings.ALLOW_PRIVATE_UPSTREAMS = True
+    response = http.request("POST", f"{fake_upstream.url}/v1/embeddings", json_body={"input": ["x"]})
+    assert response.status == 200
+    assert stream_body(f"{fake_upstream.url}/v1/embeddings")[0] == 200
+    upstream = fake_upstream.url.removeprefix("http://")
+    assert forward_proxy.carried == [upstream, upstream]
+    assert fake_upstream.calls("openai.embeddings") == 2
+
+
+def test_the_environment_proxy_is_ignored_while_the_ssrf_guard_is_on(settings, fake_upstream, forward_proxy):
+    # The guard checks the address it connects to; behind a proxy it would check the proxy's.
+    settings.ALLOW_PRIVATE_UPSTREAMS = False
+    assert http.request("POST", f"{fake_upstream.url}/v1/embeddings", json_body={"input": ["x"]}).status == 200
+    assert stream_body(f"{fake_upstream.url}/v1/embeddings")[0] == 200
+    assert forward_proxy.carried == []
+    assert fake_upstream.calls("openai.embeddings") == 2
+
+
+def test_no_proxy_hosts_are_called_directly(settings, fake_upstream, forward_proxy, monkeypatch):
+    settings.ALLOW_PRIVATE_UPSTREAMS = True
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+    assert http.request("POST", f"{fake_upstream.url}/v1/embeddings", json_body={"input": ["x"]}).status == 200
+    assert stream_body(f"{fake_upstream.url}/v1/embeddings")[0] == 200
+    assert forward_proxy.carried == []

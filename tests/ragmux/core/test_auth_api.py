@@ -1,3 +1,5 @@
+import ipaddress
+
 import pytest
 
 from tests.factories import PASSWORD
@@ -115,9 +117,19 @@ def test_signing_in_purges_expired_tokens(api, personas):
     assert AdminToken.objects.filter(token_hash=hash_token(response.json()["token"])).exists()
 
 
-@pytest.mark.parametrize(("trusted", "secure"), [(True, True), (False, False)])
-def test_the_session_cookie_is_secure_when_a_trusted_proxy_says_https(api, settings, trusted, secure):
+@pytest.mark.parametrize(
+    ("trusted", "proxy_networks", "secure"),
+    [
+        (True, [], True),
+        (False, [], False),
+        # With TRUSTED_PROXY_CIDRS, only a peer inside them (the test client is 127.0.0.1) is believed.
+        (True, ["127.0.0.0/8"], True),
+        (True, ["10.0.0.0/8"], False),
+    ],
+)
+def test_the_session_cookie_is_secure_when_a_trusted_proxy_says_https(api, settings, trusted, proxy_networks, secure):
     settings.TRUST_PROXY_HEADERS = trusted
+    settings.TRUSTED_PROXY_CIDRS = [ipaddress.ip_network(network) for network in proxy_networks]
     settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if trusted else None
     response = api().post(
         "/admin/api/login",

@@ -7,6 +7,7 @@ from ragmux.core.env import (
     env_host_allowlist,
     env_identifier,
     env_int,
+    env_networks,
     parse_duration,
 )
 
@@ -62,3 +63,16 @@ def test_identifiers_are_lower_cased_and_strict():
     for bad in ("eng-lish", "9lives", "x" * 64, "public.english", "simple;drop"):
         with pytest.raises(ConfigError, match=f"DEFAULT_INDEX_CONFIG: '{bad}' is not a name"):
             env_identifier("DEFAULT_INDEX_CONFIG", "english", environ={"DEFAULT_INDEX_CONFIG": bad})
+
+
+def test_networks_are_strict_cidrs():
+    value = {"TRUSTED_PROXY_CIDRS": "10.0.0.0/8, 192.168.1.5 ,fd00::/8"}
+    assert [str(n) for n in env_networks("TRUSTED_PROXY_CIDRS", environ=value)] == [
+        "10.0.0.0/8",
+        "192.168.1.5/32",
+        "fd00::/8",
+    ]
+    assert env_networks("TRUSTED_PROXY_CIDRS", environ={}) == []
+    for bad in ("10.0.0.0/33", "10.0.0.1/8", "proxy.internal", "10.0.0.0/8;rm"):
+        with pytest.raises(ConfigError, match=f"TRUSTED_PROXY_CIDRS: '{bad}' is not a network in CIDR notation"):
+            env_networks("TRUSTED_PROXY_CIDRS", environ={"TRUSTED_PROXY_CIDRS": bad})

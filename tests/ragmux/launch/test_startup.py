@@ -28,6 +28,10 @@ from tests.helpers import run_ragmux
         ("STREAM_MAX_BYTES_MB", "0", "config: STREAM_MAX_BYTES_MB: 0 is below the minimum of 1"),
         # libpq counts whole seconds and waits at least 2.
         ("DATABASE_CONNECT_TIMEOUT", "1", "config: DATABASE_CONNECT_TIMEOUT: 1 is below the minimum of 2"),
+        ("LOG_FORMAT", "xml", "config: LOG_FORMAT: 'xml' is not one of text, json"),
+        ("TRUSTED_PROXY_CIDRS", "10.0.0.0/8,lb", "config: TRUSTED_PROXY_CIDRS: 'lb' is not a network in CIDR notation"),
+        # The networks name the proxies whose headers are believed: without the headers, nothing.
+        ("TRUSTED_PROXY_CIDRS", "10.0.0.0/8", "config: TRUSTED_PROXY_CIDRS: set only with TRUST_PROXY_HEADERS=true"),
     ],
 )
 def test_a_malformed_setting_stops_start_up_naming_the_variable(subprocess_env, variable, value, reason):
