@@ -13,8 +13,10 @@ import sys
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from ragmux.core import metrics_access
 from ragmux.core.env import (
     ConfigError,
+    env_address,
     env_bool,
     env_choice,
     env_duration,
@@ -185,6 +187,13 @@ try:
 
     # Audit trail rows older than this many days are purged daily; 0 keeps them all.
     AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 365, minimum=0)
+
+    # Metrics (docs/observability.md): off unless METRICS_ENABLED; then on the public port behind
+    # the bearer METRICS_TOKEN, or only on the METRICS_LISTEN listener (ragmux.core.metrics_access).
+    METRICS_ENABLED = env_bool("METRICS_ENABLED", False)
+    METRICS_TOKEN = env_str("METRICS_TOKEN")
+    METRICS_LISTEN = env_address("METRICS_LISTEN")
+    metrics_access.check(enabled=METRICS_ENABLED, token=METRICS_TOKEN, listen=METRICS_LISTEN, public_port=PORT)
 except ConfigError as error:
     sys.stderr.write(f"config: {error}\n")
     raise SystemExit(2) from None

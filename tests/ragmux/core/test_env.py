@@ -2,6 +2,7 @@ import pytest
 
 from ragmux.core.env import (
     ConfigError,
+    env_address,
     env_bool,
     env_duration,
     env_host_allowlist,
@@ -62,3 +63,20 @@ def test_identifiers_are_lower_cased_and_strict():
     for bad in ("eng-lish", "9lives", "x" * 64, "public.english", "simple;drop"):
         with pytest.raises(ConfigError, match=f"DEFAULT_INDEX_CONFIG: '{bad}' is not a name"):
             env_identifier("DEFAULT_INDEX_CONFIG", "english", environ={"DEFAULT_INDEX_CONFIG": bad})
+
+
+@pytest.mark.parametrize(
+    ("text", "address"),
+    [("127.0.0.1:9108", ("127.0.0.1", 9108)), ("[::1]:9108", ("::1", 9108)), ("localhost:1", ("localhost", 1))],
+)
+def test_listen_addresses_are_host_and_port(text, address):
+    assert env_address("METRICS_LISTEN", environ={"METRICS_LISTEN": text}) == address
+    assert env_address("METRICS_LISTEN", environ={}) is None
+
+
+@pytest.mark.parametrize(
+    "text", ["9108", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:70000", "metrics.example:9108", ":9108"]
+)
+def test_malformed_listen_addresses_are_refused(text):
+    with pytest.raises(ConfigError, match="METRICS_LISTEN: "):
+        env_address("METRICS_LISTEN", environ={"METRICS_LISTEN": text})
