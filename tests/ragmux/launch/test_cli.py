@@ -280,6 +280,13 @@ def served_value(url: str, series: str) -> float | None:
     return next((float(line.rpartition(" ")[2]) for line in text.splitlines() if line.startswith(series)), None)
 
 
+def answers(url: str) -> bool:
+    try:
+        return httpx.get(url).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_web_workers_metrics_are_served_together_and_outlive_a_redis_restart(subprocess_env, tmp_path):
@@ -390,7 +397,9 @@ def test_the_metrics_listener_serves_the_hosts_metrics_and_the_public_port_does_
         )
     listener = f"http://127.0.0.1:{metrics_port}/metrics"
     try:
-        poll(lambda: served_value(listener, "ragmux_build_info{") == 1.0 or served.poll() is not None, "the listener")
+        poll(lambda: answers(f"http://127.0.0.1:{port}/healthz") or served.poll() is not None, "the web server")
+        assert served.poll() is None
+        assert served_value(listener, "ragmux_build_info{") == 1.0
         assert httpx.get(f"http://127.0.0.1:{port}/v1/models").status_code == 401
         # The web worker's count, read by `ragmux serve` itself from the folder they share.
         poll(lambda: served_value(listener, REFUSED) == 1.0, "the refused call")
@@ -408,7 +417,7 @@ def test_the_metrics_listener_serves_the_hosts_metrics_and_the_public_port_does_
 @pytest.mark.parametrize(
     ("environment", "message"),
     [
-        ({"METRICS_ENABLED": "true"}, "would publish per-project usage and spend unauthenticated"),
+        ({"METRICS_ENABLED": "true"}, "METRICS_ENABLED: /metrics would publish per-project usage and spend"),
         ({"METRICS_ENABLED": "maybe"}, "METRICS_ENABLED: 'maybe' is not a boolean"),
         ({"METRICS_LISTEN": "127.0.0.1:9108"}, "METRICS_LISTEN: set, but METRICS_ENABLED is not true"),
         ({"METRICS_ENABLED": "true", "METRICS_LISTEN": "127.0.0.1"}, "METRICS_LISTEN: '127.0.0.1' is not host:port"),
