@@ -160,33 +160,28 @@ def note_failure(exc: Exception) -> None:
         logger.warning("metrics not recorded (%s); later failures are not logged", exc)
 
 
-def increment(counter: Counter, amount: float = 1, **labels: str) -> None:
+def _record(metric: Counter | Gauge | Histogram, method: str, value: float, labels: dict[str, str]) -> None:
     try:
-        (counter.labels(**labels) if labels else counter).inc(amount)
+        getattr(metric.labels(**labels) if labels else metric, method)(value)
     except Exception as exc:  # noqa: BLE001 - a metrics failure never fails the work being measured
         note_failure(exc)
+
+
+def increment(counter: Counter, amount: float = 1, **labels: str) -> None:
+    _record(counter, "inc", amount, labels)
 
 
 def observe(histogram: Histogram, value: float, **labels: str) -> None:
-    try:
-        (histogram.labels(**labels) if labels else histogram).observe(value)
-    except Exception as exc:  # noqa: BLE001 - a metrics failure never fails the work being measured
-        note_failure(exc)
+    _record(histogram, "observe", value, labels)
 
 
 def move(gauge: Gauge, amount: float, **labels: str) -> None:
     """Adds ``amount`` (negative to take away) to a gauge of this process."""
-    try:
-        (gauge.labels(**labels) if labels else gauge).inc(amount)
-    except Exception as exc:  # noqa: BLE001 - a metrics failure never fails the work being measured
-        note_failure(exc)
+    _record(gauge, "inc", amount, labels)
 
 
 def put(gauge: Gauge, value: float, **labels: str) -> None:
-    try:
-        (gauge.labels(**labels) if labels else gauge).set(value)
-    except Exception as exc:  # noqa: BLE001 - a metrics failure never fails the work being measured
-        note_failure(exc)
+    _record(gauge, "set", value, labels)
 
 
 def _version() -> str:

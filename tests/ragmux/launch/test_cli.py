@@ -280,6 +280,17 @@ def served_value(url: str, series: str) -> float | None:
     return next((float(line.rpartition(" ")[2]) for line in text.splitlines() if line.startswith(series)), None)
 
 
+def serve_without_worker(env: dict[str, str], tmp_path) -> subprocess.Popen:
+    with open(tmp_path / "serve.log", "a") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "ragmux.launch.cli", "serve", "--no-worker"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def answers(url: str) -> bool:
     try:
         return httpx.get(url).status_code == 200
@@ -302,14 +313,7 @@ def test_the_web_workers_metrics_are_served_together_and_outlive_a_redis_restart
         "RAGMUX_ADMIN_PASSWORD": "a long enough password",
         **METRICS_ENV,
     }
-    with open(tmp_path / "serve.log", "a") as log:
-        served = subprocess.Popen(
-            [sys.executable, "-m", "ragmux.launch.cli", "serve", "--no-worker"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    served = serve_without_worker(env, tmp_path)
     base = f"http://127.0.0.1:{port}"
     try:
         poll(lambda: served_value(f"{base}/metrics", "ragmux_") is not None or served.poll() is not None, "the server")
@@ -387,14 +391,7 @@ def test_the_metrics_listener_serves_the_hosts_metrics_and_the_public_port_does_
         "METRICS_ENABLED": "true",
         "METRICS_LISTEN": f"127.0.0.1:{metrics_port}",
     }
-    with open(tmp_path / "serve.log", "a") as log:
-        served = subprocess.Popen(
-            [sys.executable, "-m", "ragmux.launch.cli", "serve", "--no-worker"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    served = serve_without_worker(env, tmp_path)
     listener = f"http://127.0.0.1:{metrics_port}/metrics"
     try:
         poll(lambda: answers(f"http://127.0.0.1:{port}/healthz") or served.poll() is not None, "the web server")
