@@ -63,7 +63,10 @@ class LeaseKeeper:
             while not self._stop.wait(settings.INGEST_LEASE / 3):
                 active = [c for c in self.claims if c.document_id not in self.lost]
                 held = queue.renew(active)
-                self.lost.update(c.document_id for c in active if c.document_id not in held)
+                lost = {c.document_id for c in active if c.document_id not in held}
+                if lost:
+                    metrics.increment(metrics.INGEST_LEASES_LOST, len(lost))
+                    self.lost.update(lost)
         finally:
             connection.close()
 
@@ -90,7 +93,8 @@ def _fail(document: PreparedDocument | queue.Claim, reason: str, stage: ErrorSta
     claim = document.claim if isinstance(document, PreparedDocument) else document
     if isinstance(document, PreparedDocument):
         document.failed = True
-    queue.fail(claim, reason, stage=stage)
+    held = queue.fail(claim, reason, stage=stage)
+    metrics.increment(metrics.INGEST_JOBS, outcome="failed" if held else "lease_lost")
     fields = {"document_id": claim.document_id, "stage": stage, "reason": reason}
     logger.info("document failed document_id=%(document_id)s stage=%(stage)s reason=%(reason)r", fields, extra=fields)
 
@@ -317,6 +321,7 @@ def _commit(store: RagStore, key: str, document: PreparedDocument, vectors: dict
         with transaction.atomic():
             index.lock_store_stats(store.pk)
             if not queue.hold(claim):
+                metrics.increment(metrics.INGEST_JOBS, outcome="lease_lost")
                 return
             index.replace_document(
                 store_id=store.pk,
@@ -335,6 +340,7 @@ def _commit(store: RagStore, key: str, document: PreparedDocument, vectors: dict
         logger.exception("index write failed document_id=%s", claim.document_id)
         _fail(document, _unexpected(exc), ErrorStage.INDEX)
         return
+    metrics.increment(metrics.INGEST_JOBS, outcome="ready")
     document.timings["commit"] = time.monotonic() - started
     for stage, seconds in document.timings.items():
         metrics.observe(metrics.INGEST_STAGE_SECONDS, seconds, stage=stage)

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
+from ragmux.core import metrics
 from stores.models import Document, DocumentStatus, ErrorStage
 
 # Small documents are claimed together so they share embedding batches (and round trips).
@@ -47,6 +48,16 @@ def _lease() -> timedelta:
 
 def claim_documents(*, owner: str, max_documents: int = MAX_DOCUMENTS_PER_CLAIM) -> list[Claim]:
     """Claims the oldest pending document and, when it is small, more small ones of its store."""
+    try:
+        claims = _claim(owner=owner, max_documents=max_documents)
+    except Exception:
+        metrics.increment(metrics.INGEST_CLAIMS, outcome="error")
+        raise
+    metrics.increment(metrics.INGEST_CLAIMS, outcome="claimed" if claims else "empty")
+    return claims
+
+
+def _claim(*, owner: str, max_documents: int) -> list[Claim]:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             "SELECT id, store_id, size_bytes FROM documents WHERE status = %s "
@@ -191,7 +202,9 @@ def release(claims: list[Claim]) -> int:
                 DocumentStatus.PROCESSING,
             ],
         )
-        return cursor.rowcount
+        released = cursor.rowcount
+    metrics.increment(metrics.INGEST_JOBS, released, outcome="released")
+    return released
 
 
 def requeue_expired() -> tuple[int, int]:
@@ -227,7 +240,11 @@ def requeue_expired() -> tuple[int, int]:
             },
         )
         statuses = [row[0] for row in cursor.fetchall()]
-    return statuses.count(DocumentStatus.PENDING), statuses.count(DocumentStatus.FAILED)
+    requeued, given_up = statuses.count(DocumentStatus.PENDING), statuses.count(DocumentStatus.FAILED)
+    for outcome, count in (("requeued", requeued), ("failed", given_up)):
+        if count:
+            metrics.increment(metrics.INGEST_LEASES_EXPIRED, count, outcome=outcome)
+    return requeued, given_up
 
 
 def pending_exists() -> bool:

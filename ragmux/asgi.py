@@ -6,7 +6,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 import django
 from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from ragmux.core.allocator import keep_large_blocks_mapped
 from ragmux.core.postgresql import POOL_OPTIONS
@@ -33,8 +33,15 @@ from ragmux.launch.checks import run_startup_checks  # noqa: E402  (needs the ap
 
 
 def _checks_off_the_loop() -> None:
+    from ragmux.core import readiness
+
     try:
         run_startup_checks()
+        try:
+            # Walked once here, so the first /readyz answers from the cache in time.
+            readiness.migration_state()
+        except DatabaseError:
+            pass  # /readyz walks it when the database is back
     finally:
         connections.close_all()
 
@@ -45,7 +52,10 @@ with ThreadPoolExecutor(max_workers=1) as startup:
     startup.submit(_checks_off_the_loop).result()
 
 from gateway.clients import ledger  # noqa: E402  (needs the app registry)
-from ragmux.core import asyncdb  # noqa: E402
+from ragmux.core import asyncdb, pool_metrics  # noqa: E402
+
+if settings.METRICS_ENABLED:
+    pool_metrics.start_sampling()
 
 
 class _OnTheLoop(Executor):

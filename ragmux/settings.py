@@ -14,8 +14,10 @@ import sys
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from ragmux.core import metrics_access
 from ragmux.core.env import (
     ConfigError,
+    env_address,
     env_bool,
     env_choice,
     env_duration,
@@ -225,6 +227,12 @@ try:
     TRUSTED_PROXY_CIDRS = env_networks("TRUSTED_PROXY_CIDRS")
     if TRUSTED_PROXY_CIDRS and not TRUST_PROXY_HEADERS:
         raise ConfigError("TRUSTED_PROXY_CIDRS: set only with TRUST_PROXY_HEADERS=true")
+    # Metrics (docs/observability.md): off unless METRICS_ENABLED; then on the public port behind
+    # the bearer METRICS_TOKEN, or only on the METRICS_LISTEN listener (ragmux.core.metrics_access).
+    METRICS_ENABLED = env_bool("METRICS_ENABLED", False)
+    METRICS_TOKEN = env_str("METRICS_TOKEN")
+    METRICS_LISTEN = env_address("METRICS_LISTEN")
+    metrics_access.check(enabled=METRICS_ENABLED, token=METRICS_TOKEN, listen=METRICS_LISTEN, public_port=PORT)
 except ConfigError as error:
     sys.stderr.write(f"config: {error}\n")
     raise SystemExit(2) from None

@@ -211,21 +211,33 @@ def _embedding_failed(exc: UpstreamFailed) -> UpstreamFailed:
     return UpstreamFailed(f"embedding the query failed: {exc}", code="embedding_failed")
 
 
-def embed_query(store: RagStore, query: str) -> Embeddings:
+@contextmanager
+def _query_embedding(store: RagStore) -> Iterator[EmbeddingProvider]:
+    """The store's query embedder; the embedding made with it is timed, and its failure said as the
+    query's."""
     provider = _query_embedder(store)
+    started = time.monotonic()
     try:
-        return provider.embed([query])
+        yield provider
     except UpstreamFailed as exc:
         raise _embedding_failed(exc) from None
+    finally:
+        metrics.observe(
+            metrics.QUERY_EMBED_SECONDS,
+            time.monotonic() - started,
+            provider=store.embedding_connection.provider_type,
+        )
+
+
+def embed_query(store: RagStore, query: str) -> Embeddings:
+    with _query_embedding(store) as provider:
+        return provider.embed([query])
 
 
 async def embed_query_async(store: RagStore, query: str) -> Embeddings:
     """:func:`embed_query` from the event loop: a caller that is cancelled ends the upstream call."""
-    provider = _query_embedder(store)
-    try:
+    with _query_embedding(store) as provider:
         return await provider.embed_async([query])
-    except UpstreamFailed as exc:
-        raise _embedding_failed(exc) from None
 
 
 def _vector_side(store: RagStore, query_vector: str, limit: int) -> list[tuple[int, float]]:
@@ -302,10 +314,11 @@ def store_search(
     overrides: dict[str, Any] | None = None,
     candidates: int | None = None,
     query_vector: list[float] | None = None,
+    query_embedding_ms: float = 0.0,
 ) -> SearchResult:
     """Searches one store; the result says what embedding the query cost. ``candidates`` overrides
     the per-side candidate count (any size); ``query_vector`` skips embedding the query (a bench
-    that embedded its queries beforehand).
+    that embedded its queries beforehand, or a caller that embedded it in ``query_embedding_ms``).
 
     Raises :class:`StoreCannotEmbed` when the query needs a vector the store's connection can no
     longer make, ``UpstreamFailed`` when the provider fails, :class:`SearchTimeout`."""
@@ -327,7 +340,7 @@ def store_search(
             query_vector = embedded.vectors[0]
             result.embedding_tokens, result.embedding_tokens_reported = embedded.tokens, embedded.tokens_reported
         vector_text = format_vector(query_vector)
-        result.embedding_ms = (time.monotonic() - started) * 1000
+        result.embedding_ms = query_embedding_ms + (time.monotonic() - started) * 1000
 
     started = time.monotonic()
     with statement_timeout():
@@ -383,6 +396,12 @@ def store_search(
         )
     result.database_ms = (time.monotonic() - started) * 1000
     metrics.observe(metrics.SEARCH_SECONDS, result.database_ms / 1000, mode=result.mode, backend=result.backend)
+    metrics.observe(
+        metrics.RETRIEVAL_SECONDS,
+        (result.embedding_ms + result.database_ms) / 1000,
+        mode=result.mode,
+        backend=result.backend,
+    )
     return result
 
 

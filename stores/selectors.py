@@ -95,6 +95,11 @@ def document_original(document_id: int) -> Document:
     return document
 
 
+def stores_searching_with(*, backend: str) -> int:
+    """How many stores are configured to search with ``backend``."""
+    return RagStore.objects.filter(search_backend=backend).count()
+
+
 def documents_by_status(*, store: RagStore | None = None) -> dict[str, int]:
     """Document counts per status, across stores or in one."""
     documents = Document.objects.filter(store=store) if store is not None else Document.objects.all()

@@ -94,6 +94,16 @@ def personas(db) -> dict:
 
 
 @pytest.fixture
+def metrics_on(settings):
+    """`/metrics` served on the public port for the suite's token (it is off unless enabled)."""
+    from tests.helpers import METRICS_TOKEN
+
+    settings.METRICS_ENABLED = True
+    settings.METRICS_TOKEN = METRICS_TOKEN
+    settings.METRICS_LISTEN = None
+
+
+@pytest.fixture
 def api(personas):
     """``api("editor")`` is an HTTP client signed in as that persona; ``api()`` has no credentials.
     It is answered in this process, inside the test's transaction (`tests.helpers.api_client`)."""

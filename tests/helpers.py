@@ -62,6 +62,30 @@ def api_client(*, headers: dict[str, str] | None = None) -> httpx.Client:
     return httpx.Client(transport=APIClientTransport(), base_url="http://testserver", headers=headers or {})
 
 
+# --- metrics (off by default: the `metrics_on` fixture, or METRICS_ENV for a process) -----------
+
+METRICS_TOKEN = "the-suite-metrics-token"
+METRICS_AUTHORIZATION = {"Authorization": f"Bearer {METRICS_TOKEN}"}
+METRICS_ENV = {"METRICS_ENABLED": "true", "METRICS_TOKEN": METRICS_TOKEN}
+
+
+def scrape(target: httpx.Client | str) -> str:
+    """The metrics text served at ``target`` (a client, or a base URL) for the suite's token."""
+    if isinstance(target, httpx.Client):
+        response = target.get("/metrics", headers=METRICS_AUTHORIZATION)
+    else:
+        response = httpx.get(f"{target}/metrics", headers=METRICS_AUTHORIZATION, timeout=10)
+    assert response.status_code == 200, response.text
+    return response.text
+
+
+def counted(name: str, **labels: str) -> float:
+    """A sample of this process's metrics (the suite keeps them in memory), 0 before its first."""
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
 def translated_stream(provider, wire: bytes, *, piece: int = 7) -> list[dict]:
     """The OpenAI chunks a chat adapter makes of a streamed upstream body, fed to it in small
     pieces so that no event arrives whole."""

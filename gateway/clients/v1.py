@@ -13,6 +13,7 @@ import functools
 import json
 import logging
 import math
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from typing import Any
@@ -35,7 +36,8 @@ from gateway.connections.providers.chat import NoChat
 from gateway.connections.providers.chat_reply import count
 from gateway.connections.providers.embeddings import Embeddings, embedding_provider, estimate_tokens
 from gateway.connections.providers.rerank import LLM_BACKEND, PASSAGE_CHARS, Reranked, Reranker, backend_of, reranker
-from ragmux.core import logs
+from gateway.connections.providers.upstream_errors import failure_kind
+from ragmux.core import logs, metrics
 from ragmux.core.bodies import body_limit, parse_json
 from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import (
@@ -45,6 +47,7 @@ from ragmux.core.errors import (
     NotFound,
     ServerFault,
     ServiceError,
+    UpstreamFailed,
     body_too_large,
     database_unavailable,
     openai_error_body,
@@ -158,7 +161,7 @@ async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str,
         # The client went away and Django cancelled the view: the upstream call it awaited was
         # closed on the way out (every outbound call is an `async with`), and the call is still
         # recorded. finish() only queues the record, so the cancellation is not held up.
-        call.finish(CLIENT_CLOSED, CLIENT_CLOSED_REASON)
+        _client_left(call)
         raise
     except ServiceError as exc:
         response = openai_error_response(exc)
@@ -180,6 +183,11 @@ async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str,
     for name, value in call.limit_headers.items():
         response[name] = value
     return response
+
+
+def _client_left(call: Call) -> None:
+    call.finish(CLIENT_CLOSED, CLIENT_CLOSED_REASON)
+    metrics.increment(metrics.CLIENT_DISCONNECTS, endpoint=call.endpoint)
 
 
 # --------------------------------------------------------------------------------------------
@@ -216,10 +224,18 @@ async def _search(call: Call, store: RagStore, query: str, overrides: dict[str, 
             _count_embedding(call, store.embedding_connection, estimate_tokens([query]), reported=False)
 
     with _estimated_if_cancelled(spent_so_far):
+        started = time.monotonic()
         if embeds:
             embedded = await embed_query_async(store, query)
         vector = None if embedded is None else embedded.vectors[0]
-        result = await off_loop(store_search, store=store, query=query, overrides=overrides, query_vector=vector)
+        result = await off_loop(
+            store_search,
+            store=store,
+            query=query,
+            overrides=overrides,
+            query_vector=vector,
+            query_embedding_ms=(time.monotonic() - started) * 1000,
+        )
     if embedded is not None:
         result.embedding_tokens, result.embedding_tokens_reported = embedded.tokens, embedded.tokens_reported
     return result
@@ -417,7 +433,14 @@ async def chat_completions(request: HttpRequest, call: Call) -> HttpResponse:
             call.streamed = True
             return await _stream(call, plan, attempts, body, images, client_model, sources)
         reply = await _answer(
-            call, plan, attempts, lambda provider, once: provider.complete(body, once=once, images=images)
+            call,
+            plan,
+            attempts,
+            _measured(
+                attempts,
+                metrics.UPSTREAM_SECONDS,
+                lambda provider, once: provider.complete(body, once=once, images=images),
+            ),
         )
     reported = _count_usage(call, reply.get("usage"))
     _settle_tokens(call, attempts, body["messages"], _answer_chars(reply.get("choices"), "message"), reported)
@@ -436,6 +459,28 @@ async def _answer(call: Call, plan: ChatPlan, attempts: Attempts, attempt):
         raise ServerFault("model connection unavailable", code="connection_unavailable") from None
 
 
+def _count_failure(attempts: Attempts, exc: UpstreamFailed) -> None:
+    provider = attempts.current.connection.provider_type
+    metrics.increment(metrics.UPSTREAM_ERRORS, provider=provider, type=failure_kind(exc))
+
+
+def _measured(attempts: Attempts, histogram, attempt):
+    """``attempt`` (one call to the target ``attempts.current`` names), its seconds observed in
+    ``histogram`` when it answers and its failure counted when it fails, by provider type."""
+
+    async def measured(provider, once):
+        started = time.monotonic()
+        try:
+            result = await attempt(provider, once)
+        except UpstreamFailed as exc:
+            _count_failure(attempts, exc)
+            raise
+        metrics.observe(histogram, time.monotonic() - started, provider=attempts.current.connection.provider_type)
+        return result
+
+    return measured
+
+
 async def _stream(
     call: Call,
     plan: ChatPlan,
@@ -447,16 +492,21 @@ async def _stream(
 ) -> HttpResponse:
     wants_usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get("include_usage") is True
     stack = AsyncExitStack()
+    upstream_started = 0.0
 
     async def opened(provider, once):
+        nonlocal upstream_started
+        upstream_started = time.monotonic()
         return await stack.enter_async_context(provider.stream(body, once=once, images=images))
 
     # Opening reads the first chunk: an upstream that fails before it gets a plain JSON error,
     # and a route's next target is tried; after it, nothing moves the call to another target.
-    chunks = await _answer(call, plan, attempts, opened)
+    # So the opening's seconds are the target's time to first token.
+    chunks = await _answer(call, plan, attempts, _measured(attempts, metrics.FIRST_TOKEN_SECONDS, opened))
 
     async def relay() -> AsyncIterator[bytes]:
         status, error, reported, answer_chars = 200, "", False, 0
+        metrics.move(metrics.STREAMS_ACTIVE, 1)
         try:
             async with stack:
                 async for chunk in chunks:
@@ -472,15 +522,23 @@ async def _stream(
                     yield b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
         except ServiceError as exc:
             status, error = status_for(exc), exc.message
+            if isinstance(exc, UpstreamFailed):
+                _count_failure(attempts, exc)
             frame = openai_error_body(exc)
             yield b"data: " + json.dumps(frame).encode() + b"\n\n"
         except (asyncio.CancelledError, GeneratorExit):
             # The client went away; leaving `async with stack` has closed the upstream call.
-            status, error = CLIENT_CLOSED, CLIENT_CLOSED_REASON
+            status = CLIENT_CLOSED
             raise
         finally:
+            metrics.move(metrics.STREAMS_ACTIVE, -1)
+            provider = attempts.current.connection.provider_type
+            metrics.observe(metrics.UPSTREAM_SECONDS, time.monotonic() - upstream_started, provider=provider)
             _settle_tokens(call, attempts, body["messages"], answer_chars, reported)
-            call.finish(status, error)
+            if status == CLIENT_CLOSED:
+                _client_left(call)
+            else:
+                call.finish(status, error)
         yield b"data: [DONE]\n\n"
 
     call.relaying = True

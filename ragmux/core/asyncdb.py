@@ -123,6 +123,11 @@ async def reachable() -> None:
         await connection.execute("SELECT 1")
 
 
+def open_pools() -> list[AsyncConnectionPool]:
+    """The pools of this process's event loops (read by ragmux.core.pool_metrics' thread)."""
+    return list(_pools.values())
+
+
 async def close() -> None:
     """Closes this event loop's pool (at the web process's shutdown)."""
     pool = _pools.pop(asyncio.get_running_loop(), None)

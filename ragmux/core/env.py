@@ -146,3 +146,21 @@ def env_identifier(name: str, default: str, *, environ: Mapping[str, str] | None
     if not _IDENTIFIER.match(value.lower()):
         raise ConfigError(f"{name}: {value!r} is not a name (letters, digits and _, at most 63 characters)")
     return value.lower()
+
+
+def env_address(name: str, *, environ: Mapping[str, str] | None = None) -> tuple[str, int] | None:
+    """A ``host:port`` to listen on (``[v6]:port`` for IPv6): the host an IP address or
+    ``localhost``, the port 1-65535."""
+    value = _raw(name, environ)
+    if value is None:
+        return None
+    host, colon, port = value.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not colon or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ConfigError(f"{name}: {value!r} is not host:port (e.g. 127.0.0.1:9108)")
+    if host != "localhost":
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ConfigError(f"{name}: {host!r} is not an IP address or localhost") from None
+    return host, int(port)

@@ -443,8 +443,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print("Press Ctrl-C to stop.", flush=True)
 
         # The web server's workers, and the worker and scheduler started with them, are summed
-        # by every web worker's /metrics.
+        # by every web worker's /metrics, or by this process's METRICS_LISTEN.
         _share_metrics(f"serve-{settings.PORT}")
+        if settings.METRICS_LISTEN is not None:
+            from ragmux.views import HostMetrics
+
+            if not _listen_for_metrics(settings.METRICS_LISTEN, HostMetrics()):
+                return 1
         commands = {"web": web_command()}
         if not args.no_worker:
             commands["worker"] = worker_command()
@@ -454,21 +459,58 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
 
 
+def _listen_for_metrics(address: tuple[str, int], collector) -> bool:
+    from django.conf import settings
+
+    from ragmux.launch import metrics_listener
+
+    try:
+        metrics_listener.start(address, collector, settings.METRICS_TOKEN)
+    except OSError as exc:
+        sys.stderr.write(f"ragmux: cannot serve metrics on {address[0]}:{address[1]}: {exc}\n")
+        return False
+    return True
+
+
+class _WorkerMetrics:
+    """A worker's metrics: those of its pool processes, summed, and the build's."""
+
+    def __init__(self, folder: Path):
+        from ragmux.core.metrics import BuildInfoCollector, multiprocess_registry
+
+        self._parts = (multiprocess_registry(str(folder)), BuildInfoCollector())
+
+    def collect(self):
+        for part in self._parts:
+            yield from part.collect()
+
+
+def worker_metrics_address(metrics_port: int | None) -> tuple[str, int] | None:
+    """Where a worker serves its metrics: ``--metrics-port`` on METRICS_LISTEN's host (else
+    HOST), or METRICS_LISTEN itself; None when neither is given or the metrics are off."""
+    from django.conf import settings
+
+    if not settings.METRICS_ENABLED:
+        return None
+    if metrics_port is None:
+        return settings.METRICS_LISTEN
+    host = settings.METRICS_LISTEN[0] if settings.METRICS_LISTEN is not None else settings.HOST
+    return host, metrics_port
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     with environment():
         from django.conf import settings
-        from prometheus_client import start_http_server
 
-        from ragmux.core.metrics import multiprocess_registry
-
+        if args.metrics_port is not None and not settings.METRICS_ENABLED:
+            # A deployment's worker command may name the port whether or not the metrics are on.
+            sys.stderr.write("ragmux: the metrics are off (METRICS_ENABLED), --metrics-port is not served\n")
         _refuse_a_bad_start()
-        if args.metrics_port is not None:
+        address = worker_metrics_address(args.metrics_port)
+        if address is not None:
             # Served from this process, which outlives the pool processes that do the work.
-            folder = _share_metrics(f"worker-{args.metrics_port}")
-            try:
-                start_http_server(args.metrics_port, addr=settings.HOST, registry=multiprocess_registry(str(folder)))
-            except OSError as exc:
-                sys.stderr.write(f"ragmux: cannot serve metrics on {settings.HOST}:{args.metrics_port}: {exc}\n")
+            folder = _share_metrics(f"worker-{address[1]}")
+            if not _listen_for_metrics(address, _WorkerMetrics(folder)):
                 return 1
         return _run_children({"worker": worker_command()})
 
@@ -528,7 +570,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics-port",
         type=int,
         metavar="PORT",
-        help="serve the worker's metrics on HOST:PORT/metrics (its pool processes summed)",
+        help="serve the worker's metrics on PORT/metrics (its pool processes summed), on METRICS_LISTEN's host "
+        "or else HOST; needs METRICS_ENABLED (default: on METRICS_LISTEN when it is set)",
     )
     worker.set_defaults(func=cmd_worker)
     sub.add_parser("scheduler", help="start the periodic scheduler (lease recovery)").set_defaults(func=cmd_scheduler)

@@ -10,6 +10,7 @@ from django.db import connection
 from ingestion.services import IncomingFile, document_reprocess, document_upload
 from stores.models import Chunk, ChunkTerm, Document, RagStore, StoreTextStats
 from stores.services import document_delete, store_create, store_delete
+from tests.helpers import counted
 
 
 @pytest.fixture
@@ -237,6 +238,7 @@ def test_a_document_deleted_while_it_is_embedded_leaves_nothing_behind(make_stor
     settings.INGEST_LEASE = 3  # renewed every second, so the worker notices quickly
     store = make_store()
     (doomed,) = add(store, ("doomed.txt", "slow to embed"))
+    lost_before = counted("ragmux_ingest_lease_lost_total")
     fake_upstream.configure("openai.embeddings", latency=2.5)
     worker = threading.Thread(target=ingest_now)
     worker.start()
@@ -244,6 +246,7 @@ def test_a_document_deleted_while_it_is_embedded_leaves_nothing_behind(make_stor
         time.sleep(0.05)
     document_delete(document=refreshed(doomed))
     worker.join(timeout=30)
+    assert counted("ragmux_ingest_lease_lost_total") == lost_before + 1
     assert not Chunk.objects.exists()
     assert not ChunkTerm.objects.exists()
     assert vector_rows() == 0
@@ -254,6 +257,7 @@ def test_a_document_deleted_while_it_is_embedded_leaves_nothing_behind(make_stor
 def test_a_worker_whose_claim_moved_on_writes_nothing(make_store, fake_upstream, ingest_now):
     store = make_store()
     (document,) = add(store, ("a.txt", "reprocessed mid-flight"))
+    jobs_before = {outcome: counted("ragmux_ingest_jobs_total", outcome=outcome) for outcome in ("ready", "lease_lost")}
     fake_upstream.configure("openai.embeddings", latency=1.5)
     worker = threading.Thread(target=ingest_now)
     worker.start()
@@ -261,8 +265,10 @@ def test_a_worker_whose_claim_moved_on_writes_nothing(make_store, fake_upstream,
         time.sleep(0.05)
     document_reprocess(document=refreshed(document))  # moves the fencing token on
     worker.join(timeout=60)
+    assert counted("ragmux_ingest_jobs_total", outcome="lease_lost") == jobs_before["lease_lost"] + 1
     fake_upstream.configure("openai.embeddings", latency=0)
     ingest_now()
+    assert counted("ragmux_ingest_jobs_total", outcome="ready") == jobs_before["ready"] + 1
     assert refreshed(document).status == "ready"
     assert Chunk.objects.filter(document=document).count() == 1
     assert vector_rows() == 1

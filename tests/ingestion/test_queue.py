@@ -8,6 +8,7 @@ from django.db.models import F
 from ingestion import queue
 from stores.models import Document, DocumentStatus, ErrorStage
 from tests.factories import DocumentFactory, StoreFactory
+from tests.helpers import counted
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -16,6 +17,20 @@ def claimed() -> queue.Claim:
     DocumentFactory(store=StoreFactory())
     (claim,) = queue.claim_documents(owner="test")
     return claim
+
+
+def test_claims_are_counted_by_outcome():
+    before = {outcome: counted("ragmux_ingest_claims_total", outcome=outcome) for outcome in ("claimed", "empty")}
+    claimed()
+    assert queue.claim_documents(owner="test") == []
+    after = {outcome: counted("ragmux_ingest_claims_total", outcome=outcome) for outcome in ("claimed", "empty")}
+    assert after == {outcome: count + 1 for outcome, count in before.items()}
+
+
+def test_claims_given_back_at_a_graceful_stop_are_counted():
+    before = counted("ragmux_ingest_jobs_total", outcome="released")
+    assert queue.release([claimed()]) == 1
+    assert counted("ragmux_ingest_jobs_total", outcome="released") == before + 1
 
 
 def test_a_failure_records_its_stage_and_reason():
@@ -68,8 +83,10 @@ def test_giving_up_on_expired_leases_names_the_stage_it_stopped_in(settings, pro
     Document.objects.filter(pk=claim.document_id).update(
         progress_percent=progress, lease_expires_at="2000-01-01T00:00:00Z"
     )
+    given_up_before = counted("ragmux_ingest_leases_expired_total", outcome="failed")
 
     assert queue.requeue_expired() == (0, 1)
+    assert counted("ragmux_ingest_leases_expired_total", outcome="failed") == given_up_before + 1
 
     document = Document.objects.get(pk=claim.document_id)
     assert (document.status, document.error_stage) == ("failed", stage)

@@ -5,7 +5,7 @@ from contextlib import ExitStack
 import pytest
 
 from ragmux.launch.embedded import free_port
-from tests.helpers import SYSTEM_PROMPT, WebProcess, web_process
+from tests.helpers import METRICS_ENV, SYSTEM_PROMPT, WebProcess, web_process
 
 
 @pytest.fixture(params=["provider cannot embed", "key does not decrypt"])
@@ -56,7 +56,8 @@ def start_web_process(subprocess_env, transactional_db, settings):
 
         def start() -> WebProcess:
             settings.PORT, settings.WEB_WORKERS = free_port(), 1
-            return started.enter_context(web_process(subprocess_env))
+            # With its metrics on, for the suite's token.
+            return started.enter_context(web_process({**subprocess_env, **METRICS_ENV}))
 
         yield start
 

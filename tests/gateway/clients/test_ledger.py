@@ -10,7 +10,7 @@ from decimal import Decimal
 import httpx
 import pytest
 
-from tests.helpers import wait_for_logs
+from tests.helpers import scrape, wait_for_logs
 
 MESSAGES = [{"role": "user", "content": "What is the launch code for Project Falcon?"}]
 
@@ -130,14 +130,14 @@ def test_retrieve_returns_hits_and_logs_its_embedding(v1, project, project_key):
     )
 
 
-def test_metrics_count_v1_calls(api, v1, project, project_key):
+def test_metrics_count_v1_calls(api, v1, project, project_key, metrics_on):
     from gateway.clients.ledger import flush
 
     v1(project_key).post("/chat/completions", json={"messages": MESSAGES})
     v1("sk-proj-wrong").get("/models")
     # The refused call's count may come in a batch after the logged call's.
     assert flush(5)
-    text = api().get("/metrics").text
+    text = scrape(api())
     assert 'ragmux_v1_requests_total{endpoint="chat",status="200"}' in text
     assert 'ragmux_v1_requests_total{endpoint="models",status="401"}' in text
     assert 'ragmux_v1_tokens_total{endpoint="chat",kind="completion"}' in text

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.fakes.upstream import CHAT_ANSWER
-from tests.helpers import wait_for_logs
+from tests.helpers import scrape, wait_for_logs
 
 # A message of this many words is this many tokens both for the gateway's estimate (4 characters
 # a token) and for the fake upstream's count (a word a token); `max_tokens` set to its answer's
@@ -327,7 +327,7 @@ def test_a_stream_settles_to_its_usage_when_it_ends(v1, limited, fake_upstream, 
 
 def _metric(url: str, sample: str) -> float:
     """The value of one sample (a name and its labels, as /metrics writes them) at ``url``."""
-    text = httpx.get(f"{url}/metrics", timeout=10).text
+    text = scrape(url)
     match = re.search(rf"^{re.escape(sample)} (\S+)$", text, re.MULTILINE)
     return float(match.group(1)) if match else 0.0
 
@@ -341,7 +341,7 @@ def _unchecked_calls(asgi_url: str) -> float:
     [({"rate_limit_rpm": 1, "rate_limit_tpm": 5}, 200), ({"rate_limit_rpm": 1, "budget_daily_tokens": 10**6}, 503)],
     ids=["minute limits fail open", "budgets never skipped"],
 )
-def test_counters_that_cannot_be_reached(v1, asgi_url, limited, fake_upstream, limits, status):
+def test_counters_that_cannot_be_reached(v1, asgi_url, limited, fake_upstream, limits, status, metrics_on):
     from django.db import connection
 
     key = limited(limits)

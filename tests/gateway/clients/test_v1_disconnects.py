@@ -9,10 +9,11 @@ import socket
 import time
 from decimal import Decimal
 
-import httpx
 import pytest
 
-from tests.helpers import wait_for_logs
+from tests.helpers import scrape, wait_for_logs
+
+pytestmark = pytest.mark.usefixtures("metrics_on")
 
 MESSAGES = [{"role": "user", "content": "What is the launch code for Project Falcon?"}]
 # What a call is: (its endpoint, the upstream route it waits on, its path and body).
@@ -24,12 +25,14 @@ ABANDONED = {
 }
 
 
-def client_closed_count(asgi_url: str, endpoint: str) -> float:
-    """The `/metrics` count of the endpoint's calls whose client went away (0 before the first)."""
-    text = httpx.get(f"{asgi_url}/metrics", timeout=10).text
+def client_closed_count(asgi_url: str, endpoint: str) -> tuple[float, float]:
+    """The `/metrics` counts of the endpoint's calls whose client went away (0 before the first):
+    as logged (status 499) and as disconnects."""
+    text = scrape(asgi_url)
     labels = rf'\{{(?=[^}}]*endpoint="{endpoint}")(?=[^}}]*status="499")[^}}]*\}}'
-    match = re.search(rf"^ragmux_v1_requests_total{labels} (\S+)$", text, re.MULTILINE)
-    return float(match.group(1)) if match else 0.0
+    logged = re.search(rf"^ragmux_v1_requests_total{labels} (\S+)$", text, re.MULTILINE)
+    left = re.search(rf'^ragmux_gateway_client_disconnects_total{{endpoint="{endpoint}"}} (\S+)$', text, re.MULTILINE)
+    return tuple(float(match.group(1)) if match else 0.0 for match in (logged, left))
 
 
 def abandon(asgi_url: str, key: str, path: str, body: dict, *, once_upstream_has, route: str) -> None:
@@ -79,4 +82,4 @@ def test_a_client_that_leaves_before_the_first_byte_ends_the_upstream_call_and_i
         assert (row.streamed, row.prompt_tokens > 0, row.completion_tokens) == (call == "chat stream", True, 0)
     else:
         assert row.embedding_tokens > 0
-    assert client_closed_count(asgi_url, endpoint) == counted_before + 1
+    assert client_closed_count(asgi_url, endpoint) == tuple(count + 1 for count in counted_before)

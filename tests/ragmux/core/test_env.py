@@ -2,6 +2,7 @@ import pytest
 
 from ragmux.core.env import (
     ConfigError,
+    env_address,
     env_bool,
     env_duration,
     env_host_allowlist,
@@ -76,3 +77,20 @@ def test_networks_are_strict_cidrs():
     for bad in ("10.0.0.0/33", "10.0.0.1/8", "proxy.internal", "10.0.0.0/8;rm"):
         with pytest.raises(ConfigError, match=f"TRUSTED_PROXY_CIDRS: '{bad}' is not a network in CIDR notation"):
             env_networks("TRUSTED_PROXY_CIDRS", environ={"TRUSTED_PROXY_CIDRS": bad})
+
+
+@pytest.mark.parametrize(
+    ("text", "address"),
+    [("127.0.0.1:9108", ("127.0.0.1", 9108)), ("[::1]:9108", ("::1", 9108)), ("localhost:1", ("localhost", 1))],
+)
+def test_listen_addresses_are_host_and_port(text, address):
+    assert env_address("METRICS_LISTEN", environ={"METRICS_LISTEN": text}) == address
+    assert env_address("METRICS_LISTEN", environ={}) is None
+
+
+@pytest.mark.parametrize(
+    "text", ["9108", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:70000", "metrics.example:9108", ":9108"]
+)
+def test_malformed_listen_addresses_are_refused(text):
+    with pytest.raises(ConfigError, match="METRICS_LISTEN: "):
+        env_address("METRICS_LISTEN", environ={"METRICS_LISTEN": text})

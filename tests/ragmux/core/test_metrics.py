@@ -7,6 +7,9 @@ from ingestion.services import IncomingFile, document_upload
 from retrieval.search import store_search
 from stores.models import RagStore
 from stores.services import store_create
+from tests.helpers import scrape
+
+pytestmark = pytest.mark.usefixtures("metrics_on")
 
 
 @pytest.fixture
@@ -18,9 +21,7 @@ def ingested_store(fake_connection, ingest_now):
 
 
 def metric_lines(client) -> list[str]:
-    response = client.get("/metrics")
-    assert response.status_code == 200
-    return [line for line in response.text.splitlines() if line.startswith("ragmux_")]
+    return [line for line in scrape(client).splitlines() if line.startswith("ragmux_")]
 
 
 def metric_value(client, series: str) -> float:

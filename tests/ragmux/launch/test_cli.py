@@ -18,7 +18,7 @@ from gateway.connections.services import connection_create
 from ragmux.core.crypto import generate_key, unseal
 from ragmux.launch.embedded import ROOT_MODE_HOME, free_port
 from ragmux.settings import decode_encryption_key
-from tests.helpers import run_ragmux
+from tests.helpers import METRICS_AUTHORIZATION, METRICS_ENV, run_ragmux
 
 EMBEDDED_ONLY = (
     "DATABASE_URL",
@@ -274,10 +274,28 @@ REFUSED = 'ragmux_v1_requests_total{endpoint="models",status="401"}'
 
 def served_value(url: str, series: str) -> float | None:
     try:
-        text = httpx.get(url).text
+        text = httpx.get(url, headers=METRICS_AUTHORIZATION).text
     except httpx.TransportError:
         return None
     return next((float(line.rpartition(" ")[2]) for line in text.splitlines() if line.startswith(series)), None)
+
+
+def serve_without_worker(env: dict[str, str], tmp_path) -> subprocess.Popen:
+    with open(tmp_path / "serve.log", "a") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "ragmux.launch.cli", "serve", "--no-worker"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def answers(url: str) -> bool:
+    try:
+        return httpx.get(url).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 @pytest.mark.slow
@@ -293,15 +311,9 @@ def test_the_web_workers_metrics_are_served_together_and_outlive_a_redis_restart
         "PORT": str(port),
         "WEB_WORKERS": "2",
         "RAGMUX_ADMIN_PASSWORD": "a long enough password",
+        **METRICS_ENV,
     }
-    with open(tmp_path / "serve.log", "a") as log:
-        served = subprocess.Popen(
-            [sys.executable, "-m", "ragmux.launch.cli", "serve", "--no-worker"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    served = serve_without_worker(env, tmp_path)
     base = f"http://127.0.0.1:{port}"
     try:
         poll(lambda: served_value(f"{base}/metrics", "ragmux_") is not None or served.poll() is not None, "the server")
@@ -324,7 +336,7 @@ def test_a_worker_serves_the_metrics_of_its_pool_processes(subprocess_env, fake_
     from stores.services import store_create
 
     port = free_port()
-    env = {**subprocess_env, "INGEST_WORKERS": "2", "RAGMUX_DATA_DIR": str(tmp_path)}
+    env = {**subprocess_env, "INGEST_WORKERS": "2", "RAGMUX_DATA_DIR": str(tmp_path), **METRICS_ENV}
     with open(tmp_path / "worker.log", "a") as log:
         worker = subprocess.Popen(
             [sys.executable, "-m", "ragmux.launch.cli", "worker", "--metrics-port", str(port)],
@@ -338,10 +350,13 @@ def test_a_worker_serves_the_metrics_of_its_pool_processes(subprocess_env, fake_
         store = store_create(name="kb", values={"embedding_connection_id": fake_connection.id})
         files = [IncomingFile(filename=f"{n}.txt", data=f"text {n}".encode()) for n in range(4)]
         document_upload(store=store, files=files)  # each committed, each waking the worker
-        poll(
-            lambda: served_value(f"http://127.0.0.1:{port}/metrics", COMMITS) == 4.0,
-            "the four documents in the worker's metrics",
-        )
+        url = f"http://127.0.0.1:{port}/metrics"
+        poll(lambda: served_value(url, COMMITS) == 4.0, "the four documents in the worker's metrics")
+        assert served_value(url, 'ragmux_ingest_jobs_total{outcome="ready"}') == 4.0
+        assert served_value(url, 'ragmux_ingest_claims_total{outcome="claimed"}') >= 1.0
+        assert served_value(url, "ragmux_build_info{") == 1.0
+        refused = httpx.get(url)
+        assert (refused.status_code, "ragmux_" in refused.text) == (401, False)
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=60)
@@ -415,6 +430,23 @@ def test_healthcheck_answers_for_the_web_process(subprocess_env):
     assert up.stdout.strip() == "web ok"
 
 
+@pytest.mark.parametrize(
+    ("enabled", "listen", "metrics_port", "address"),
+    [
+        (False, None, 9100, None),
+        (True, None, None, None),
+        (True, None, 9100, ("127.0.0.1", 9100)),
+        (True, ("::1", 9108), None, ("::1", 9108)),
+        (True, ("::1", 9108), 9100, ("::1", 9100)),
+    ],
+)
+def test_a_worker_serves_its_metrics_where_the_settings_say(settings, enabled, listen, metrics_port, address):
+    from ragmux.launch.cli import worker_metrics_address
+
+    settings.METRICS_ENABLED, settings.METRICS_LISTEN, settings.HOST = enabled, listen, "127.0.0.1"
+    assert worker_metrics_address(metrics_port) == address
+
+
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_healthcheck_pings_this_hosts_worker(subprocess_env, tmp_path):
@@ -437,3 +469,48 @@ def test_healthcheck_pings_this_hosts_worker(subprocess_env, tmp_path):
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=60)
+
+
+def test_the_metrics_listener_serves_the_hosts_metrics_and_the_public_port_does_not(subprocess_env, tmp_path):
+    port, metrics_port = free_port(), free_port()
+    env = {
+        **subprocess_env,
+        "RAGMUX_DATA_DIR": str(tmp_path),
+        "PORT": str(port),
+        "RAGMUX_ADMIN_PASSWORD": "a long enough password",
+        "METRICS_ENABLED": "true",
+        "METRICS_LISTEN": f"127.0.0.1:{metrics_port}",
+    }
+    served = serve_without_worker(env, tmp_path)
+    listener = f"http://127.0.0.1:{metrics_port}/metrics"
+    try:
+        poll(lambda: answers(f"http://127.0.0.1:{port}/healthz") or served.poll() is not None, "the web server")
+        assert served.poll() is None
+        assert served_value(listener, "ragmux_build_info{") == 1.0
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/models").status_code == 401
+        # The web worker's count, read by `ragmux serve` itself from the folder they share.
+        poll(lambda: served_value(listener, REFUSED) == 1.0, "the refused call")
+        assert httpx.get(listener).headers["Cache-Control"] == "no-store"
+        for authorization in ({}, METRICS_AUTHORIZATION):
+            public = httpx.get(f"http://127.0.0.1:{port}/metrics", headers=authorization)
+            assert (public.status_code, "ragmux_" in public.text) == (404, False)
+        # The database's gauges too.
+        assert served_value(listener, "ragmux_rag_index_missing") == 0.0
+    finally:
+        served.send_signal(signal.SIGINT)
+        served.wait(timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("environment", "message"),
+    [
+        ({"METRICS_ENABLED": "true"}, "METRICS_ENABLED: /metrics would publish per-project usage and spend"),
+        ({"METRICS_ENABLED": "maybe"}, "METRICS_ENABLED: 'maybe' is not a boolean"),
+        ({"METRICS_LISTEN": "127.0.0.1:9108"}, "METRICS_LISTEN: set, but METRICS_ENABLED is not true"),
+        ({"METRICS_ENABLED": "true", "METRICS_LISTEN": "127.0.0.1"}, "METRICS_LISTEN: '127.0.0.1' is not host:port"),
+    ],
+)
+def test_metrics_settings_that_would_publish_them_or_make_no_sense_stop_the_start(subprocess_env, environment, message):
+    result = run_ragmux({**subprocess_env, **environment}, "migrate")
+    assert result.returncode != 0
+    assert f"config: {message}" in result.stderr
