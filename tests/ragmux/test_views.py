@@ -53,3 +53,13 @@ def test_readyz_stays_ready_without_redis_and_says_it_is_degraded(api, proxy, fa
     assert response.status_code == 200
     assert response.json() == {"ready": True, "degraded": ["redis"]}
     assert seconds < ANSWER_BOUND
+
+
+def test_the_probes_answer_by_address_whatever_allowed_hosts_lists(api, settings):
+    """`ragmux serve` waits for `/healthz` on 127.0.0.1, and orchestrators probe a process by its
+    address: a production ALLOWED_HOSTS that names only the public host must not fail them."""
+    settings.ALLOWED_HOSTS = ["ragmux.example.com"]
+    client = api()
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/readyz").status_code == 200
+    assert client.get("/admin/login/").status_code == 400
