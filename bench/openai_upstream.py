@@ -1,6 +1,6 @@
 """A minimal OpenAI-format upstream for bench/gateway.py: asyncio, HTTP/1.1 keep-alive.
 
-    python bench/openai_upstream.py PORT      # serves until killed
+    python bench/openai_upstream.py PORT [--host ADDRESS] [--embed-latency-ms MS]   # until killed
 
 `POST /v1/chat/completions` answers at once, as JSON or (``"stream": true``) as a chunked
 server-sent event stream with the usage as its last event; `POST /v1/embeddings` answers
@@ -8,17 +8,19 @@ deterministic unit vectors of ``DIMENSIONS``. `POST /v2/rerank` (Cohere's format
 `POST /v1/rerank` (Voyage's) rank the documents in reverse order, the worst reranker there is,
 so that bench/quality.py's reranked rows show the wiring moves the figures. Each answer,
 headers and body, goes out in one write: in two, the second waits for the client's delayed ACK
-(about 40 ms on Linux), an artefact that is not the gateway's. The suite's fake
+(about 40 ms on Linux), an artefact that is not the gateway's. ``--embed-latency-ms`` holds every
+embeddings answer that long, as a remote provider's batch would be (bench/scaleout.py). The suite's fake
 (tests/fakes/upstream.py) starts a thread per connection, which on two shared cores made the
 upstream alone the bottleneck of the bench.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import functools
 import hashlib
 import json
-import sys
 
 import numpy as np
 import uvloop
@@ -111,7 +113,7 @@ def answer(path: str, body: bytes) -> bytes:
     return json_answer({"error": {"message": f"no route {path}"}}, "404 Not Found")
 
 
-async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, embed_latency: float) -> None:
     try:
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -119,7 +121,10 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
             headers = dict(line.split(":", 1) for line in lines if ":" in line)
             length = next((int(v) for k, v in headers.items() if k.strip().lower() == "content-length"), 0)
             body = await reader.readexactly(length)
-            writer.write(answer(request_line.split(" ")[1], body))
+            path = request_line.split(" ")[1]
+            if embed_latency and path == "/v1/embeddings":
+                await asyncio.sleep(embed_latency)
+            writer.write(answer(path, body))
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
@@ -127,11 +132,18 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
         writer.close()
 
 
-async def main(port: int) -> None:
-    server = await asyncio.start_server(serve_connection, "127.0.0.1", port, backlog=1024)
+async def main(port: int, host: str, embed_latency: float) -> None:
+    server = await asyncio.start_server(
+        functools.partial(serve_connection, embed_latency=embed_latency), host, port, backlog=1024
+    )
     async with server:
         await server.serve_forever()
 
 
 if __name__ == "__main__":
-    uvloop.run(main(int(sys.argv[1])))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("port", type=int)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--embed-latency-ms", type=float, default=0.0)
+    arguments = parser.parse_args()
+    uvloop.run(main(arguments.port, arguments.host, arguments.embed_latency_ms / 1000))

@@ -311,8 +311,17 @@ class Session(_InlineForClientApi, SessionMiddleware):
     for_client_api = False
 
 
+# The health probes, which `ragmux serve`, `ragmux healthcheck` and orchestrators send by address
+# (127.0.0.1, a pod's IP), under no host name ALLOWED_HOSTS would list.
+PROBE_PATHS = frozenset({"/healthz", "/readyz"})
+
+
 class Common(_InlineForClientApi, CommonMiddleware):
-    pass
+    def process_request(self, request):
+        # Host validation lives here; a probe reveals nothing a host name would guard.
+        if request.path in PROBE_PATHS:
+            return None
+        return super().process_request(request)
 
 
 class Csrf(_InlineForClientApi, CsrfViewMiddleware):

@@ -278,7 +278,9 @@ class EmbeddedPostgres:
 
 
 class EmbeddedRedis:
-    def __init__(self, data_dir: Path):
+    def __init__(self, data_dir: Path, *, bind: tuple[str, ...] = ("127.0.0.1",)):
+        # Further addresses are for a bench that runs its processes in network namespaces.
+        self.bind = bind
         self.dir = data_dir / "redis"
         self.pid_file = self.dir / "redis.pid"
         self.port_file = self.dir / "port"
@@ -309,7 +311,8 @@ class EmbeddedRedis:
                     "--port",
                     str(port),
                     "--bind",
-                    "127.0.0.1",
+                    *self.bind,
+                    *(["--protected-mode", "no"] if len(self.bind) > 1 else []),
                     "--dir",
                     str(self.dir),
                     "--save",

@@ -31,7 +31,9 @@ def run_tmpdir():
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_bench(script: str, tmpdir: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_bench(
+    script: str, tmpdir: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """Runs a bench script without the suite's services (so it starts the embedded default), or
     with the services ``env`` names."""
     env = {
@@ -40,7 +42,7 @@ def run_bench(script: str, tmpdir: Path, *args: str, env: dict[str, str] | None 
         "TMPDIR": str(tmpdir),
     }
     return subprocess.run(
-        [sys.executable, f"bench/{script}", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, f"bench/{script}", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -388,3 +390,32 @@ def test_faults_smoke_stops_and_restarts_the_services_and_leaves_nothing_running
     time.sleep(1)
     assert processes_left_by_run(run_tmpdir, workers_before) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
+
+
+def namespaces_left() -> list[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
+    return [line for line in (listed + links).splitlines() if line.startswith("rmx")]
+
+
+@pytest.mark.slow
+def test_scaleout_smoke_loses_nothing_to_killed_hosts_and_two_workers_ingest_faster(run_tmpdir):
+    workers_before = running_workers()
+
+    finished = run_bench("scaleout.py", run_tmpdir, "--smoke", timeout=900)
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    if "skipped" in result:
+        pytest.skip(f"bench/scaleout.py: {result['skipped']}")
+    assert result["killed"] == ["worker1", "web2"]
+    assert result["documents_ready"] == result["documents_sent"] == 3 * result["documents_per_round"]
+    assert result["documents_failed"] == 0
+    assert result["duplicate_chunks"] == 0
+    assert result["two_to_one"] >= 1.6, result
+    # The surviving web process answered throughout; the killed one's callers met a refused connection.
+    assert result["v1"].get("web1 200"), result
+    assert not [outcome for outcome in result["v1"] if outcome.startswith("web1") and outcome != "web1 200"], result
+    time.sleep(1)
+    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert namespaces_left() == []

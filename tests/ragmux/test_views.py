@@ -153,3 +153,13 @@ def test_metrics_are_served_for_the_token_and_never_cached(api, metrics_on):
 def test_the_public_port_does_not_serve_the_metrics_of_a_listener_of_their_own(api, metrics_on, settings):
     settings.METRICS_LISTEN = ("127.0.0.1", free_port())
     assert api().get("/metrics", headers=METRICS_AUTHORIZATION).status_code == 404
+
+
+def test_the_probes_answer_by_address_whatever_allowed_hosts_lists(api, settings):
+    """`ragmux serve` waits for `/healthz` on 127.0.0.1, and orchestrators probe a process by its
+    address: a production ALLOWED_HOSTS that names only the public host must not fail them."""
+    settings.ALLOWED_HOSTS = ["ragmux.example.com"]
+    client = api()
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/readyz").status_code == 200
+    assert client.get("/admin/login/").status_code == 400
