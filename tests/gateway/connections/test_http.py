@@ -142,9 +142,14 @@ def test_a_slow_upstream_times_out_as_a_retryable_failure(fake_upstream):
 def test_a_refused_connection_is_a_retryable_failure(settings):
     from ragmux.launch.embedded import free_port
 
-    with pytest.raises(UpstreamFailed, match="connection failed") as failure:
-        http.request("GET", f"http://127.0.0.1:{free_port()}/", timeout=2)
+    port = free_port()
+    with pytest.raises(UpstreamFailed) as failure:
+        http.request("GET", f"http://127.0.0.1:{port}/some/path", timeout=2)
     assert failure.value.retryable is True
+    # Said in words, with what to check, and naming the origin only.
+    assert failure.value.message == (
+        f"Nothing is listening at http://127.0.0.1:{port} — check the base URL and that the server is running"
+    )
 
 
 def test_saving_a_connection_to_loopback_is_a_clear_400(api, settings, fake_upstream, hostile_dns):
