@@ -24,8 +24,9 @@ MAX_PRICE = 100000
 FIRST_BYTE_TIMEOUT_RANGE = (0.1, 3600.0)
 
 
-class ConnectionInput(StrictInput):
-    name = serializers.CharField(max_length=100)
+class ConnectionSettingsInput(StrictInput):
+    """What decides where and how a connection calls: a connection without its name."""
+
     provider_type = serializers.ChoiceField(choices=ProviderType.choices)
     base_url = serializers.CharField(max_length=2048, required=False, allow_blank=True, default="")
     model_name = serializers.CharField(max_length=128)
@@ -34,6 +35,10 @@ class ConnectionInput(StrictInput):
     api_key = serializers.CharField(
         max_length=4096, required=False, allow_blank=True, default="", trim_whitespace=True, write_only=True
     )
+
+
+class ConnectionInput(ConnectionSettingsInput):
+    name = serializers.CharField(max_length=100)
 
 
 class PriceListQuery(serializers.Serializer):
@@ -72,18 +77,11 @@ class ConnectionTestInput(StrictInput):
     mode = serializers.ChoiceField(choices=ProbeMode.choices, required=False, allow_null=True, default=None)
 
 
-class ConnectionTrialInput(ConnectionTestInput):
-    """A connection tried before it is saved: the create body without its name, and optionally the
-    connection being edited (whose stored key an empty ``api_key`` stands for)."""
+class ConnectionTrialInput(ConnectionSettingsInput, ConnectionTestInput):
+    """A connection tried before it is saved: the create body without its name, the test's mode,
+    and optionally the connection being edited (whose stored key an empty ``api_key`` stands
+    for)."""
 
-    provider_type = serializers.ChoiceField(choices=ProviderType.choices)
-    base_url = serializers.CharField(max_length=2048, required=False, allow_blank=True, default="")
-    model_name = serializers.CharField(max_length=128)
-    dimensions = serializers.IntegerField(required=False, allow_null=True, default=None)
-    api_version = serializers.CharField(max_length=32, required=False, allow_blank=True, default="")
-    api_key = serializers.CharField(
-        max_length=4096, required=False, allow_blank=True, default="", trim_whitespace=True, write_only=True
-    )
     connection_id = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False, allow_null=True)
 
 
