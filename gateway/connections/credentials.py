@@ -15,7 +15,10 @@ def seal_api_key(connection_id: int, api_key: str) -> bytes:
 
 def open_api_key(connection) -> str:
     """The connection's API key; :class:`DecryptionFailed`, naming the connection, when it was
-    sealed under another encryption key than this server's."""
+    sealed under another encryption key than this server's. A connection tried before it is saved
+    (``POST /admin/api/models/test``) holds its key in memory only, as ``trial_api_key``."""
+    if connection.pk is None:
+        return getattr(connection, "trial_api_key", "")
     if not connection.api_key_sealed:
         return ""
     try:

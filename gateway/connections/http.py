@@ -13,9 +13,12 @@ uses to relay long streamed answers without holding a thread.
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import json
+import re
 import socket
+import ssl
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable
@@ -63,6 +66,73 @@ def _too_large(limit: int) -> ResponseTooLarge:
     return ResponseTooLarge(f"upstream response is larger than {limit // (1024 * 1024)} MiB")
 
 
+_ERRNO_IN_TEXT = re.compile(r"\[Errno (-?\d+)\]")
+# Failures that mean the address answered but nothing there takes the connection, or that it
+# cannot be reached at all.
+_REFUSED = {errno.ECONNREFUSED}
+_NO_ROUTE = {errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOSTDOWN}
+_DROPPED = {errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE}
+# What OpenSSL says when the other end does not speak TLS at all (an http:// server called by an
+# https:// URL).
+_NOT_TLS = ("wrong version number", "record layer failure", "packet length too long", "unknown protocol")
+
+
+def _causes(exc: BaseException):
+    """``exc`` and what it was raised from, innermost last."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _errno_of(exc: BaseException) -> int | None:
+    for cause in _causes(exc):
+        if isinstance(cause, OSError) and cause.errno:
+            return cause.errno
+        found = _ERRNO_IN_TEXT.search(str(cause))
+        if found:
+            return int(found.group(1))
+    return None
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://{parts.hostname}:{port}"
+
+
+def connection_failure_message(exc: BaseException, url: str) -> str:
+    """What a failed connection to ``url`` means and what to check, in words: the one wording of
+    a transport failure, wherever it is shown (a connection's Test, an API error, a document's
+    failure). ``exc`` is the transport's exception (its causes are read too); only the URL's
+    origin is named, never its path."""
+    origin, host = _origin(url), urlsplit(url).hostname
+    text = " ".join(str(cause) for cause in _causes(exc)).lower()
+    code = _errno_of(exc)
+    if isinstance(exc, httpx.ConnectTimeout):
+        return (
+            f"{origin} did not accept a connection in time — check the base URL and that no firewall drops the traffic"
+        )
+    if code in _REFUSED or "connection refused" in text:
+        return f"Nothing is listening at {origin} — check the base URL and that the server is running"
+    if code in _NO_ROUTE:
+        return f"No network route to {host} — check the base URL and that this server's network can reach it"
+    if any(isinstance(cause, ssl.SSLCertVerificationError) for cause in _causes(exc)) or "certificate" in text:
+        return (
+            f"The TLS certificate of {host} was not accepted — check the host name in the base URL "
+            "and that the server's certificate is valid"
+        )
+    if any(sign in text for sign in _NOT_TLS):
+        return f"{origin} does not speak TLS — check whether the base URL should start with http://"
+    if code in _DROPPED or isinstance(exc, httpx.RemoteProtocolError) or "disconnected" in text:
+        return (
+            f"{origin} closed the connection without an HTTP answer — check that the base URL's scheme "
+            "(http or https) and port are the API's"
+        )
+    return f"The connection to {origin} failed ({exc or type(exc).__name__}) — check the base URL"
+
+
 def blocked_message(host: str) -> str:
     return (
         f'upstream host "{host}" resolves to a private or local address; set '
@@ -100,7 +170,11 @@ def resolve(host: str, port: int) -> list[Address]:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise _unreachable(f"cannot resolve upstream host {host!r}: {exc.strerror}", retryable=True) from None
+        raise _unreachable(
+            f"The host {host} cannot be found ({exc.strerror}) — check the spelling of the base URL "
+            "and that this server's DNS knows the host",
+            retryable=True,
+        ) from None
     seen: list[Address] = []
     for info in infos:
         address = ipaddress.ip_address(info[4][0].split("%")[0])
@@ -296,7 +370,7 @@ def request(
         except httpx.TimeoutException:
             raise UpstreamTimeout(f"upstream timed out after {total:g}s", retryable=True) from None
         except httpx.TransportError as exc:
-            raise _unreachable(f"upstream connection failed: {exc}", retryable=True) from None
+            raise _unreachable(connection_failure_message(exc, str(target)), retryable=True) from None
     raise _unreachable(f"more than {MAX_REDIRECTS} redirects", retryable=False)
 
 
@@ -421,7 +495,7 @@ class UpstreamStream:
             except TimeoutError:
                 raise self._bounds.expired(deadline, begun=begun) from None
             except httpx.TransportError as exc:
-                raise _unreachable(f"upstream connection failed: {exc}", retryable=not begun) from None
+                raise _unreachable(connection_failure_message(exc, self.url), retryable=not begun) from None
             self._received += len(chunk)
             if self._received > self._bounds.max_bytes:
                 raise self._bounds.too_large()
@@ -476,7 +550,7 @@ async def open_stream(
         except TimeoutError:
             raise bounds.expired(bounds.first_byte_deadline, begun=False) from None
         except httpx.TransportError as exc:
-            raise _unreachable(f"upstream connection failed: {exc}", retryable=True) from None
+            raise _unreachable(connection_failure_message(exc, str(target)), retryable=True) from None
         try:
             if response.is_redirect:
                 target = await asyncio.to_thread(_next_hop, target, response, guard)

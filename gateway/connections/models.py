@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db import models
 
 
@@ -12,13 +14,16 @@ class ProviderType(models.TextChoices):
     LOCAL = "local", "Built-in local embedder"
     COHERE_RERANK = "cohere_rerank", "Cohere Rerank"
     VOYAGE_RERANK = "voyage_rerank", "Voyage Rerank"
+    AZURE_OPENAI = "azure_openai", "Azure OpenAI"
 
 
 class ProbeMode(models.TextChoices):
-    """What a connection test asks of the model."""
+    """What a connection test asks of the model: a one-token chat answer, one embedding, or one
+    small ranking from a rerank API."""
 
     CHAT = "chat"
     EMBEDDING = "embedding"
+    RERANK = "rerank"
 
 
 class Capability(models.TextChoices):
@@ -31,14 +36,62 @@ class Capability(models.TextChoices):
 
 # What each provider type can be used for (reranking aside: see why_cannot).
 EMBEDDING_PROVIDERS = frozenset(
-    {ProviderType.OPENAI, ProviderType.CUSTOM_OPENAI, ProviderType.OLLAMA, ProviderType.GEMINI, ProviderType.LOCAL}
+    {
+        ProviderType.OPENAI,
+        ProviderType.CUSTOM_OPENAI,
+        ProviderType.AZURE_OPENAI,
+        ProviderType.OLLAMA,
+        ProviderType.GEMINI,
+        ProviderType.LOCAL,
+    }
 )
 CHAT_PROVIDERS = frozenset(
-    {ProviderType.OPENAI, ProviderType.CUSTOM_OPENAI, ProviderType.OLLAMA, ProviderType.GEMINI, ProviderType.ANTHROPIC}
+    {
+        ProviderType.OPENAI,
+        ProviderType.CUSTOM_OPENAI,
+        ProviderType.AZURE_OPENAI,
+        ProviderType.OLLAMA,
+        ProviderType.GEMINI,
+        ProviderType.ANTHROPIC,
+    }
 )
 # The dedicated rerank APIs, by the store's `rerank_backend` that uses them; the `llm` backend
 # reranks with a chat model.
 RERANK_API_PROVIDERS = {"cohere": ProviderType.COHERE_RERANK, "voyage": ProviderType.VOYAGE_RERANK}
+# Where a connection of each type calls when its base_url is empty; the types left out have no
+# such place (an Azure resource and a self-hosted server are each the user's own).
+DEFAULT_BASE_URLS = {
+    ProviderType.OPENAI: "https://api.openai.com/v1",
+    ProviderType.OLLAMA: "http://localhost:11434",
+    ProviderType.GEMINI: "https://generativelanguage.googleapis.com/v1beta",
+    ProviderType.ANTHROPIC: "https://api.anthropic.com",
+    ProviderType.COHERE_RERANK: "https://api.cohere.com",
+    ProviderType.VOYAGE_RERANK: "https://api.voyageai.com",
+}
+BASE_URL_REQUIRED = frozenset({ProviderType.CUSTOM_OPENAI, ProviderType.AZURE_OPENAI})
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A well-known OpenAI-compatible service: a ``custom_openai`` connection with its base URL
+    filled in. ``embeddings`` says whether the service has an embeddings API."""
+
+    name: str
+    label: str
+    base_url: str
+    example_model: str
+    embeddings: bool
+
+
+# The presets the connection form offers for ``custom_openai``; their published prices are in
+# prices.py under ``custom_openai``.
+OPENAI_COMPATIBLE_PRESETS = (
+    Preset("mistral", "Mistral", "https://api.mistral.ai/v1", "mistral-small-latest", embeddings=True),
+    Preset("xai", "xAI", "https://api.x.ai/v1", "grok-4", embeddings=False),
+    Preset("groq", "Groq", "https://api.groq.com/openai/v1", "llama-3.3-70b-versatile", embeddings=False),
+    Preset("deepseek", "DeepSeek", "https://api.deepseek.com/v1", "deepseek-chat", embeddings=False),
+)
+PRESETS = {ProviderType.CUSTOM_OPENAI: OPENAI_COMPATIBLE_PRESETS}
 
 
 def capabilities_of(provider_type: str) -> dict[str, bool]:
@@ -53,6 +106,24 @@ def capabilities_of(provider_type: str) -> dict[str, bool]:
         "images": chat,
         "streaming_usage": chat,
     }
+
+
+def connection_fields_of(provider_type: str) -> list[str]:
+    """The fields of a connection form that mean something for ``provider_type``: the local
+    embedder has no URL and no key, only a type that embeds takes ``dimensions``, and only Azure
+    an ``api_version``."""
+    local = provider_type == ProviderType.LOCAL
+    fields = ["name", "provider_type"]
+    if not local:
+        fields.append("base_url")
+    fields.append("model_name")
+    if provider_type in EMBEDDING_PROVIDERS:
+        fields.append("dimensions")
+    if provider_type == ProviderType.AZURE_OPENAI:
+        fields.append("api_version")
+    if not local:
+        fields.append("api_key")
+    return fields
 
 
 def why_cannot(connection: ModelConnection, capability: str, *, rerank_backend: str | None = None) -> str | None:
@@ -79,7 +150,10 @@ class ModelConnection(models.Model):
     name = models.CharField(max_length=100, unique=True)
     provider_type = models.CharField(max_length=32, choices=ProviderType.choices)
     base_url = models.CharField(max_length=2048, blank=True, default="")
+    # For Azure OpenAI, the deployment's name.
     model_name = models.CharField(max_length=128)
+    # Azure OpenAI only: the `api-version` of the classic per-deployment paths; empty: the v1 API.
+    api_version = models.CharField(max_length=32, blank=True, default="")
     dimensions = models.PositiveIntegerField(null=True, blank=True)
     # AES-256-GCM sealed, bound to this row's id; never leaves the server.
     api_key_sealed = models.BinaryField(null=True, blank=True)
@@ -90,6 +164,8 @@ class ModelConnection(models.Model):
     last_test_latency_ms = models.PositiveIntegerField(null=True, blank=True)
     last_test_dimensions = models.PositiveIntegerField(null=True, blank=True)
     last_test_error = models.CharField(max_length=512, blank=True, default="")
+    # What the last test tried (ProbeMode values, in the order tried).
+    last_test_modes = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

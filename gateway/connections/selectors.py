@@ -6,8 +6,21 @@ from typing import TypeVar
 
 from django.db.models import Model, Prefetch, QuerySet
 
-from gateway.connections.models import ModelConnection, ModelPrice, ProviderType, Route, RouteTarget, capabilities_of
-from gateway.connections.providers.embeddings import DEFAULT_BASE_URLS
+from gateway.connections.models import (
+    BASE_URL_REQUIRED,
+    DEFAULT_BASE_URLS,
+    PRESETS,
+    RERANK_API_PROVIDERS,
+    ModelConnection,
+    ModelPrice,
+    ProbeMode,
+    ProviderType,
+    Route,
+    RouteKind,
+    RouteTarget,
+    capabilities_of,
+    connection_fields_of,
+)
 from ragmux.core.errors import InvalidInput, NotFound
 
 ModelT = TypeVar("ModelT", bound=Model)
@@ -18,14 +31,18 @@ def connection_list() -> QuerySet[ModelConnection]:
 
 
 def provider_type_list() -> list[dict]:
-    """Every provider type a connection can have, with its label, default base URL ("" when the
-    connection must name one) and capabilities."""
+    """Every provider type a connection can have, with its label, default base URL ("" when it
+    has none), whether the connection must name one, its capabilities, the fields of the
+    connection form that apply to it, and its presets (well-known services of that type)."""
     return [
         {
             "type": provider_type.value,
             "label": provider_type.label,
             "default_base_url": DEFAULT_BASE_URLS.get(provider_type, ""),
+            "base_url_required": provider_type in BASE_URL_REQUIRED,
             "capabilities": capabilities_of(provider_type),
+            "fields": connection_fields_of(provider_type),
+            "presets": [vars(preset) for preset in PRESETS.get(provider_type, ())],
         }
         for provider_type in ProviderType
     ]
@@ -90,3 +107,29 @@ def route_get(*, route_id: int) -> Route:
 
 def route_named_by(route_id: int | None, *, field: str) -> Route | None:
     return _named_by(Route, "route", route_id, field=field)
+
+
+def connection_uses(connection: ModelConnection) -> dict[str, list[str]]:
+    """What ``connection`` is used for, by the kind of call it is made for (ProbeMode values, in
+    their order), each with who uses it that way: a project's chat and a chat route's target call
+    chat; a store's and a project's embeddings call embeddings; a store's or rerank route's
+    reranking calls its rerank API, or chat for a chat model that reranks (the ``llm`` backend).
+    Empty when nothing uses it."""
+    reranks = ProbeMode.RERANK if connection.provider_type in RERANK_API_PROVIDERS.values() else ProbeMode.CHAT
+    found: dict[str, list[str]] = {mode: [] for mode in ProbeMode.values}
+    found[ProbeMode.CHAT] += [
+        f"chat of project “{name}”" for name in connection.chat_projects.values_list("name", flat=True)
+    ]
+    found[ProbeMode.EMBEDDING] += [
+        f"embeddings of store “{name}”" for name in connection.embedding_stores.values_list("name", flat=True)
+    ]
+    found[ProbeMode.EMBEDDING] += [
+        f"embeddings of project “{name}”" for name in connection.embedding_projects.values_list("name", flat=True)
+    ]
+    found[reranks] += [
+        f"reranking of store “{name}”"
+        for name in connection.rerank_stores.filter(rerank=True).values_list("name", flat=True)
+    ]
+    for kind, name in connection.route_targets.values_list("route__kind", "route__name").distinct():
+        found[ProbeMode.CHAT if kind == RouteKind.CHAT else reranks].append(f"{kind} route “{name}”")
+    return {mode: users for mode, users in found.items() if users}

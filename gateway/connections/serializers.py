@@ -24,15 +24,21 @@ MAX_PRICE = 100000
 FIRST_BYTE_TIMEOUT_RANGE = (0.1, 3600.0)
 
 
-class ConnectionInput(StrictInput):
-    name = serializers.CharField(max_length=100)
+class ConnectionSettingsInput(StrictInput):
+    """What decides where and how a connection calls: a connection without its name."""
+
     provider_type = serializers.ChoiceField(choices=ProviderType.choices)
     base_url = serializers.CharField(max_length=2048, required=False, allow_blank=True, default="")
     model_name = serializers.CharField(max_length=128)
     dimensions = serializers.IntegerField(required=False, allow_null=True, default=None)
+    api_version = serializers.CharField(max_length=32, required=False, allow_blank=True, default="")
     api_key = serializers.CharField(
         max_length=4096, required=False, allow_blank=True, default="", trim_whitespace=True, write_only=True
     )
+
+
+class ConnectionInput(ConnectionSettingsInput):
+    name = serializers.CharField(max_length=100)
 
 
 class PriceListQuery(serializers.Serializer):
@@ -50,6 +56,7 @@ class ConnectionOutput(serializers.ModelSerializer):
             "provider_type",
             "base_url",
             "model_name",
+            "api_version",
             "dimensions",
             "api_key_masked",
             "private_upstream",
@@ -59,18 +66,43 @@ class ConnectionOutput(serializers.ModelSerializer):
             "last_test_latency_ms",
             "last_test_dimensions",
             "last_test_error",
+            "last_test_modes",
             "created_at",
             "updated_at",
         ]
 
 
 class ConnectionTestInput(StrictInput):
+    # None: what the connection is used for (see services.connection_test).
     mode = serializers.ChoiceField(choices=ProbeMode.choices, required=False, allow_null=True, default=None)
+
+
+class ConnectionTrialInput(ConnectionSettingsInput, ConnectionTestInput):
+    """A connection tried before it is saved: the create body without its name, the test's mode,
+    and optionally the connection being edited (whose stored key an empty ``api_key`` stands
+    for)."""
+
+    connection_id = serializers.IntegerField(min_value=1, max_value=2**31 - 1, required=False, allow_null=True)
+
+
+class ProbeResultOutput(serializers.Serializer):
+    mode = serializers.CharField()
+    ok = serializers.BooleanField()
+    reply = serializers.CharField(allow_null=True, allow_blank=True)
+    dimensions = serializers.IntegerField(allow_null=True)
+    ranked = serializers.IntegerField(allow_null=True)
+    latency_ms = serializers.IntegerField()
+    error = serializers.CharField(allow_blank=True)
 
 
 class ConnectionTestOutput(serializers.Serializer):
     ok = serializers.BooleanField()
+    # The first mode tried; `modes` holds them all, `results` each one's outcome.
     mode = serializers.CharField()
+    modes = serializers.ListField(child=serializers.CharField())
+    why = serializers.CharField()
+    summary = serializers.CharField()
+    results = ProbeResultOutput(many=True)
     dimensions = serializers.IntegerField(allow_null=True)
     reply = serializers.CharField(allow_null=True, allow_blank=True)
     latency_ms = serializers.IntegerField()
@@ -173,8 +205,19 @@ class ProviderCapabilitiesOutput(serializers.Serializer):
     streaming_usage = serializers.BooleanField()
 
 
+class PresetOutput(serializers.Serializer):
+    name = serializers.CharField()
+    label = serializers.CharField()
+    base_url = serializers.CharField()
+    example_model = serializers.CharField()
+    embeddings = serializers.BooleanField()
+
+
 class ProviderTypeOutput(serializers.Serializer):
     type = serializers.CharField()
     label = serializers.CharField()
-    default_base_url = serializers.CharField()
+    default_base_url = serializers.CharField(allow_blank=True)
+    base_url_required = serializers.BooleanField()
     capabilities = ProviderCapabilitiesOutput()
+    fields = serializers.ListField(child=serializers.CharField())
+    presets = PresetOutput(many=True)

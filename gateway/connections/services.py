@@ -13,12 +13,14 @@ from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 from django.utils import timezone
 
-from gateway.connections import http
-from gateway.connections.credentials import mask_api_key, seal_api_key
+from gateway.connections import http, selectors
+from gateway.connections.credentials import mask_api_key, open_api_key, seal_api_key
 from gateway.connections.models import (
+    BASE_URL_REQUIRED,
     MAX_ROUTE_TARGETS,
     PRICE_KEY_FIELDS,
     RATE_FIELDS,
+    RERANK_API_PROVIDERS,
     Capability,
     ModelConnection,
     ModelPrice,
@@ -29,15 +31,17 @@ from gateway.connections.models import (
     RouteKind,
     RouteStrategy,
     RouteTarget,
+    capabilities_of,
     why_cannot,
     why_route_cannot_use,
 )
 from gateway.connections.prices import builtin_values
 from gateway.connections.providers import local_model
-from gateway.connections.providers.chat import chat_provider
-from gateway.connections.providers.embeddings import effective_base_url, embedding_provider
-from gateway.connections.selectors import connection_named_by
+from gateway.connections.providers.chat import NoChat, chat_provider
+from gateway.connections.providers.embeddings import NoEmbeddings, effective_base_url, embedding_provider
+from gateway.connections.providers.rerank import NoRerank, backend_of, reranker
 from ragmux.core.audit import audit_change, snapshot
+from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import Conflict, InvalidInput, UpstreamFailed
 
 # A model's name, and a route's (which clients send as `model`): a letter or digit, then these.
@@ -45,12 +49,22 @@ _NAME_CHARACTERS = "A-Za-z0-9._:/@-"
 MODEL_NAME = re.compile(rf"^[A-Za-z0-9][{_NAME_CHARACTERS}]{{0,127}}$")
 ROUTE_NAME = re.compile(rf"^[A-Za-z0-9][{_NAME_CHARACTERS}]{{0,{Route._meta.get_field('name').max_length - 1}}}$")
 MODEL_NAME_RULE = "1-128 letters, digits or . _ : / @ - and must not contain .."
+# Azure's dated API versions (`2024-10-21`, `2025-04-01-preview`).
+API_VERSION = re.compile(r"^\d{4}-\d{2}-\d{2}(-preview)?$")
 MAX_DIMENSIONS = 16000
 PROBE_TIMEOUT = 60.0
 # Fields that decide what a stored vector means; they cannot change under stored vectors.
 VECTOR_DEFINING_FIELDS = ("provider_type", "model_name", "dimensions")
 # What the audit trail keeps of a connection: the key only as its masked hint.
-AUDITED_CONNECTION_FIELDS = ("name", "provider_type", "base_url", "model_name", "dimensions", "api_key_masked")
+AUDITED_CONNECTION_FIELDS = (
+    "name",
+    "provider_type",
+    "base_url",
+    "model_name",
+    "api_version",
+    "dimensions",
+    "api_key_masked",
+)
 AUDITED_PRICE_FIELDS = (*PRICE_KEY_FIELDS, *RATE_FIELDS, "source")
 AUDITED_ROUTE_FIELDS = ("name", "kind", "strategy")
 # A target as the trail keeps it, in the route's order.
@@ -69,8 +83,8 @@ def _validate_base_url(provider_type: str, base_url: str) -> str:
             raise InvalidInput("a local connection has no base_url", field="base_url")
         return ""
     if not base_url:
-        if provider_type == ProviderType.CUSTOM_OPENAI:
-            raise InvalidInput("base_url is required for custom_openai", field="base_url")
+        if provider_type in BASE_URL_REQUIRED:
+            raise InvalidInput(f"base_url is required for {provider_type}", field="base_url")
         default = effective_base_url(provider_type, "")
         if default:
             # The provider's default is where calls will go: a private one (Ollama's localhost)
@@ -105,10 +119,31 @@ def _check_host(parts, url: str, *, unresolvable_ok: bool) -> None:
             raise InvalidInput(f"base_url host {parts.hostname!r} cannot be used: {exc}", field="base_url") from None
 
 
-def _validate_fields(*, name: str, provider_type: str, base_url: str, model_name: str, dimensions: int | None):
+def _validate_api_version(provider_type: str, api_version: str) -> str:
+    api_version = api_version.strip()
+    if api_version and provider_type != ProviderType.AZURE_OPENAI:
+        raise InvalidInput("api_version applies to azure_openai connections only", field="api_version")
+    if api_version and not API_VERSION.match(api_version):
+        raise InvalidInput(
+            "api_version must be a dated Azure API version such as 2024-10-21 or 2025-04-01-preview, "
+            "or empty for the v1 API",
+            field="api_version",
+        )
+    return api_version
+
+
+def _validate_fields(
+    *, name: str, provider_type: str, base_url: str, model_name: str, dimensions: int | None, api_version: str
+):
     name = name.strip()
     if not name:
         raise InvalidInput("name is required", field="name")
+    return (name, *_validate_settings(provider_type, base_url, model_name, dimensions, api_version))
+
+
+def _validate_settings(provider_type: str, base_url: str, model_name: str, dimensions: int | None, api_version: str):
+    """What decides where and how a connection calls, checked and normalised (a saved and an
+    unsaved connection alike)."""
     if provider_type not in ProviderType.values:
         raise InvalidInput(f"provider_type must be one of {', '.join(ProviderType.values)}", field="provider_type")
     model_name = model_name.strip()
@@ -122,8 +157,9 @@ def _validate_fields(*, name: str, provider_type: str, base_url: str, model_name
         if dimensions not in (None, local_model.DIMENSIONS):
             raise InvalidInput(f"{local_model.MODEL_NAME} has {local_model.DIMENSIONS} dimensions", field="dimensions")
         dimensions = local_model.DIMENSIONS
+    api_version = _validate_api_version(provider_type, api_version)
     base_url = _validate_base_url(provider_type, base_url)
-    return name, model_name, base_url, dimensions
+    return model_name, base_url, dimensions, api_version
 
 
 def _set_api_key(connection: ModelConnection, api_key: str) -> None:
@@ -140,10 +176,16 @@ def connection_create(
     model_name: str,
     dimensions: int | None,
     api_key: str,
+    api_version: str = "",
     actor=None,
 ) -> ModelConnection:
-    name, model_name, base_url, dimensions = _validate_fields(
-        name=name, provider_type=provider_type, base_url=base_url, model_name=model_name, dimensions=dimensions
+    name, model_name, base_url, dimensions, api_version = _validate_fields(
+        name=name,
+        provider_type=provider_type,
+        base_url=base_url,
+        model_name=model_name,
+        dimensions=dimensions,
+        api_version=api_version,
     )
     if ModelConnection.objects.filter(name=name).exists():
         raise Conflict(f"a connection named {name!r} already exists", code="duplicate_name")
@@ -153,6 +195,7 @@ def connection_create(
         base_url=base_url,
         model_name=model_name,
         dimensions=dimensions,
+        api_version=api_version,
         private_upstream=bool(base_url) and http.url_is_private(base_url),
     )
     # The ciphertext is bound to the row id, so it can only be sealed once the row exists.
@@ -174,10 +217,16 @@ def connection_update(
     model_name: str,
     dimensions: int | None,
     api_key: str,
+    api_version: str = "",
     actor=None,
 ) -> ModelConnection:
-    name, model_name, base_url, dimensions = _validate_fields(
-        name=name, provider_type=provider_type, base_url=base_url, model_name=model_name, dimensions=dimensions
+    name, model_name, base_url, dimensions, api_version = _validate_fields(
+        name=name,
+        provider_type=provider_type,
+        base_url=base_url,
+        model_name=model_name,
+        dimensions=dimensions,
+        api_version=api_version,
     )
     if ModelConnection.objects.filter(name=name).exclude(pk=connection.pk).exists():
         raise Conflict(f"a connection named {name!r} already exists", code="duplicate_name")
@@ -198,6 +247,7 @@ def connection_update(
     connection.base_url = base_url
     connection.model_name = model_name
     connection.dimensions = dimensions
+    connection.api_version = api_version
     connection.private_upstream = bool(base_url) and http.url_is_private(base_url)
     if api_key.strip():
         _set_api_key(connection, api_key.strip())
@@ -247,34 +297,162 @@ def _chat_reply(connection: ModelConnection) -> str:
     return content if isinstance(content, str) else ""
 
 
-def connection_test(*, connection: ModelConnection, mode: str | None = None, actor=None) -> dict:
-    """Probes the connection (one embedding, or a one-token chat answer) and records the outcome.
+def _ranked_count(connection: ModelConnection) -> int:
+    """How many passages a rerank API ranks of a two-passage probe."""
+    probe = reranker(connection, backend=backend_of(connection), timeout=PROBE_TIMEOUT)
+    return len(probe.rerank("ping", ["ping", "pong"], top_n=2).ranking)
 
-    Without a mode a connection that can embed is probed with an embedding, the others with chat.
-    """
-    mode = mode or (ProbeMode.EMBEDDING if connection.supports_embeddings else ProbeMode.CHAT)
-    refusal = why_cannot(connection, Capability.EMBED if mode == ProbeMode.EMBEDDING else Capability.CHAT)
-    if refusal is not None:
-        raise InvalidInput(refusal, field="mode")
-    outcome = {"ok": True, "mode": mode, "dimensions": None, "reply": None, "error": ""}
+
+# What each probe says of the model it reached, in the outcome's field of that name.
+_PROBES = {
+    ProbeMode.CHAT: ("reply", _chat_reply),
+    ProbeMode.EMBEDDING: ("dimensions", embedding_width),
+    ProbeMode.RERANK: ("ranked", _ranked_count),
+}
+_CAPABILITY_MODES = {"chat": ProbeMode.CHAT, "embeddings": ProbeMode.EMBEDDING, "rerank": ProbeMode.RERANK}
+MODE_NOUNS = {ProbeMode.CHAT: "chat", ProbeMode.EMBEDDING: "embeddings", ProbeMode.RERANK: "rerank"}
+
+
+def _probe(connection: ModelConnection, mode: str) -> dict:
+    field, call = _PROBES[mode]
+    result = {"mode": mode, "ok": True, "reply": None, "dimensions": None, "ranked": None, "error": ""}
     started = time.monotonic()
     try:
-        if mode == ProbeMode.EMBEDDING:
-            outcome["dimensions"] = embedding_width(connection)
-        else:
-            outcome["reply"] = _chat_reply(connection)
-    except UpstreamFailed as exc:
-        outcome.update(ok=False, error=str(exc)[:512])
-    outcome["latency_ms"] = int((time.monotonic() - started) * 1000)
+        result[field] = call(connection)
+    except (UpstreamFailed, NoChat, NoEmbeddings, NoRerank) as exc:
+        result.update(ok=False, error=str(exc)[:512])
+    result["latency_ms"] = int((time.monotonic() - started) * 1000)
+    return result
+
+
+def _result_said(result: dict) -> str:
+    noun = MODE_NOUNS[result["mode"]]
+    if not result["ok"]:
+        return f"{noun} failed after {result['latency_ms']} ms: {result['error']}"
+    if result["mode"] == ProbeMode.CHAT:
+        answered = f"answered “{result['reply']}”" if result["reply"] else "answered (an empty reply)"
+    elif result["mode"] == ProbeMode.EMBEDDING:
+        answered = f"answered with vectors of {result['dimensions']} dimensions"
+    else:
+        answered = f"ranked {result['ranked']} of 2 passages"
+    return f"{noun} {answered} in {result['latency_ms']} ms"
+
+
+def _sentence(text: str) -> str:
+    text = text.rstrip(". ")
+    return f"{text[:1].upper()}{text[1:]}."
+
+
+def _test_plan(connection: ModelConnection, mode: str | None, uses: dict[str, list[str]]) -> tuple[list[str], str]:
+    """The modes a test tries, and why those, in words: the one asked for, else what the
+    connection is used for, else everything its type can do."""
+    if mode:
+        return [mode], f"Tried {MODE_NOUNS[mode]}, as asked"
+    if uses:
+        used = ", ".join(f"{MODE_NOUNS[m]} ({', '.join(users)})" for m, users in uses.items())
+        return list(uses), f"Tried what it is used for: {used}"
+    able = [m for capability, m in _CAPABILITY_MODES.items() if capabilities_of(connection.provider_type)[capability]]
+    label = ProviderType(connection.provider_type).label
+    return (
+        able,
+        f"Not used yet, so tried everything its type ({label}) can do: {', '.join(MODE_NOUNS[m] for m in able)}",
+    )
+
+
+def _tested(connection: ModelConnection, mode: str | None, uses: dict[str, list[str]]) -> dict:
+    """The outcome of probing ``connection``: each mode's result, and whether it passed. A
+    connection in use passes when every use answered; an unused one when anything did (an
+    embedding model that cannot chat is still a good embedding connection)."""
+    refusal = _why_cannot_probe(connection, mode) if mode else None
+    if refusal is not None:
+        raise InvalidInput(refusal, field="mode")
+    modes, why = _test_plan(connection, mode, uses)
+    results = [_probe(connection, m) for m in modes]
+    answered = [r["ok"] for r in results]
+    ok = any(answered) if not mode and not uses else all(answered)
+    failed = [r for r in results if not r["ok"]]
+    first = {
+        field: next((r[field] for r in results if r[field] is not None), None) for field in ("reply", "dimensions")
+    }
+    return {
+        "ok": ok,
+        "mode": modes[0],
+        "modes": modes,
+        "why": why,
+        "summary": f"{why}. {_sentence('; '.join(_result_said(r) for r in results))}",
+        "results": results,
+        **first,
+        "latency_ms": sum(r["latency_ms"] for r in results),
+        # Each failure, named by its mode when several were tried.
+        "error": "; ".join(
+            f"{MODE_NOUNS[r['mode']]}: {r['error']}" if len(results) > 1 else r["error"] for r in failed
+        )[:512],
+    }
+
+
+def _why_cannot_probe(connection: ModelConnection, mode: str) -> str | None:
+    """Why ``connection`` cannot be probed in ``mode``; None when it can. Only a rerank API is
+    probed by a ranking: a chat model reranks by chat, which is its chat probe."""
+    if mode != ProbeMode.RERANK:
+        return why_cannot(connection, Capability.EMBED if mode == ProbeMode.EMBEDDING else Capability.CHAT)
+    if connection.provider_type in RERANK_API_PROVIDERS.values():
+        return None
+    return (
+        f'the {connection.provider_type} connection "{connection.name}" has no rerank API: '
+        "a store reranks with it by chat, so test its chat"
+    )
+
+
+def connection_test(*, connection: ModelConnection, mode: str | None = None, actor=None) -> dict:
+    """Probes the connection and records the outcome. Without a mode it tries what the
+    connection is used for (a project's chat, a store's embeddings, a store's reranking), and an
+    unused connection everything its type can do (see :func:`_tested`)."""
+    outcome = _tested(connection, mode, selectors.connection_uses(connection))
     ModelConnection.objects.filter(pk=connection.pk).update(
         last_test_at=timezone.now(),
         last_test_ok=outcome["ok"],
         last_test_latency_ms=outcome["latency_ms"],
         last_test_dimensions=outcome["dimensions"],
         last_test_error=outcome["error"],
+        last_test_modes=outcome["modes"],
     )
-    _audit_connection(connection, actor=actor, action="connection.test", after=outcome)
+    audited = {name: outcome[name] for name in ("ok", "modes", "why", "dimensions", "reply", "latency_ms", "error")}
+    _audit_connection(connection, actor=actor, action="connection.test", after=audited)
     return outcome
+
+
+def connection_trial(
+    *,
+    provider_type: str,
+    base_url: str,
+    model_name: str,
+    dimensions: int | None,
+    api_version: str,
+    api_key: str,
+    mode: str | None = None,
+    connection_id: int | None = None,
+) -> dict:
+    """Tests a connection before it is saved ("Test before saving"), checked as a save would be;
+    nothing is stored or audited and the key lives only in this call. With ``connection_id`` (the
+    connection being edited) an empty key is that connection's stored one, and its uses decide
+    what is tried."""
+    model_name, base_url, dimensions, api_version = _validate_settings(
+        provider_type, base_url, model_name, dimensions, api_version
+    )
+    saved = selectors.connection_named_by(connection_id, field="connection_id")
+    trial = ModelConnection(
+        name=saved.name if saved else "unsaved",
+        provider_type=provider_type,
+        base_url=base_url,
+        model_name=model_name,
+        dimensions=dimensions,
+        api_version=api_version,
+    )
+    try:
+        trial.trial_api_key = api_key.strip() or (open_api_key(saved) if saved else "")
+    except DecryptionFailed as exc:
+        raise InvalidInput(exc.message, field="api_key") from None
+    return _tested(trial, mode, selectors.connection_uses(saved) if saved else {})
 
 
 def _validate_price_model(model: str) -> str:
@@ -407,7 +585,7 @@ def _validated_targets(kind: str, targets: list[TargetSpec]) -> list[RouteTarget
     seen: dict[tuple[int, str], int] = {}
     for position, spec in enumerate(targets):
         field = f"targets.{position}"
-        connection = connection_named_by(spec.connection_id, field=f"{field}.connection_id")
+        connection = selectors.connection_named_by(spec.connection_id, field=f"{field}.connection_id")
         refusal = why_route_cannot_use(connection, kind)
         if refusal is not None:
             raise InvalidInput(f"{refusal}: a {kind} route cannot use it", field=f"{field}.connection_id")

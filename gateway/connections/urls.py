@@ -5,6 +5,7 @@ from gateway.connections import views
 urlpatterns = [
     path("provider-types", views.ProviderTypesApi.as_view()),
     path("models", views.ConnectionsApi.as_view()),
+    path("models/test", views.ConnectionTrialApi.as_view()),
     path("models/<id:connection_id>", views.ConnectionApi.as_view()),
     path("models/<id:connection_id>/test", views.ConnectionTestApi.as_view()),
     path("model-prices", views.PricesApi.as_view()),

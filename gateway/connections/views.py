@@ -11,6 +11,7 @@ from gateway.connections.serializers import (
     ConnectionOutput,
     ConnectionTestInput,
     ConnectionTestOutput,
+    ConnectionTrialInput,
     PriceCreateInput,
     PriceListQuery,
     PriceOutput,
@@ -72,6 +73,18 @@ class ConnectionTestApi(APIView):
         data.is_valid(raise_exception=True)
         outcome = services.connection_test(connection=connection, actor=request.user, **data.validated_data)
         return Response(ConnectionTestOutput(outcome).data)
+
+
+class ConnectionTrialApi(APIView):
+    """Tests a connection that is not saved (the form's "Test before saving"): nothing is stored,
+    and the key is never sent back."""
+
+    permission_classes = [AdminWrites]
+
+    def post(self, request):
+        data = ConnectionTrialInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(ConnectionTestOutput(services.connection_trial(**data.validated_data)).data)
 
 
 class PricesApi(APIView):

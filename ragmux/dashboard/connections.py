@@ -23,7 +23,7 @@ from ragmux.core.units import DOLLAR_PLACES, micros_to_dollars
 from ragmux.dashboard.access import page
 from ragmux.dashboard.forms import Form, attempt
 
-CONNECTION_FIELDS = ("name", "provider_type", "base_url", "model_name", "dimensions", "api_key")
+CONNECTION_FIELDS = ("name", "provider_type", "base_url", "model_name", "dimensions", "api_version", "api_key")
 PRICE_VALUES = RATE_FIELDS
 # The rates a price row may leave empty (the input rate applies, or no rerank price).
 OPTIONAL_PRICES = tuple(name for name in RATE_FIELDS if ModelPrice._meta.get_field(name).null)
@@ -46,7 +46,8 @@ def _connection_form_page(request, form: Form, *, connection=None):
         {
             "form": form,
             "connection": connection,
-            "provider_types": ProviderType.values,
+            # What each type takes and offers: the form shows only the fields that apply.
+            "provider_types": selectors.provider_type_list(),
             # The SSRF guard refused the host: the page says which setting would allow it.
             "blocked_host": urlsplit(str(form.values.get("base_url") or "")).hostname if blocked else None,
         },
@@ -118,14 +119,8 @@ def connection_test(request, connection_id: int):
         messages.error(request, f"“{connection.name}” was not tested: {tested.refusal.message}")
     else:
         outcome = tested.result
-        if outcome["ok"]:
-            messages.success(
-                request,
-                f"“{connection.name}” answered in {outcome['latency_ms']} ms "
-                f"with vectors of {outcome['dimensions']} dimensions.",
-            )
-        else:
-            messages.error(request, f"“{connection.name}” failed after {outcome['latency_ms']} ms: {outcome['error']}")
+        said = messages.success if outcome["ok"] else messages.error
+        said(request, f"“{connection.name}” {'works' if outcome['ok'] else 'failed'}. {outcome['summary']}")
     return redirect("dashboard:connections")
 
 

@@ -127,3 +127,88 @@ function filterOptions(select) {
 document.addEventListener("change", (event) => {
   if (event.target.matches("select[data-filters]")) filterOptions(event.target);
 });
+
+// The connection form: the provider types (GET /admin/api/provider-types, rendered into the page)
+// say which fields apply to each type, and a preset fills in its service's base URL. "Test before
+// saving" tries the typed connection through POST /admin/api/models/test; the typed key goes
+// there and nowhere else. Without the script every field shows and the form still saves.
+function setUpConnectionForm(form) {
+  const types = JSON.parse(document.getElementById("provider-types").textContent);
+  const byType = Object.fromEntries(types.map((type) => [type.type, type]));
+  const select = form.querySelector("#id_provider_type");
+  const presetBox = form.querySelector("[data-presets]");
+  const preset = presetBox.querySelector("select");
+  const baseUrl = form.querySelector("#id_base_url");
+  const model = form.querySelector("#id_model_name");
+  const editable = ["base_url", "dimensions", "api_version", "api_key"];
+
+  function showFields() {
+    const type = byType[select.value];
+    if (!type) return;
+    for (const name of editable) {
+      const input = form.querySelector(`#id_${name}`);
+      if (input) input.closest(".field").hidden = !type.fields.includes(name);
+    }
+    baseUrl.placeholder = type.default_base_url || (type.base_url_required ? "required" : "");
+    preset.replaceChildren(preset.options[0]);
+    for (const item of type.presets) {
+      const option = new Option(`${item.label} (${item.base_url})`, item.name);
+      option.selected = baseUrl.value === item.base_url;
+      preset.add(option);
+    }
+    presetBox.hidden = type.presets.length === 0;
+  }
+
+  preset.addEventListener("change", () => {
+    const item = (byType[select.value].presets || []).find((p) => p.name === preset.value);
+    if (!item) return;
+    baseUrl.value = item.base_url;
+    model.placeholder = item.example_model;
+  });
+  select.addEventListener("change", showFields);
+  showFields();
+
+  const button = form.querySelector("[data-trial]");
+  const said = form.querySelector("[data-trial-result]");
+  const token = form.querySelector("input[name=csrfmiddlewaretoken]").value;
+  button.hidden = false;
+  button.addEventListener("click", async () => {
+    const type = byType[select.value];
+    const body = { provider_type: select.value, model_name: model.value.trim() };
+    for (const name of editable) {
+      const input = form.querySelector(`#id_${name}`);
+      if (type.fields.includes(name) && input.value.trim()) body[name] = input.value.trim();
+    }
+    if (body.dimensions) body.dimensions = Number(body.dimensions);
+    if (form.dataset.connectionId) body.connection_id = Number(form.dataset.connectionId);
+    said.className = "trial-result";
+    said.textContent = "Testing…";
+    button.disabled = true;
+    try {
+      const response = await fetch("/admin/api/models/test", {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-CSRFToken": token },
+        body: JSON.stringify(body),
+      });
+      const answer = await response.json();
+      if (response.ok) {
+        said.classList.add(answer.ok ? "trial-ok" : "trial-failed");
+        said.textContent = `${answer.ok ? "Works" : "Failed"}: ${answer.summary}`;
+      } else {
+        said.classList.add("trial-failed");
+        said.textContent = `Not tested: ${answer.error.message}`;
+      }
+    } catch (error) {
+      said.classList.add("trial-failed");
+      said.textContent = `Not tested: ${error.message}`;
+    } finally {
+      button.disabled = false;
+    }
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const form = document.querySelector("form[data-connection-form]");
+  if (form) setUpConnectionForm(form);
+});

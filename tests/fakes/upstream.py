@@ -27,6 +27,8 @@ Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``
 - ``prompt_cache``: ``(read, written)``: the chat usage says that many prompt tokens were read
   from and written to the provider's prompt cache, each in the provider's own fields (OpenAI
   and Gemini report reads only).
+- ``deepseek_cache_hits``: the OpenAI chat usage counts that many prompt-cache hits in DeepSeek's
+  own fields;
 - ``answer``: the text of a non-streamed OpenAI chat answer;
 - ``rerank_results``: the indices a rerank route answers with (see ``tests.fakes.rerank``).
 
@@ -36,7 +38,8 @@ Failures (``status``) answer in the route's provider's own error format.
 test can make a request stall, or kill the process that sent it).
 
 Every request is recorded (:attr:`requests`) and counted per route (:meth:`calls`). The rerank
-routes (``cohere.rerank``, ``voyage.rerank``) are in ``tests.fakes.rerank``. The chat routes
+routes (``cohere.rerank``, ``voyage.rerank``) are in ``tests.fakes.rerank``, the Azure OpenAI ones
+(``azure.chat``, ``azure.v1_chat``, ...) in ``tests.fakes.azure``. The chat routes
 (``openai.chat``, ``anthropic.messages``, ``gemini.generate``, ``gemini.stream``, ``ollama.chat``) answer
 :data:`CHAT_ANSWER` in their provider's format, whole or streamed (a handler may return an
 iterator of byte pieces, written and flushed one by one), cut to the request's token limit
@@ -58,6 +61,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from tests.fakes.azure import register_azure_routes
 from tests.fakes.rerank import RERANK_PROMPT_MARK, register_rerank_routes, rerank_prompt_numbers
 
 STALL = b""  # yielded by a streamed reply: send nothing more and wait for the caller to hang up
@@ -86,6 +90,9 @@ class Knobs:
     # Sent as `Retry-After` with a failure: seconds, or an HTTP-date.
     retry_after: int | str | None = None
     prompt_cache: tuple[int, int] | None = None
+    # The OpenAI chat usage also counts this many prompt tokens as cache hits the way DeepSeek
+    # does (`prompt_cache_hit_tokens`, `prompt_cache_miss_tokens`), with no `prompt_tokens_details`.
+    deepseek_cache_hits: int | None = None
     # The text of a non-streamed OpenAI chat answer, instead of CHAT_ANSWER (or of a rerank answer).
     answer: str | None = None
     # The indices a rerank route answers with, in order (duplicates and out-of-range ones are sent
@@ -161,6 +168,9 @@ class FakeUpstream:
         self.embedder: Callable[[str, int], list[float]] = fake_vector
         self.on_request: Callable[[RecordedRequest], None] | None = None
         self.stopping = threading.Event()
+        # The request being answered, per server thread: for a handler that checks its headers
+        # or query (tests.fakes.azure).
+        self.current = threading.local()
         self._disconnects = 0
         self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
@@ -171,6 +181,7 @@ class FakeUpstream:
         _register_gemini_routes(self)
         _register_ollama_routes(self)
         register_rerank_routes(self)
+        register_azure_routes(self)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> FakeUpstream:
@@ -264,6 +275,7 @@ class FakeUpstream:
                 fail = knobs.status is not None and self._failures_left.get(route.name) != 0
                 if fail and self._failures_left.get(route.name) is not None:
                     self._failures_left[route.name] -= 1
+            self.current.request = request
             if self.on_request is not None:
                 self.on_request(request)
             if knobs.latency and hangs_up_within(knobs.latency):
@@ -350,24 +362,25 @@ def _tokens(texts: list[str]) -> int:
     return sum(len(t.split()) for t in texts)
 
 
+def openai_embeddings(up: FakeUpstream, payload: dict, match, knobs: Knobs) -> Reply:
+    """An OpenAI ``/embeddings`` answer (its items in reverse order, each with its index)."""
+    texts = payload.get("input")
+    texts = [texts] if isinstance(texts, str) else list(texts or [])
+    if knobs.malformed == "wrong_shape":
+        return json_reply({"object": "list", "results": []})
+    vectors = _vectors(up, texts, knobs)
+    reply = {
+        "object": "list",
+        "model": payload.get("model"),
+        "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in reversed(list(enumerate(vectors)))],
+    }
+    if not knobs.omit_usage:
+        reply["usage"] = {"prompt_tokens": _tokens(texts), "total_tokens": _tokens(texts)}
+    return json_reply(reply)
+
+
 def _register_embedding_routes(upstream: FakeUpstream) -> None:
-    @upstream.route("openai.embeddings", "POST", r"/v1/embeddings")
-    def openai_embeddings(up, payload, match, knobs):
-        texts = payload.get("input")
-        texts = [texts] if isinstance(texts, str) else list(texts or [])
-        if knobs.malformed == "wrong_shape":
-            return json_reply({"object": "list", "results": []})
-        vectors = _vectors(up, texts, knobs)
-        reply = {
-            "object": "list",
-            "model": payload.get("model"),
-            "data": [
-                {"object": "embedding", "index": i, "embedding": v} for i, v in reversed(list(enumerate(vectors)))
-            ],
-        }
-        if not knobs.omit_usage:
-            reply["usage"] = {"prompt_tokens": _tokens(texts), "total_tokens": _tokens(texts)}
-        return json_reply(reply)
+    upstream.route("openai.embeddings", "POST", r"/v1/embeddings")(openai_embeddings)
 
     @upstream.route("ollama.embed", "POST", r"/api/embed")
     def ollama_embed(up, payload, match, knobs):
@@ -401,6 +414,9 @@ def _chat_usage(payload: dict, knobs: Knobs) -> dict:
     usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
     if knobs.prompt_cache:
         usage["prompt_tokens_details"] = {"cached_tokens": knobs.prompt_cache[0]}
+    if knobs.deepseek_cache_hits is not None:
+        usage["prompt_cache_hit_tokens"] = knobs.deepseek_cache_hits
+        usage["prompt_cache_miss_tokens"] = prompt - knobs.deepseek_cache_hits
     return usage
 
 
@@ -414,40 +430,41 @@ def _openai_answer(payload: dict, knobs: Knobs) -> str:
     return CHAT_ANSWER
 
 
+def openai_chat(up: FakeUpstream, payload: dict, match, knobs: Knobs) -> Reply:
+    """An OpenAI chat answer, whole or streamed."""
+    base = {"id": "chatcmpl-fake", "created": 1700000000, "model": payload.get("model")}
+    if not payload.get("stream"):
+        reply = {
+            **base,
+            "object": "chat.completion",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": _openai_answer(payload, knobs)},
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+        if not knobs.omit_usage:
+            reply["usage"] = _chat_usage(payload, knobs)
+        return json_reply(reply)
+
+    def frame(choices: list, **extra) -> bytes:
+        body = {**base, "object": "chat.completion.chunk", "choices": choices, **extra}
+        return f"data: {json.dumps(body)}\n\n".encode()
+
+    deltas = [{"role": "assistant", "content": ""}] + [{"content": piece} for piece in _pieces(CHAT_ANSWER.split(" "))]
+    frames = [frame([{"index": 0, "delta": delta, "finish_reason": None}]) for delta in deltas]
+    frames.append(frame([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+    if (payload.get("stream_options") or {}).get("include_usage") and not knobs.omit_usage:
+        frames.append(frame([], usage=_chat_usage(payload, knobs)))
+    frames.append(b"data: [DONE]\n\n")
+    error = _sse(openai_error(500, knobs))
+    return 200, {"Content-Type": "text/event-stream"}, _stream_events(frames, knobs, error)
+
+
 def _register_chat_routes(upstream: FakeUpstream) -> None:
-    @upstream.route("openai.chat", "POST", r"/v1/chat/completions")
-    def openai_chat(up, payload, match, knobs):
-        base = {"id": "chatcmpl-fake", "created": 1700000000, "model": payload.get("model")}
-        if not payload.get("stream"):
-            reply = {
-                **base,
-                "object": "chat.completion",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": _openai_answer(payload, knobs)},
-                        "finish_reason": "stop",
-                    }
-                ],
-            }
-            if not knobs.omit_usage:
-                reply["usage"] = _chat_usage(payload, knobs)
-            return json_reply(reply)
-
-        def frame(choices: list, **extra) -> bytes:
-            body = {**base, "object": "chat.completion.chunk", "choices": choices, **extra}
-            return f"data: {json.dumps(body)}\n\n".encode()
-
-        deltas = [{"role": "assistant", "content": ""}] + [
-            {"content": piece} for piece in _pieces(CHAT_ANSWER.split(" "))
-        ]
-        frames = [frame([{"index": 0, "delta": delta, "finish_reason": None}]) for delta in deltas]
-        frames.append(frame([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
-        if (payload.get("stream_options") or {}).get("include_usage") and not knobs.omit_usage:
-            frames.append(frame([], usage=_chat_usage(payload, knobs)))
-        frames.append(b"data: [DONE]\n\n")
-        error = _sse(openai_error(500, knobs))
-        return 200, {"Content-Type": "text/event-stream"}, _stream_events(frames, knobs, error)
+    upstream.route("openai.chat", "POST", r"/v1/chat/completions")(openai_chat)
 
 
 # --------------------------------------------------------------------------------------------

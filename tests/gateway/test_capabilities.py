@@ -7,8 +7,8 @@ import pytest
 from gateway.connections.models import Capability, ModelConnection, ProviderType, why_cannot
 
 CAN = {
-    Capability.CHAT: {"openai", "custom_openai", "ollama", "gemini", "anthropic"},
-    Capability.EMBED: {"openai", "custom_openai", "ollama", "gemini", "local"},
+    Capability.CHAT: {"openai", "custom_openai", "azure_openai", "ollama", "gemini", "anthropic"},
+    Capability.EMBED: {"openai", "custom_openai", "azure_openai", "ollama", "gemini", "local"},
 }
 # Reranking, by the store's rerank backend: the dedicated APIs need their own provider, the llm
 # backend a connection that can chat.

@@ -106,6 +106,9 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
         ("admin/api/provider-types", "get"): NoInput(),
         ("admin/api/models", "get"): NoInput(),
         ("admin/api/models", "post"): Json(connection),
+        ("admin/api/models/test", "post"): Json(
+            {**{k: v for k, v in connection.items() if k != "name"}, "mode": "chat", "connection_id": ids["connection"]}
+        ),
         ("admin/api/models/<id:connection_id>", "get"): NoInput(),
         ("admin/api/models/<id:connection_id>", "put"): Json(connection),
         ("admin/api/models/<id:connection_id>", "delete"): NoInput(),

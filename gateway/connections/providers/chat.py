@@ -23,8 +23,8 @@ from gateway.connections.providers.chat_anthropic import AnthropicChat
 from gateway.connections.providers.chat_gemini import GeminiChat
 from gateway.connections.providers.chat_interface import ChatProvider, ChatStream, Once
 from gateway.connections.providers.chat_ollama import OllamaChat
-from gateway.connections.providers.chat_openai import CustomOpenAIChat, OpenAIChat
-from gateway.connections.providers.embeddings import effective_base_url
+from gateway.connections.providers.chat_openai import AzureOpenAIChat, CustomOpenAIChat, OpenAIChat
+from gateway.connections.providers.embeddings import adapter_options, effective_base_url
 from ragmux.core.errors import Conflict
 
 __all__ = ["ChatProvider", "ChatStream", "NoChat", "Once", "chat_provider"]
@@ -40,6 +40,7 @@ class NoChat(Conflict):
 _CHAT_PROVIDERS: dict[str, type[ChatProvider]] = {
     ProviderType.OPENAI: OpenAIChat,
     ProviderType.CUSTOM_OPENAI: CustomOpenAIChat,
+    ProviderType.AZURE_OPENAI: AzureOpenAIChat,
     ProviderType.ANTHROPIC: AnthropicChat,
     ProviderType.GEMINI: GeminiChat,
     ProviderType.OLLAMA: OllamaChat,
@@ -56,4 +57,5 @@ def chat_provider(connection: ModelConnection, *, model: str = "") -> ChatProvid
         base_url=effective_base_url(connection.provider_type, connection.base_url),
         api_key=open_api_key(connection),
         model=model or connection.model_name,
+        **adapter_options(connection),
     )

@@ -19,8 +19,9 @@ from urllib.parse import quote
 
 from gateway.connections import http
 from gateway.connections.credentials import open_api_key
-from gateway.connections.models import Capability, ModelConnection, ProviderType, why_cannot
-from gateway.connections.providers.upstream_errors import json_answer, malformed
+from gateway.connections.models import DEFAULT_BASE_URLS, Capability, ModelConnection, ProviderType, why_cannot
+from gateway.connections.providers import azure
+from gateway.connections.providers.upstream_errors import Classify, by_status, json_answer, malformed
 from ragmux.core.crypto import DecryptionFailed
 from ragmux.core.errors import Conflict, UpstreamFailed
 
@@ -83,6 +84,9 @@ class EmbeddingProvider(ABC):
 
 
 class _HttpEmbeddingProvider(EmbeddingProvider):
+    # How the provider's error bodies become the status, type and code a client gets.
+    classify: Classify = staticmethod(by_status)
+
     def __init__(self, *, base_url: str, api_key: str, model: str, dimensions: int | None, timeout: float | None):
         super().__init__(model=model, dimensions=dimensions)
         self.base_url = base_url
@@ -121,6 +125,7 @@ class _HttpEmbeddingProvider(EmbeddingProvider):
             content=content,
             headers=headers,
             retryable_statuses=RETRYABLE_STATUSES,
+            classify=self.classify,
         )
 
     def embed(self, texts: Sequence[str]) -> Embeddings:
@@ -161,6 +166,23 @@ class OpenAIEmbeddings(_HttpEmbeddingProvider):
 
 class CustomOpenAIEmbeddings(OpenAIEmbeddings):
     label = "custom_openai"
+
+
+class AzureOpenAIEmbeddings(OpenAIEmbeddings):
+    """OpenAI's embeddings under Azure's paths and key header (see azure.py)."""
+
+    label = "azure_openai"
+    classify = staticmethod(azure.classify)
+
+    def __init__(self, *, api_version: str, **kwargs):
+        super().__init__(**kwargs)
+        self.api_version = api_version
+
+    def _request(self, texts: Sequence[str]) -> tuple[str, dict, dict[str, str]]:
+        url = azure.operation_url(
+            self.base_url, deployment=self.model, api_version=self.api_version, operation="embeddings"
+        )
+        return url, self._inputs(texts), azure.headers(self.api_key)
 
 
 class OllamaEmbeddings(_HttpEmbeddingProvider):
@@ -221,16 +243,10 @@ class LocalEmbeddings(EmbeddingProvider):
         return Embeddings(self._check_vectors(vectors, len(texts)), tokens, True)
 
 
-DEFAULT_BASE_URLS = {
-    ProviderType.OPENAI: "https://api.openai.com/v1",
-    ProviderType.OLLAMA: "http://localhost:11434",
-    ProviderType.GEMINI: "https://generativelanguage.googleapis.com/v1beta",
-    ProviderType.ANTHROPIC: "https://api.anthropic.com",
-}
-
 _HTTP_PROVIDERS: dict[str, type[_HttpEmbeddingProvider]] = {
     ProviderType.OPENAI: OpenAIEmbeddings,
     ProviderType.CUSTOM_OPENAI: CustomOpenAIEmbeddings,
+    ProviderType.AZURE_OPENAI: AzureOpenAIEmbeddings,
     ProviderType.OLLAMA: OllamaEmbeddings,
     ProviderType.GEMINI: GeminiEmbeddings,
 }
@@ -242,7 +258,15 @@ def effective_base_url(provider_type: str, base_url: str) -> str:
         url += "/v1"
     if provider_type == ProviderType.OLLAMA and url.endswith("/v1"):
         url = url[: -len("/v1")]
+    if provider_type == ProviderType.AZURE_OPENAI:
+        url = azure.resource_url(url)
     return url
+
+
+def adapter_options(connection: ModelConnection) -> dict[str, str]:
+    """What an adapter of the connection's type needs beyond its URL, key and model: Azure's
+    ``api_version``."""
+    return {"api_version": connection.api_version} if connection.provider_type == ProviderType.AZURE_OPENAI else {}
 
 
 class NoEmbeddings(Conflict):
@@ -267,4 +291,5 @@ def embedding_provider(connection: ModelConnection, *, timeout: float | None = N
         model=connection.model_name,
         dimensions=connection.dimensions,
         timeout=timeout,
+        **adapter_options(connection),
     )

@@ -33,7 +33,13 @@ from django.conf import settings
 
 from gateway.connections import http
 from gateway.connections.credentials import open_api_key
-from gateway.connections.models import RERANK_API_PROVIDERS, Capability, ModelConnection, ProviderType, why_cannot
+from gateway.connections.models import (
+    DEFAULT_BASE_URLS,
+    RERANK_API_PROVIDERS,
+    Capability,
+    ModelConnection,
+    why_cannot,
+)
 from gateway.connections.pricing import DEFAULT_SEARCH_UNITS
 from gateway.connections.providers.chat import NoChat, chat_provider
 from gateway.connections.providers.chat_interface import ChatProvider
@@ -47,10 +53,6 @@ LLM_BACKEND = "llm"
 DEFAULT_TIMEOUTS = {LLM_BACKEND: 10.0, "cohere": 5.0, "voyage": 5.0}
 # Characters of each passage sent, by backend: a listwise prompt holds every candidate at once.
 PASSAGE_CHARS = {LLM_BACKEND: 800, "cohere": 4000, "voyage": 4000}
-DEFAULT_BASE_URLS = {
-    ProviderType.COHERE_RERANK: "https://api.cohere.com",
-    ProviderType.VOYAGE_RERANK: "https://api.voyageai.com",
-}
 # A number longer than this in a model's answer is no passage number (and int() of a huge one
 # is refused by Python anyway).
 _PASSAGE_NUMBER = re.compile(r"\d{1,6}")

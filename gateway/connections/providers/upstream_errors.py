@@ -119,6 +119,9 @@ def refusal(
         message = str(error.get("message") or "")
     elif isinstance(error, str):
         message = error
+    elif isinstance(body, dict) and isinstance(body.get("message"), str):
+        # Azure's gateway (a bad token) and Cohere answer `{"message": ...}` with no error object.
+        message = body["message"]
     if not message:
         message = content.decode("utf-8", errors="replace").strip() or "no details"
     message = redact(f"{label} answered HTTP {status}: {message}", secret)[:MAX_ERROR_MESSAGE]
@@ -141,9 +144,11 @@ def json_answer(
     content: bytes,
     headers: Mapping[str, str],
     retryable_statuses: Collection[int],
+    classify: Classify = by_status,
 ) -> object:
-    """The JSON body of a provider's answer whose error bodies say nothing a client needs: its
-    refusal relayed when the status is an error, a malformed-body failure when it is not JSON."""
+    """The JSON body of a provider's answer: its refusal relayed when the status is an error (read
+    by ``classify``; by default the status alone says it), a malformed-body failure when it is
+    not JSON."""
     if status >= 400:
         raise refusal(
             label=label,
@@ -151,7 +156,7 @@ def json_answer(
             status=status,
             content=content,
             headers=headers,
-            classify=by_status,
+            classify=classify,
             retryable_statuses=retryable_statuses,
         )
     try:

@@ -3,8 +3,10 @@ import subprocess
 import pytest
 
 from gateway.connections.models import ModelConnection
+from ragmux.core.models import AuditEntry
 from ragmux.launch.embedded import pg_tool
-from tests.factories import StoreFactory
+from tests.factories import ProjectFactory, RouteFactory, RouteTargetFactory, StoreFactory
+from tests.fakes.azure import AZURE_KEY
 
 SECRET = "sk-test-PLAINTEXT-0123456789abcdef"
 
@@ -106,7 +108,7 @@ def test_a_failing_probe_is_reported_and_recorded_not_raised(api, fake_upstream)
     admin = api("admin")
     fake_upstream.configure("openai.embeddings", status=401)
     created = admin.post("/admin/api/models", json=openai_body(fake_upstream)).json()
-    response = admin.post(f"/admin/api/models/{created['id']}/test")
+    response = admin.post(f"/admin/api/models/{created['id']}/test", json={"mode": "embedding"})
     assert response.status_code == 200
     outcome = response.json()
     assert outcome["ok"] is False
@@ -266,3 +268,211 @@ def test_a_host_that_does_not_resolve_is_a_400_naming_it(api, host):
 
     assert response.status_code == 400
     assert response.json()["error"]["fields"]["base_url"][0].startswith(f"base_url host {host!r} cannot be used")
+
+
+# --- a Test tries what the connection is used for (issue 31, point 1) ---------------------------
+
+
+def _created(admin, body) -> int:
+    response = admin.post("/admin/api/models", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def _last_audited_test(connection_id: int) -> dict:
+    return AuditEntry.objects.filter(action="connection.test", object_id=connection_id).first().after
+
+
+def test_a_chat_only_server_a_project_chats_with_is_tested_with_chat(api, fake_upstream):
+    admin = api("admin")
+    # A chat-only OpenAI-compatible server: it has no embeddings endpoint.
+    fake_upstream.configure("openai.embeddings", status=404)
+    body = openai_body(fake_upstream, name="vllm", provider_type="custom_openai", model_name="llama-3-8b")
+    connection_id = _created(admin, body)
+    ProjectFactory(name="support", chat_connection_id=connection_id)
+
+    outcome = admin.post(f"/admin/api/models/{connection_id}/test").json()
+
+    assert (outcome["ok"], outcome["modes"], outcome["error"]) == (True, ["chat"], "")
+    assert outcome["why"] == "Tried what it is used for: chat (chat of project “support”)"
+    assert outcome["summary"].startswith(outcome["why"] + ". Chat answered “")
+    assert fake_upstream.calls("openai.embeddings") == 0
+    assert _last_audited_test(connection_id)["modes"] == ["chat"]
+    stored = admin.get(f"/admin/api/models/{connection_id}").json()
+    assert (stored["last_test_ok"], stored["last_test_modes"]) == (True, ["chat"])
+
+
+def test_a_stores_embedding_connection_is_tested_with_embeddings_only(api, fake_upstream):
+    admin = api("admin")
+    connection_id = _created(admin, openai_body(fake_upstream))
+    StoreFactory(name="kb", embedding_connection_id=connection_id)
+
+    outcome = admin.post(f"/admin/api/models/{connection_id}/test").json()
+
+    assert (outcome["ok"], outcome["modes"], outcome["dimensions"]) == (True, ["embedding"], 8)
+    assert "embeddings (embeddings of store “kb”)" in outcome["why"]
+    assert fake_upstream.calls("openai.chat") == 0
+    assert _last_audited_test(connection_id)["modes"] == ["embedding"]
+
+
+def test_a_connection_used_for_chat_and_embeddings_fails_when_either_does(api, fake_upstream):
+    admin = api("admin")
+    fake_upstream.configure("openai.embeddings", status=404)
+    connection_id = _created(admin, openai_body(fake_upstream))
+    ProjectFactory(name="support", chat_connection_id=connection_id)
+    StoreFactory(name="kb", embedding_connection_id=connection_id)
+
+    outcome = admin.post(f"/admin/api/models/{connection_id}/test").json()
+
+    assert (outcome["ok"], outcome["modes"]) == (False, ["chat", "embedding"])
+    assert [r["ok"] for r in outcome["results"]] == [True, False]
+    assert outcome["error"].startswith("embeddings: openai answered HTTP 404")
+    assert "; Embeddings failed after" not in outcome["summary"] and "; embeddings failed after" in outcome["summary"]
+
+
+def test_a_stores_rerank_api_connection_is_tested_with_a_ranking(api, fake_upstream):
+    admin = api("admin")
+    body = openai_body(
+        fake_upstream,
+        name="cohere",
+        provider_type="cohere_rerank",
+        base_url=fake_upstream.url,
+        model_name="rerank-v3.5",
+    )
+    connection_id = _created(admin, body)
+    StoreFactory(name="kb", rerank=True, rerank_backend="cohere", rerank_connection_id=connection_id)
+
+    outcome = admin.post(f"/admin/api/models/{connection_id}/test").json()
+
+    assert (outcome["ok"], outcome["modes"], outcome["results"][0]["ranked"]) == (True, ["rerank"], 2)
+    assert "rerank (reranking of store “kb”)" in outcome["why"]
+    assert fake_upstream.calls("cohere.rerank") == 1
+    assert _last_audited_test(connection_id)["modes"] == ["rerank"]
+
+
+def test_a_chat_model_that_reranks_by_chat_is_tested_with_chat(api, fake_upstream):
+    admin = api("admin")
+    connection_id = _created(admin, openai_body(fake_upstream, model_name="gpt-4o-mini"))
+    RouteTargetFactory(route=RouteFactory(name="reranker", kind="rerank"), connection_id=connection_id)
+
+    outcome = admin.post(f"/admin/api/models/{connection_id}/test").json()
+
+    assert (outcome["ok"], outcome["modes"]) == (True, ["chat"])
+    assert "chat (rerank route “reranker”)" in outcome["why"]
+    refused = admin.post(f"/admin/api/models/{connection_id}/test", json={"mode": "rerank"})
+    assert refused.status_code == 400 and "has no rerank API" in refused.json()["error"]["message"]
+
+
+def test_an_unused_connection_is_tested_for_all_its_type_can_do_and_passes_when_one_answers(api, fake_upstream):
+    admin = api("admin")
+    # An embedding model: the chat endpoint refuses it.
+    fake_upstream.configure("openai.chat", status=404)
+    connection_id = _created(admin, openai_body(fake_upstream))
+
+    outcome = admin.post(f"/admin/api/models/{connection_id}/test").json()
+
+    assert (outcome["ok"], outcome["modes"], outcome["dimensions"]) == (True, ["chat", "embedding"], 8)
+    assert outcome["why"] == "Not used yet, so tried everything its type (OpenAI) can do: chat, embeddings"
+    assert (
+        "Chat failed after" in outcome["summary"]
+        and "embeddings answered with vectors of 8 dimensions" in (outcome["summary"])
+    )
+    assert _last_audited_test(connection_id)["modes"] == ["chat", "embedding"]
+
+
+# --- POST /admin/api/models/test: a connection tried before it is saved ---------------------------
+
+
+def trial_body(fake_upstream, **overrides):
+    body = {k: v for k, v in openai_body(fake_upstream).items() if k != "name"}
+    return {**body, **overrides}
+
+
+def test_an_unsaved_connection_is_tested_and_nothing_is_stored_or_echoed(api, fake_upstream):
+    admin = api("admin")
+    response = admin.post("/admin/api/models/test", json=trial_body(fake_upstream, mode="embedding"))
+    assert response.status_code == 200, response.text
+    outcome = response.json()
+    assert (outcome["ok"], outcome["modes"], outcome["dimensions"]) == (True, ["embedding"], 8)
+    assert SECRET not in response.text
+    assert fake_upstream.requests_to("openai.embeddings")[-1].headers["authorization"] == f"Bearer {SECRET}"
+    assert not ModelConnection.objects.exists()
+    assert not AuditEntry.objects.filter(action="connection.test").exists()
+
+
+def test_an_unsaved_azure_connection_is_tested_at_azures_paths(api, fake_upstream):
+    body = {
+        "provider_type": "azure_openai",
+        "base_url": fake_upstream.url,
+        "model_name": "chat-prod",
+        "api_version": "2024-10-21",
+        "api_key": AZURE_KEY,
+        "mode": "chat",
+    }
+    outcome = api("admin").post("/admin/api/models/test", json=body).json()
+    assert (outcome["ok"], outcome["modes"]) == (True, ["chat"]), outcome
+    sent = fake_upstream.requests_to("azure.chat")[-1]
+    assert sent.headers["api-key"] == AZURE_KEY
+
+
+def test_an_unsaved_edit_reuses_the_stored_key_and_the_connections_uses(api, fake_upstream):
+    admin = api("admin")
+    connection_id = _created(admin, openai_body(fake_upstream))
+    ProjectFactory(name="support", chat_connection_id=connection_id)
+    body = trial_body(fake_upstream, api_key="", connection_id=connection_id, model_name="gpt-4o")
+
+    outcome = admin.post("/admin/api/models/test", json=body).json()
+
+    assert (outcome["ok"], outcome["modes"]) == (True, ["chat"])
+    sent = fake_upstream.requests_to("openai.chat")[-1]
+    assert sent.headers["authorization"] == f"Bearer {SECRET}" and sent.json()["model"] == "gpt-4o"
+    assert admin.get(f"/admin/api/models/{connection_id}").json()["last_test_at"] is None
+
+
+def test_an_unreachable_unsaved_connection_is_said_in_words(api, settings):
+    from ragmux.launch.embedded import free_port
+
+    port = free_port()
+    body = {"provider_type": "custom_openai", "base_url": f"http://127.0.0.1:{port}/v1", "model_name": "m"}
+    outcome = api("admin").post("/admin/api/models/test", json={**body, "mode": "chat"}).json()
+    assert outcome["ok"] is False
+    assert outcome["error"] == (
+        f"Nothing is listening at http://127.0.0.1:{port} — check the base URL and that the server is running"
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"provider_type": "nope"}, "provider_type"),
+        ({"base_url": "http://10.9.8.7/v1"}, "base_url"),
+        ({"model_name": "../etc"}, "model_name"),
+        ({"api_version": "2024-10-21"}, "api_version"),
+        ({"mode": "rerank"}, "mode"),
+        ({"connection_id": 999999}, "connection_id"),
+        ({"name": "not a field here"}, "name"),
+    ],
+)
+def test_an_unsaved_connection_is_checked_as_a_save_would_be(api, fake_upstream, settings, overrides, field):
+    settings.PRIVATE_UPSTREAM_ALLOWLIST = ["127.0.0.1"]
+    response = api("admin").post("/admin/api/models/test", json=trial_body(fake_upstream, **overrides))
+    assert response.status_code == 400, response.text
+    assert field in response.json()["error"]["fields"]
+    assert fake_upstream.calls() == 0
+
+
+@pytest.mark.parametrize(("persona", "status"), [("editor", 403), ("viewer", 403), ("outsider", 403), (None, 401)])
+def test_only_admins_test_unsaved_connections(api, fake_upstream, persona, status):
+    response = api(persona).post("/admin/api/models/test", json=trial_body(fake_upstream))
+    assert response.status_code == status
+    assert fake_upstream.calls() == 0
+
+
+@pytest.mark.parametrize("persona", ["admin", "editor", "viewer"])
+def test_testing_an_unsaved_connection_takes_only_a_post(api, persona):
+    client = api(persona)
+    answers = [client.get("/admin/api/models/test")]
+    if persona == "admin":  # the others may write nothing here, whatever the method (403 above)
+        answers += [client.put("/admin/api/models/test", json={}), client.delete("/admin/api/models/test")]
+    assert {a.status_code for a in answers} == {405}
+    assert all(a.json()["error"]["code"] == "method_not_allowed" for a in answers)

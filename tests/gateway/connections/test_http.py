@@ -9,6 +9,7 @@ import ipaddress
 import socket
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx2 as httpx
 import pytest
 
 from gateway.connections import http
@@ -16,6 +17,11 @@ from ragmux.core.errors import UpstreamFailed, UpstreamTimeout
 from tests.fakes.forward_proxy import ForwardProxy
 
 PUBLIC_LOOKING = "api.models-example.com"
+
+
+def _raised_from(exc: BaseException, cause: BaseException) -> BaseException:
+    exc.__cause__ = cause
+    return exc
 
 
 @pytest.fixture
@@ -143,9 +149,14 @@ def test_a_slow_upstream_times_out_as_a_retryable_failure(fake_upstream):
 def test_a_refused_connection_is_a_retryable_failure(settings):
     from ragmux.launch.embedded import free_port
 
-    with pytest.raises(UpstreamFailed, match="connection failed") as failure:
-        http.request("GET", f"http://127.0.0.1:{free_port()}/", timeout=2)
+    port = free_port()
+    with pytest.raises(UpstreamFailed) as failure:
+        http.request("GET", f"http://127.0.0.1:{port}/some/path", timeout=2)
     assert failure.value.retryable is True
+    # Said in words, with what to check, and naming the origin only.
+    assert failure.value.message == (
+        f"Nothing is listening at http://127.0.0.1:{port} — check the base URL and that the server is running"
+    )
 
 
 def test_saving_a_connection_to_loopback_is_a_clear_400(api, settings, fake_upstream, hostile_dns):
@@ -272,3 +283,65 @@ def test_no_proxy_hosts_are_called_directly(settings, fake_upstream, forward_pro
     assert http.request("POST", f"{fake_upstream.url}/v1/embeddings", json_body={"input": ["x"]}).status == 200
     assert stream_body(f"{fake_upstream.url}/v1/embeddings")[0] == 200
     assert forward_proxy.carried == []
+
+
+ORIGIN = "http://gpu-box:8000"
+
+
+@pytest.mark.parametrize(
+    ("failure", "said"),
+    [
+        (
+            httpx.ConnectError("[Errno 111] Connection refused"),
+            f"Nothing is listening at {ORIGIN} — check the base URL and that the server is running",
+        ),
+        (
+            _raised_from(httpx.ConnectError("connect failed"), ConnectionRefusedError(111, "Connection refused")),
+            f"Nothing is listening at {ORIGIN} — check the base URL and that the server is running",
+        ),
+        (
+            httpx.ConnectError("[Errno 113] No route to host"),
+            "No network route to gpu-box — check the base URL and that this server's network can reach it",
+        ),
+        (
+            httpx.ConnectError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate"),
+            "The TLS certificate of gpu-box was not accepted — check the host name in the base URL and that the "
+            "server's certificate is valid",
+        ),
+        (
+            httpx.ConnectError("[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1000)"),
+            f"{ORIGIN} does not speak TLS — check whether the base URL should start with http://",
+        ),
+        (
+            httpx.RemoteProtocolError("Server disconnected without sending a response."),
+            f"{ORIGIN} closed the connection without an HTTP answer — check that the base URL's scheme (http or "
+            "https) and port are the API's",
+        ),
+        (
+            httpx.ReadError("[Errno 104] Connection reset by peer"),
+            f"{ORIGIN} closed the connection without an HTTP answer — check that the base URL's scheme (http or "
+            "https) and port are the API's",
+        ),
+        (httpx.ConnectError("boom"), f"The connection to {ORIGIN} failed (boom) — check the base URL"),
+    ],
+)
+def test_a_transport_failure_is_said_in_words_with_what_to_check(failure, said):
+    assert http.connection_failure_message(failure, f"{ORIGIN}/v1/chat/completions") == said
+
+
+def test_an_https_url_to_a_plain_http_server_says_so(fake_upstream):
+    https_url = fake_upstream.url.replace("http://", "https://")
+    with pytest.raises(UpstreamFailed) as failure:
+        http.request("POST", f"{https_url}/v1/embeddings", json_body={"input": ["x"]}, timeout=5)
+    assert failure.value.message == (
+        f"{https_url} does not speak TLS — check whether the base URL should start with http://"
+    )
+
+
+def test_a_host_that_cannot_be_found_is_said_in_words():
+    with pytest.raises(UpstreamFailed) as failure:
+        http.request("GET", "http://no-such-host.invalid/v1", timeout=2)
+    assert failure.value.message.startswith("The host no-such-host.invalid cannot be found (")
+    assert failure.value.message.endswith(
+        "— check the spelling of the base URL and that this server's DNS knows the host"
+    )

@@ -26,16 +26,26 @@ def test_every_provider_type_is_listed_with_its_label_default_url_and_capabiliti
         "local": EMBEDDINGS_ONLY,
         "cohere_rerank": RERANK_ONLY,
         "voyage_rerank": RERANK_ONLY,
+        "azure_openai": CHAT_AND_EMBEDDINGS,
     }
     assert listed["openai"] == {
         "type": "openai",
         "label": "OpenAI",
         "default_base_url": "https://api.openai.com/v1",
+        "base_url_required": False,
         "capabilities": CHAT_AND_EMBEDDINGS,
+        "fields": ["name", "provider_type", "base_url", "model_name", "dimensions", "api_key"],
+        "presets": [],
     }
     assert listed["gemini"]["default_base_url"] == "https://generativelanguage.googleapis.com/v1beta"
-    # A custom server has no default: the connection must name its URL.
-    assert listed["custom_openai"]["default_base_url"] == ""
+    # A custom server and an Azure resource have no default: the connection must name its URL.
+    for own in ("custom_openai", "azure_openai"):
+        assert (listed[own]["default_base_url"], listed[own]["base_url_required"]) == ("", True)
+    assert listed["cohere_rerank"]["default_base_url"] == "https://api.cohere.com"
+    # Only Azure takes an api_version; the local embedder has no URL, key or width to set.
+    assert [name for name, item in listed.items() if "api_version" in item["fields"]] == ["azure_openai"]
+    assert listed["local"]["fields"] == ["name", "provider_type", "model_name", "dimensions"]
+    assert "dimensions" not in listed["anthropic"]["fields"]
     assert all(item["label"] and item["label"] != item["type"] for item in listed.values())
 
 
@@ -61,3 +71,28 @@ def test_provider_types_cannot_be_written(api, persona):
     ]
     assert [r.status_code for r in attempts] == [405, 405]
     assert all(r.json()["error"]["code"] == "method_not_allowed" for r in attempts)
+
+
+def test_the_openai_compatible_presets_fill_in_their_services_base_url(api):
+    listed = {item["type"]: item for item in api("viewer").get("/admin/api/provider-types").json()}
+    presets = {preset["name"]: preset for preset in listed["custom_openai"]["presets"]}
+    assert {name: preset["base_url"] for name, preset in presets.items()} == {
+        "mistral": "https://api.mistral.ai/v1",
+        "xai": "https://api.x.ai/v1",
+        "groq": "https://api.groq.com/openai/v1",
+        "deepseek": "https://api.deepseek.com/v1",
+    }
+    assert [name for name, preset in presets.items() if preset["embeddings"]] == ["mistral"]
+    assert all(not item["presets"] for name, item in listed.items() if name != "custom_openai")
+
+
+def test_every_presets_example_model_has_a_built_in_price():
+    from gateway.connections.models import OPENAI_COMPATIBLE_PRESETS
+    from gateway.connections.prices import BUILTIN_PRICES
+
+    priced = [model for provider, model, *_ in BUILTIN_PRICES if provider == "custom_openai"]
+    for preset in OPENAI_COMPATIBLE_PRESETS:
+        assert any(
+            preset.example_model == model or (model.endswith("*") and preset.example_model.startswith(model[:-1]))
+            for model in priced
+        ), preset.name

@@ -126,17 +126,22 @@ def test_a_connection_is_created_its_key_masked_and_never_sent_back(as_role, fak
 
 
 def test_a_test_shows_the_width_and_latency_or_the_providers_error(as_role, fake_connection, fake_upstream):
+    StoreFactory(name="handbook", embedding_connection=fake_connection)
     admin = as_role("admin")
     url = f"/admin/connections/{fake_connection.pk}/test"
 
     page = text(admin.post(url, {"csrfmiddlewaretoken": csrf_token(admin)}, follow=True))
-    assert re.search(r"“fake-openai” answered in \d+ ms with vectors of 8 dimensions\.", page)
-    assert re.search(r"ok 8 dimensions in \d+ ms", page)
+    assert re.search(
+        r"“fake-openai” works\. Tried what it is used for: embeddings \(embeddings of store “handbook”\)\. "
+        r"Embeddings answered with vectors of 8 dimensions in \d+ ms\.",
+        page,
+    )
+    assert re.search(r"ok embedding · 8 dimensions in \d+ ms", page)
 
     fake_upstream.configure("openai.embeddings", status=401)
     page = text(admin.post(url, {"csrfmiddlewaretoken": csrf_token(admin)}, follow=True))
-    assert re.search(r"“fake-openai” failed after \d+ ms: .*401", page)
-    assert "failed" in page
+    assert re.search(r"“fake-openai” failed\. .* Embeddings failed after \d+ ms: .*401", page)
+    assert re.search(r"failed embedding: openai answered HTTP 401", page)
 
 
 def test_a_connection_in_use_is_not_deleted_and_the_page_says_by_what(as_role, fake_connection):

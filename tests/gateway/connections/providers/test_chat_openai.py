@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.connections.providers.chat_openai import CustomOpenAIChat, OpenAIChat
+from gateway.connections.providers.chat_openai import AzureOpenAIChat, CustomOpenAIChat, OpenAIChat
 from ragmux.core.errors import ServiceError
 from tests.helpers import client_error, sse, translated_stream
 
@@ -141,3 +141,83 @@ def test_an_upstream_error_message_never_carries_the_key():
 
 def test_an_empty_error_body_still_says_something():
     assert provider()._refusal(502, b"", {}).message == "openai answered HTTP 502: no details"
+
+
+DEEPSEEK_USAGE = {
+    "prompt_tokens": 120,
+    "completion_tokens": 5,
+    "total_tokens": 125,
+    "prompt_cache_hit_tokens": 100,
+    "prompt_cache_miss_tokens": 20,
+}
+
+
+def test_deepseeks_cache_hits_are_said_as_cached_prompt_tokens_and_its_own_fields_stay():
+    reply = {"choices": [{"index": 0}], "usage": DEEPSEEK_USAGE}
+    usage = provider(CustomOpenAIChat)._completion(reply)["usage"]
+    assert usage == {**DEEPSEEK_USAGE, "prompt_tokens_details": {"cached_tokens": 100}}
+
+
+def test_deepseeks_cache_hits_in_a_streams_usage_chunk_are_cached_prompt_tokens():
+    usage_chunk = {
+        "id": "c1",
+        "choices": [],
+        "usage": {**DEEPSEEK_USAGE, "prompt_tokens_details": {"cached_tokens": 0}},
+    }
+    [chunk] = translated_stream(provider(CustomOpenAIChat), sse(usage_chunk, "[DONE]"))
+    assert chunk["usage"]["prompt_tokens_details"] == {"cached_tokens": 100}
+    assert chunk["usage"]["prompt_cache_hit_tokens"] == 100
+
+
+def azure(api_version: str) -> AzureOpenAIChat:
+    return AzureOpenAIChat(
+        base_url="https://res.openai.azure.com", api_key=SECRET, model="chat prod", api_version=api_version
+    )
+
+
+@pytest.mark.parametrize(
+    ("api_version", "url"),
+    [
+        (
+            "2024-10-21",
+            "https://res.openai.azure.com/openai/deployments/chat%20prod/chat/completions?api-version=2024-10-21",
+        ),
+        ("", "https://res.openai.azure.com/openai/v1/chat/completions"),
+    ],
+)
+def test_azure_is_called_at_the_deployments_path_or_the_v1_path_with_its_key_header(api_version, url):
+    adapter = azure(api_version)
+    assert adapter._url(stream=True) == adapter._url(stream=False) == url
+    assert adapter._headers() == {"Content-Type": "application/json", "api-key": SECRET}
+    # The deployment goes as `model` too: the v1 API reads it there, the classic paths ignore it.
+    assert adapter._payload({"messages": MESSAGES}, stream=False)["model"] == "chat prod"
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "expected"),
+    [
+        (401, {"error": {"code": "401", "message": "Access denied"}}, (401, "authentication_error", "invalid_api_key")),
+        (404, {"error": {"code": "DeploymentNotFound", "message": "no"}}, (404, "not_found_error", "model_not_found")),
+        (429, {"error": {"code": "429", "message": "slow"}}, (429, "rate_limit_error", "rate_limit_exceeded")),
+        (
+            400,
+            {"error": {"code": "content_filter", "message": "filtered", "type": None, "param": "prompt"}},
+            (400, "invalid_request_error", "content_filter"),
+        ),
+        (404, {"error": {"code": "404", "message": "Resource not found"}}, (404, "not_found_error", None)),
+        (
+            500,
+            {"error": {"code": "InternalServerError", "message": "boom", "type": "server_error"}},
+            (500, "upstream_error", "InternalServerError"),
+        ),
+        # Azure's gateway refuses a bad token with no error object at all.
+        (401, {"statusCode": 401, "message": "Unauthorized"}, (401, "authentication_error", None)),
+    ],
+)
+def test_azure_error_bodies_are_said_in_openai_terms(status, body, expected):
+    import json
+
+    error = azure("")._refusal(status, json.dumps(body).encode(), {})
+    assert client_error(error)[:2] == expected[:2] and error.code == expected[2]
+    assert error.message.startswith(f"azure_openai answered HTTP {status}: ")
+    assert "{" not in error.message
