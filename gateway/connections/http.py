@@ -59,7 +59,11 @@ class ResponseTooLarge(UpstreamFailed):
 
 def _unreachable(message: str, *, retryable: bool) -> UpstreamFailed:
     """The call did not produce a usable HTTP response (transport, redirect)."""
-    return UpstreamFailed(message, code="upstream_unreachable", retryable=retryable)
+    failure = UpstreamFailed(message, code="upstream_unreachable", retryable=retryable)
+    # The message names the provider's address and what to check there: the operator's to read
+    # (the request log, the connection's Test), not a key holder's.
+    failure.client_message = "upstream unreachable"
+    return failure
 
 
 def _too_large(limit: int) -> ResponseTooLarge:

@@ -45,6 +45,9 @@ class ServiceError(Exception):
     retry_after: int | None = None
     # Which spend limit refused (`project` or `key`), said in OpenAI's envelope when set.
     scope: str | None = None
+    # What a `/v1` client is told instead of ``message``, when the message is for the operator's
+    # eyes only (the request log and the admin API keep ``message``).
+    client_message: str | None = None
 
     def __init__(self, message: str, *, code: str | None = None, openai_type: str | None = None, **extra: Any):
         super().__init__(message)
@@ -267,7 +270,7 @@ def openai_type_of(exc: ServiceError) -> str:
 
 
 def openai_error_body(exc: ServiceError) -> dict:
-    error = {"message": exc.message, "type": openai_type_of(exc), "code": exc.code}
+    error = {"message": exc.client_message or exc.message, "type": openai_type_of(exc), "code": exc.code}
     if exc.scope is not None:
         error["scope"] = exc.scope
     return {"error": error}

@@ -190,8 +190,11 @@ def test_unreachable_upstream_is_502(v1, project_key, project, chat_connection):
     ModelConnection.objects.filter(pk=chat_connection.pk).update(base_url="http://127.0.0.1:9/v1")
     response = v1(project_key).post("/chat/completions", json={"messages": MESSAGES})
     assert response.status_code == 502 and error_of(response)["code"] == "upstream_unreachable"
+    # The provider's address is the operator's to read (the log row), not the key holder's.
+    assert error_of(response)["message"] == "upstream unreachable"
     [row] = wait_for_logs(1, project=project)
     assert row.status_code == 502
+    assert row.error.startswith("Nothing is listening at http://127.0.0.1:9")
 
 
 @pytest.mark.parametrize("stream", [False, True])
