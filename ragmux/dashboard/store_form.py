@@ -271,6 +271,9 @@ class StoreForm(Form):
         )
         self.store = store
         self.connections = [c for c in connections if c.supports_embeddings]
+        if store is None and len(self.connections) == 1 and self.values.get("embedding_connection_id") is None:
+            # The one connection that can embed is the only choice: a new store takes it unasked.
+            self.values["embedding_connection_id"] = self.connections[0].pk
         self.rerank_connections = rerank_connection_choices(connections)
         self.rerank_routes = rerank_route_choices(rerank_routes)
 
