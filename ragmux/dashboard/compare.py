@@ -12,6 +12,7 @@ from django.http import QueryDict
 from ragmux.dashboard.forms import Form
 from retrieval.search import Hit, SearchOptions
 from retrieval.serializers import SearchInput
+from stores.backends import backend_available
 from stores.choices import SearchBackend
 from stores.models import RagStore
 
@@ -89,12 +90,17 @@ def search_input(values: dict[str, Any], query: str) -> dict[str, Any]:
 
 
 def configuration_from(params: QueryDict, side: str, query: str) -> Configuration:
+    """One side's settings from the page's query string, validated by the search API's input and
+    refused where the API would quietly change them: a backend this database cannot run (the API
+    falls back)."""
     values = {name: params.get(f"{side}-{name}", "") for name in (*SETTING_OF_INPUT, *WEIGHT_INPUTS, *RERANK_CHOICES)}
     for checkbox in (CHECKBOX, RERANK_CHECKBOX):
         values[checkbox] = f"{side}-{checkbox}" in params
     form = Form(initial=values, nested={"fusion_weights": WEIGHT_INPUT_OF_SIDE})
     data = form.validated(SearchInput, search_input(values, query))
-    overrides = None if data is None else {k: v for k, v in data.items() if k != "query"}
+    if values["backend"] in SearchBackend.values and not (status := backend_available(values["backend"])).available:
+        form.error("backend", f"{values['backend']} cannot run here: {status.reason}.")
+    overrides = None if data is None or form.errors else {k: v for k, v in data.items() if k != "query"}
     return Configuration(side, values, form.errors, overrides)
 
 

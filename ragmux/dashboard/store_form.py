@@ -199,6 +199,17 @@ RERANK_BACKEND_LINES = {
 }
 
 
+def search_backend_options() -> list[Option]:
+    """The search backends as every form offers them: one this database cannot run is shown,
+    marked and disabled."""
+    return [
+        Option(status.id, status.id)
+        if status.available
+        else Option(status.id, f"{status.id} (not available here)", True)
+        for status in backend_statuses()
+    ]
+
+
 def _initial(store: RagStore | None) -> dict[str, Any]:
     if store is None:
         values = {"embedding_connection_id": None, **store_defaults(), "name": ""}
@@ -333,10 +344,5 @@ class StoreForm(Form):
         if name == "search_mode":
             return [Option(value, value) for value in SearchMode.values]
         if name == "search_backend":
-            return [
-                Option(status.id, status.id if status.available else f"{status.id} (not available here)", True)
-                if not status.available
-                else Option(status.id, status.id)
-                for status in backend_statuses()
-            ]
+            return search_backend_options()
         return []

@@ -41,12 +41,17 @@ from ragmux.dashboard.pager import Pager, pager
 from ragmux.dashboard.quota import store_quota
 from ragmux.dashboard.request_logs import overview_usage
 from ragmux.dashboard.spend import overview_spend
-from ragmux.dashboard.store_form import StoreForm, rerank_connection_choices, rerank_route_choices
+from ragmux.dashboard.store_form import (
+    StoreForm,
+    rerank_connection_choices,
+    rerank_route_choices,
+    search_backend_options,
+)
 from ragmux.dashboard.uploads import summary, upload_outcomes
 from retrieval.rerank import reranked_search
 from retrieval.search import SearchResult, matching_words
 from stores import selectors, services
-from stores.choices import DocumentStatus, RerankBackend, SearchBackend, SearchMode
+from stores.choices import DocumentStatus, RerankBackend, SearchMode
 from stores.models import RagStore
 from stores.serializers import DocumentListQuery, StoreSettingsInput
 
@@ -342,6 +347,14 @@ class Column:
         return self.configuration.side.upper()
 
     @property
+    def heading(self) -> str:
+        """The column's title: the mode and backend that ran (those asked for when it did not run)."""
+        if self.result is not None:
+            return f"{self.label}: {self.result.mode} · {self.result.backend}"
+        values = self.configuration.values
+        return f"{self.label}: {values['mode']} · {values['backend']}"
+
+    @property
     def rerank_status(self) -> str:
         """What became of this column's rerank, in words."""
         report = self.result.rerank if self.result is not None else None
@@ -396,7 +409,7 @@ def search(request):
             "columns": columns,
             "compared": bool(query),
             "modes": SearchMode.values,
-            "backends": SearchBackend.values,
+            "backends": search_backend_options(),
             "rerank_backends": RerankBackend.values,
             "rerank_connections": rerank_connection_choices(connection_list()),
             "rerank_routes": rerank_route_choices(route_list(kind=RouteKind.RERANK)),

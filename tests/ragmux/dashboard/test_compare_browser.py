@@ -1,0 +1,69 @@
+"""Search compare as an admin meets it, on a store of a memo and a number table: the backends it
+offers are those this database runs, each explained in a line; every hit lists the query words
+it holds, shown in its snippet or not; each column shows only the figures its mode has, refusals
+are said in the form's words beside their inputs, and the rank markers have a legend."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.factories import PASSWORD
+from tests.helpers import sign_in
+
+pytestmark = pytest.mark.browser
+
+# The memo says "30" only after the window its snippet shows; the table says little else.
+MEMO = (
+    "Contractors must renew their badges every year. "
+    + "Unrelated filler sentence. " * 30
+    + "A pass expires 30 days after it is issued."
+)
+TABLE = "Rate table: 30 30 30 30 percent for 30 years."
+QUERY = "contractors expires after 30 days"
+
+
+@pytest.fixture
+def memos(fake_connection, ingest_now):
+    """A store whose chunks hold each file whole."""
+    from ingestion.services import IncomingFile, document_upload
+    from stores.services import store_create
+
+    store = store_create(name="memos", values={"embedding_connection_id": fake_connection.id, "chunk_size": 2000})
+    files = [IncomingFile("memo.txt", MEMO.encode()), IncomingFile("table.txt", TABLE.encode())]
+    assert document_upload(store=store, files=files).refusal is None
+    ingest_now()
+    return store
+
+
+def compare_address(store, query: str = QUERY, **sides: str) -> str:
+    return "/admin/search/?" + urlencode({"store": store.pk, "q": query, **sides})
+
+
+def test_the_backends_offered_are_those_the_store_form_offers(wide_page, personas, memos):
+    from stores.backends import backend_statuses
+
+    unavailable = [status.id for status in backend_statuses() if not status.available]
+    assert unavailable == ["pg_search"]  # the test database has no ParadeDB
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto(f"/admin/stores/{memos.pk}/settings")
+    offered = page.get_by_label("Search backend").locator("option")
+    store_form = [
+        (option.get_attribute("value"), option.inner_text(), option.is_disabled()) for option in offered.all()
+    ]
+    page.goto(f"/admin/search/?store={memos.pk}")
+    for side in ("a", "b"):
+        options = page.locator(f"#{side}-backend option")
+        assert [(o.get_attribute("value"), o.inner_text(), o.is_disabled()) for o in options.all()] == store_form
+    expect(page.locator("#a-backend option[value=pg_search]")).to_have_text("pg_search (not available here)")
+
+    # Asked for anyway (an old link): refused beside the input, never run as pgvector under its name.
+    page.goto(compare_address(memos, **{"a-mode": "lexical", "a-backend": "pg_search", "b-backend": "bm25"}))
+    column = page.locator("section.column[data-side=a]")
+    expect(page.locator("#a-backend ~ .field-error")).to_contain_text("pg_search cannot run here")
+    expect(column.get_by_role("alert")).to_have_text("Fix the settings of this configuration to run it.")
+    expect(column.locator(".backend-ran")).to_have_count(0)
+    expect(column.locator(".hit")).to_have_count(0)
