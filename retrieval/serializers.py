@@ -59,6 +59,7 @@ class HitOutput(serializers.Serializer):
     fts_rank = serializers.IntegerField()
     source = serializers.CharField(allow_blank=True)
     tags = serializers.ListField(child=serializers.CharField())
+    matched_terms = serializers.ListField(child=serializers.CharField())
 
     def to_representation(self, hit):
         body = super().to_representation(hit)

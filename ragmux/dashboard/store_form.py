@@ -12,7 +12,7 @@ from typing import Any
 from gateway.connections.models import Capability, why_cannot
 from ragmux.dashboard.forms import Form
 from stores.backends import backend_statuses, text_search_configs
-from stores.choices import ChunkingStrategy, RerankBackend, SearchMode
+from stores.choices import ChunkingStrategy, RerankBackend, SearchBackend, SearchMode
 from stores.models import STORE_SETTINGS, RagStore, store_defaults
 from stores.serializers import StoreCreateInput
 
@@ -196,6 +196,17 @@ RERANK_BACKEND_LINES = {
     RerankBackend.LLM: "the project's own chat model ranks them in one prompt (one extra completion, 0.5–3 s)",
     RerankBackend.COHERE: "Cohere Rerank, through a cohere_rerank connection (50–300 ms, billed per search)",
     RerankBackend.VOYAGE: "Voyage Rerank, through a voyage_rerank connection (50–300 ms, billed per token)",
+}
+
+
+# One line on each search backend: what ranks the lexical half, and how.
+SEARCH_BACKEND_LINES = {
+    SearchBackend.PGVECTOR: "PostgreSQL full text: ts_rank_cd counts how often and how close together the query's "
+    "words occur, and weighs a common word (a number such as 30) as much as a rare one.",
+    SearchBackend.BM25: "BM25 over the store's own word statistics: a word rare in the store weighs more than a common "
+    "one, and a long passage gains nothing from its length.",
+    SearchBackend.PG_SEARCH: "ParadeDB's BM25 index inside PostgreSQL, with its own tokenizer; it needs the pg_search "
+    "extension, and without it pgvector answers.",
 }
 
 

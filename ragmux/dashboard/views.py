@@ -42,6 +42,7 @@ from ragmux.dashboard.quota import store_quota
 from ragmux.dashboard.request_logs import overview_usage
 from ragmux.dashboard.spend import overview_spend
 from ragmux.dashboard.store_form import (
+    SEARCH_BACKEND_LINES,
     StoreForm,
     rerank_connection_choices,
     rerank_route_choices,
@@ -410,6 +411,7 @@ def search(request):
             "compared": bool(query),
             "modes": SearchMode.values,
             "backends": search_backend_options(),
+            "backend_lines": SEARCH_BACKEND_LINES.items(),
             "rerank_backends": RerankBackend.values,
             "rerank_connections": rerank_connection_choices(connection_list()),
             "rerank_routes": rerank_route_choices(route_list(kind=RouteKind.RERANK)),

@@ -67,3 +67,24 @@ def test_the_backends_offered_are_those_the_store_form_offers(wide_page, persona
     expect(column.get_by_role("alert")).to_have_text("Fix the settings of this configuration to run it.")
     expect(column.locator(".backend-ran")).to_have_count(0)
     expect(column.locator(".hit")).to_have_count(0)
+
+
+def test_the_backends_are_explained_and_each_hit_lists_the_words_it_matched(wide_page, personas, memos, shots):
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto(
+        compare_address(
+            memos, **{"a-mode": "lexical", "a-backend": "pgvector", "b-mode": "lexical", "b-backend": "bm25"}
+        )
+    )
+    lines = page.get_by_label("The search backends")
+    for backend in ("pgvector", "bm25", "pg_search"):
+        expect(lines.locator("dt", has_text=backend)).to_have_count(1)
+    expect(lines).to_contain_text("ts_rank_cd")
+    for side in ("a", "b"):
+        column = page.locator(f"section.column[data-side={side}]")
+        memo = column.locator(".hit", has_text="memo.txt")
+        expect(memo.locator(".snippet")).not_to_contain_text("30")
+        expect(memo.locator(".matched .term")).to_have_text(["contractors", "expires", "30", "days"])
+        expect(column.locator(".hit", has_text="table.txt").locator(".matched .term")).to_have_text(["30"])
+    shots(page, "search-compare-matched")
