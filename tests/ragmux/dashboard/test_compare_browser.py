@@ -88,3 +88,35 @@ def test_the_backends_are_explained_and_each_hit_lists_the_words_it_matched(wide
         expect(memo.locator(".matched .term")).to_have_text(["contractors", "expires", "30", "days"])
         expect(column.locator(".hit", has_text="table.txt").locator(".matched .term")).to_have_text(["30"])
     shots(page, "search-compare-matched")
+
+
+def test_each_column_shows_what_applies_and_refusals_are_said_in_words(wide_page, personas, memos, shots):
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto(compare_address(memos, **{"a-mode": "vector", "b-mode": "hybrid"}))
+    vector, hybrid = page.locator("section.column[data-side=a]"), page.locator("section.column[data-side=b]")
+    expect(vector.locator(".hit").first).to_be_visible()
+    expect(vector.get_by_text("Text search configuration")).to_have_count(0)
+    expect(vector.locator(".scores dt", has_text="fused score")).to_have_count(0)
+    expect(vector.locator(".scores dt", has_text="fts_rank")).to_have_count(0)
+    expect(hybrid.get_by_text("Text search configuration")).to_have_count(1)
+    expect(hybrid.locator(".hit").first.locator(".scores dt", has_text="fused score")).to_have_count(1)
+    legend = page.locator("#movement-legend")
+    expect(legend).to_contain_text("up 2")
+    expect(legend).to_contain_text("only here")
+    expect(vector.locator(".movement").first).to_have_attribute("aria-describedby", "movement-legend")
+    shots(page, "search-compare-vector")
+
+    page.goto(compare_address(memos, **{"a-vector_weight": "0", "a-lexical_weight": "0", "b-top_k": "99"}))
+    expect(page.locator("#a-vector_weight ~ .field-error")).to_have_text(
+        "Vector weight and Lexical weight cannot both be 0: give one of them a weight."
+    )
+    expect(page.locator("#b-top_k ~ .field-error")).to_have_text("Top k is at most 50 (0 takes the store's).")
+    expect(page.locator("#b-top_k")).to_have_attribute("max", "50")
+    assert "fusion_weights" not in page.content()
+    shots(page, "search-compare-refused")
+
+    page.goto(compare_address(memos, query="word " * 801))
+    expect(page.locator("#errors_q")).to_have_text("The query is too long: 4004 characters, at most 4000.")
+    expect(page.get_by_text("Fix the settings of this configuration")).to_have_count(0)
+    expect(page.locator("section.column")).to_have_count(0)
