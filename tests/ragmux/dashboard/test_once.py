@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import ProjectFactory
 from tests.helpers import post, text
 
 pytestmark = pytest.mark.django_db
@@ -13,15 +14,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def project(chat_connection):
-    from gateway.clients.services import project_create
-
-    return project_create(
-        name="support",
-        chat_connection_id=chat_connection.id,
-        embedding_connection_id=None,
-        store_id=None,
-        system_prompt="",
-    )
+    return ProjectFactory(name="support", chat_connection=chat_connection)
 
 
 def test_a_key_form_sent_twice_creates_one_key(as_role, project):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.factories import PASSWORD
+from tests.factories import PASSWORD, ProjectFactory
 from tests.helpers import sign_in
 
 pytestmark = pytest.mark.browser
@@ -16,15 +16,9 @@ pytestmark = pytest.mark.browser
 
 def test_reloading_a_new_key_creates_no_second_key(wide_page, personas, chat_connection, shots):
     from gateway.clients.models import GatewayKey
-    from gateway.clients.services import key_create, project_create
+    from gateway.clients.services import key_create
 
-    project = project_create(
-        name="falcon-bot",
-        chat_connection_id=chat_connection.id,
-        embedding_connection_id=None,
-        store_id=None,
-        system_prompt="",
-    )
+    project = ProjectFactory(name="falcon-bot", chat_connection=chat_connection)
     page = wide_page
     sign_in(page, "admin", PASSWORD)
     page.goto(f"/admin/projects/{project.pk}/")
@@ -57,6 +51,17 @@ def test_reloading_a_new_key_creates_no_second_key(wide_page, personas, chat_con
     assert GatewayKey.objects.filter(project=project).count() == 2
 
 
+def shown_then_reloaded(page, button: str, refusal: str) -> str:
+    """Sends a form whose answer shows a generated password, reloads that answer and checks that
+    it shows ``refusal`` and no password; the password first shown."""
+    page.get_by_role("button", name=button).click()
+    shown = page.locator(".banner code.secret").inner_text()
+    page.reload()  # Chromium sends the form's post again
+    expect(page.get_by_role("alert")).to_have_text(refusal)
+    expect(page.locator(".banner code.secret")).to_have_count(0)
+    return shown
+
+
 def test_reloading_a_generated_password_resets_it_no_second_time(wide_page, personas, shots):
     from django.contrib.auth import get_user_model
 
@@ -64,24 +69,16 @@ def test_reloading_a_generated_password_resets_it_no_second_time(wide_page, pers
     sign_in(page, "admin", PASSWORD)
     page.goto("/admin/users/")
     page.get_by_label("Username").fill("erin")
-    page.get_by_role("button", name="Create the user").click()
-    created = page.locator(".banner code.secret").inner_text()
-    page.reload()
-    expect(page.get_by_role("alert")).to_have_text(
-        "This user was already created; a generated password is shown only once."
+    created = shown_then_reloaded(
+        page, "Create the user", "This user was already created; a generated password is shown only once."
     )
-    expect(page.locator(".banner code.secret")).to_have_count(0)
     erin = get_user_model().objects.get(username="erin")
     assert erin.check_password(created)
 
     page.goto(f"/admin/users/{erin.pk}/")
-    page.get_by_role("button", name="Reset the password").click()
-    generated = page.locator(".banner code.secret").inner_text()
-    page.reload()
-    expect(page.get_by_role("alert")).to_have_text(
-        "This password was already reset; a generated password is shown only once."
+    generated = shown_then_reloaded(
+        page, "Reset the password", "This password was already reset; a generated password is shown only once."
     )
-    expect(page.locator(".banner code.secret")).to_have_count(0)
     erin.refresh_from_db()
     assert erin.check_password(generated)
     shots(page, "user-password-sent-again")
