@@ -351,11 +351,10 @@ class Column:
 
     @property
     def heading(self) -> str:
-        """The column's title: the mode and backend that ran (those asked for when it did not run)."""
-        if self.result is not None:
-            return f"{self.label}: {self.result.mode} · {self.result.backend}"
-        values = self.configuration.values
-        return f"{self.label}: {values['mode']} · {values['backend']}"
+        """The column's title: the mode and backend that ran, never merely those asked for."""
+        if self.result is None:
+            return f"{self.label}: not run"
+        return f"{self.label}: {self.result.mode} · {self.result.backend}"
 
     @property
     def searched_text(self) -> bool:

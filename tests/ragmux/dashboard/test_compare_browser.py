@@ -64,6 +64,7 @@ def test_the_backends_offered_are_those_the_store_form_offers(wide_page, persona
     page.goto(compare_address(memos, **{"a-mode": "lexical", "a-backend": "pg_search", "b-backend": "bm25"}))
     column = page.locator("section.column[data-side=a]")
     expect(page.locator("#a-backend ~ .field-error")).to_contain_text("pg_search cannot run here")
+    expect(column.get_by_role("heading")).to_have_text("A: not run")
     expect(column.get_by_role("alert")).to_have_text("Fix the settings of this configuration to run it.")
     expect(column.locator(".backend-ran")).to_have_count(0)
     expect(column.locator(".hit")).to_have_count(0)
