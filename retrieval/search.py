@@ -178,6 +178,8 @@ class Hit:
     lex_score: float | None = None
     # The reranker's relevance score, when a reranker ranked the hit.
     rerank_score: float | None = None
+    # The query's words (as typed, or as typo-corrected) the chunk holds anywhere in its text.
+    matched_terms: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -371,6 +373,9 @@ def store_search(
             distance_of.update(sql.distances(width=store.dimensions, query_vector=vector_text, chunk_ids=missing))
         kept = within_distance(fused, distance_of, options.max_distance)[: options.kept()]
         details = sql.hit_details([f.chunk_id for f in kept])
+        matched = sql.matched_words(
+            chunk_ids=list(details), words=query_words(query, result.corrections), config=result.fts_config
+        )
     lexical_score = dict(lexical_rows) if result.backend in (SearchBackend.BM25, SearchBackend.PG_SEARCH) else {}
     for item in kept:
         if item.chunk_id not in details:  # deleted between the two statements
@@ -392,6 +397,7 @@ def store_search(
                 source=source,
                 tags=list(tags),
                 lex_score=lexical_score.get(item.chunk_id),
+                matched_terms=matched.get(item.chunk_id, []),
             )
         )
     result.database_ms = (time.monotonic() - started) * 1000
@@ -405,6 +411,13 @@ def store_search(
     return result
 
 
+def query_words(query: str, corrections: list[Correction]) -> list[str]:
+    """The words a query scores with, lowercased, once each: its positive words as typed, then the
+    typo corrections that replaced some of them."""
+    typed = lexical_text(positive_text(query)).lower().split()
+    return list(dict.fromkeys([*typed, *(correction.corrected for correction in corrections)]))
+
+
 def matching_words(*, query: str, result: SearchResult) -> list[str]:
     """The words of ``result``'s hits (lowercased) that the query matched: those whose lexeme,
     under the configuration that parsed the query, is a lexeme of one of its scoring words or
@@ -412,8 +425,7 @@ def matching_words(*, query: str, result: SearchResult) -> list[str]:
     word. Longest first, so a pattern built from them prefers the longer of two overlapping words;
     single letters are left out."""
     config = result.fts_config
-    asked = lexical_text(positive_text(query)).lower().split() + [c.corrected for c in result.corrections]
-    wanted = {lexeme for _, lexeme in sql.word_lexemes(list(dict.fromkeys(asked)), config)}
+    wanted = {lexeme for _, lexeme in sql.word_lexemes(query_words(query, result.corrections), config)}
     if not wanted:
         return []
     seen = dict.fromkeys(word.lower() for hit in result.hits for word in lexical_text(hit.content).split())

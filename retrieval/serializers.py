@@ -5,9 +5,10 @@ from rest_framework import serializers
 from ragmux.core.serializers import StrictInput
 from retrieval.search import SearchResult
 from stores.models import RerankBackend, SearchBackend, SearchMode
-from stores.serializers import FusionWeights
+from stores.serializers import MAX_TOP_K, FusionWeights
 
-API_MAX_TOP_K = 50
+# The refusal of a search naming both a rerank connection and a rerank route.
+RERANK_TARGET_BOTH = "rerank_target_both"
 # The longest query a search (and a `/v1/rerank`) takes.
 MAX_QUERY_CHARS = 4000
 
@@ -28,13 +29,13 @@ class SearchInput(StrictInput):
     rerank_route_id = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
 
     def validate_top_k(self, value: int) -> int | None:
-        # 0 means the store's top_k; the API never returns more than 50 hits.
-        return min(value, API_MAX_TOP_K) or None
+        # 0 means the store's top_k; the API never returns more than MAX_TOP_K hits.
+        return min(value, MAX_TOP_K) or None
 
     def validate(self, attrs: dict) -> dict:
         if "rerank_connection_id" in attrs and "rerank_route_id" in attrs:
             raise serializers.ValidationError(
-                {"rerank_route_id": "set rerank_connection_id or rerank_route_id, not both"}
+                {"rerank_route_id": "set rerank_connection_id or rerank_route_id, not both"}, code=RERANK_TARGET_BOTH
             )
         return attrs
 
@@ -59,6 +60,7 @@ class HitOutput(serializers.Serializer):
     fts_rank = serializers.IntegerField()
     source = serializers.CharField(allow_blank=True)
     tags = serializers.ListField(child=serializers.CharField())
+    matched_terms = serializers.ListField(child=serializers.CharField())
 
     def to_representation(self, hit):
         body = super().to_representation(hit)

@@ -379,6 +379,28 @@ def hit_details(chunk_ids: list[int]) -> dict[int, tuple]:
         return {row[0]: row[1:] for row in cursor.fetchall()}
 
 
+def matched_words(*, chunk_ids: list[int], words: list[str], config: str) -> dict[int, list[str]]:
+    """chunk id → the ``words`` (in the order given) of which the chunk's tsvector holds a lexeme,
+    each word parsed with ``config`` as a query is: the words a chunk matched, wherever they are
+    in it. Stop words match nothing."""
+    if not chunk_ids or not words:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.id, ARRAY(
+                SELECT w.word FROM unnest(%s::text[]) WITH ORDINALITY AS w(word, position)
+                WHERE to_tsvector(%s::regconfig, w.word) <> ''::tsvector
+                  AND tsvector_to_array(to_tsvector(%s::regconfig, w.word)) && tsvector_to_array(c.tsv)
+                ORDER BY w.position
+            )
+            FROM chunks c WHERE c.id = ANY(%s) AND c.tsv IS NOT NULL
+            """,
+            [words, config, config, chunk_ids],
+        )
+        return {chunk_id: matched for chunk_id, matched in cursor.fetchall()}
+
+
 def query_lexemes(text: str, config: str) -> list[str]:
     """The lexemes of a query under ``config``, in order of first appearance."""
     with connection.cursor() as cursor:

@@ -18,6 +18,12 @@ from stores.selectors import DOCUMENT_LIST_FIELDS, store_limits
 
 # For these settings 0 means "the default", as in the original product.
 ZERO_MEANS_DEFAULT = ("chunk_size", "top_k", "rerank_candidates")
+# The most hits a search returns: a store's top_k, and what a search's own top_k is clamped to.
+MAX_TOP_K = 50
+
+
+# The refusal of two zero fusion weights, which the dashboard says in its own words.
+WEIGHTS_BOTH_ZERO = "weights_both_zero"
 
 
 class FusionWeights(StrictInput):
@@ -33,7 +39,7 @@ class FusionWeights(StrictInput):
         if missing:
             raise serializers.ValidationError({name: ["This field is required."] for name in missing})
         if values["vector"] == 0 and values["lexical"] == 0:
-            raise serializers.ValidationError("fusion_weights cannot both be 0")
+            raise serializers.ValidationError("fusion_weights cannot both be 0", code=WEIGHTS_BOTH_ZERO)
         return values
 
 
@@ -45,7 +51,7 @@ class StoreSettingsInput(StrictInput):
     chunk_overlap = serializers.IntegerField(min_value=0, max_value=19999)
     chunking_strategy = serializers.CharField(max_length=32)
     contextual_chunks = serializers.BooleanField()
-    top_k = serializers.IntegerField(min_value=0, max_value=50)
+    top_k = serializers.IntegerField(min_value=0, max_value=MAX_TOP_K)
     search_mode = serializers.ChoiceField(choices=SearchMode.choices)
     search_backend = serializers.ChoiceField(choices=SearchBackend.choices)
     fts_config = serializers.CharField(max_length=63)

@@ -6,6 +6,7 @@ one another."""
 from __future__ import annotations
 
 import re
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -214,7 +215,10 @@ def csrf_token(client) -> str:
 
 
 def post(client, url: str, data: dict | None = None, **extra):
-    return client.post(url, {"csrfmiddlewaretoken": csrf_token(client), **(data or {})}, **extra)
+    """A form's post as its page sends it: with the session's CSRF token and a fresh one-time
+    token (ragmux.dashboard.once; forms without one ignore it)."""
+    fresh = {"csrfmiddlewaretoken": csrf_token(client), "once": secrets.token_urlsafe(16)}
+    return client.post(url, {**fresh, **(data or {})}, **extra)
 
 
 def sign_in(page, username, password):

@@ -111,6 +111,12 @@ class Endpoint(models.TextChoices):
     MODELS = "models"
 
 
+# The endpoints whose calls may search the project's store, and those that spend tokens on a
+# model (a call to any other, `/v1/models`, costs nothing and has no sources).
+STORE_SEARCHING_ENDPOINTS = frozenset({Endpoint.CHAT, Endpoint.RETRIEVE})
+BILLED_ENDPOINTS = frozenset({Endpoint.CHAT, Endpoint.RETRIEVE, Endpoint.EMBEDDINGS, Endpoint.RERANK})
+
+
 # The longest reason a request log row keeps (an error, why retrieval was skipped).
 REASON_MAX_LENGTH = 512
 

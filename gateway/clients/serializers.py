@@ -14,7 +14,8 @@ from gateway.connections.models import Route
 from ragmux.core.env import parse_duration
 from ragmux.core.serializers import MAX_BIGINT, MicroDollarsField, PageQuery, StrictInput
 from ragmux.core.units import micros_to_dollars
-from retrieval.serializers import API_MAX_TOP_K, MAX_QUERY_CHARS
+from retrieval.serializers import MAX_QUERY_CHARS
+from stores.serializers import MAX_TOP_K
 
 # The most routes a project may let its keys call by name.
 MAX_ALLOWED_ROUTES = 100
@@ -232,7 +233,7 @@ class RetrieveInput(serializers.Serializer):
     top_k = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
 
     def validate_top_k(self, value: int | None) -> int | None:
-        return None if value is None else min(value, API_MAX_TOP_K)
+        return None if value is None else min(value, MAX_TOP_K)
 
 
 # The most documents one `/v1/rerank` call ranks (what Cohere recommends sending at most).

@@ -11,9 +11,11 @@ from django.http import QueryDict
 
 from ragmux.dashboard.forms import Form
 from retrieval.search import Hit, SearchOptions
-from retrieval.serializers import SearchInput
-from stores.choices import SearchBackend
+from retrieval.serializers import MAX_QUERY_CHARS, SearchInput
+from stores.backends import backend_available
+from stores.choices import SearchBackend, SearchMode
 from stores.models import RagStore
+from stores.serializers import MAX_TOP_K
 
 SIDES = ("a", "b")
 SNIPPET_CHARACTERS = 320
@@ -89,13 +91,28 @@ def search_input(values: dict[str, Any], query: str) -> dict[str, Any]:
 
 
 def configuration_from(params: QueryDict, side: str, query: str) -> Configuration:
+    """One side's settings from the page's query string, validated by the search API's input and
+    refused where the API would quietly change them: a top k above what a store returns (the API
+    clamps it) and a backend this database cannot run (the API falls back)."""
     values = {name: params.get(f"{side}-{name}", "") for name in (*SETTING_OF_INPUT, *WEIGHT_INPUTS, *RERANK_CHOICES)}
     for checkbox in (CHECKBOX, RERANK_CHECKBOX):
         values[checkbox] = f"{side}-{checkbox}" in params
     form = Form(initial=values, nested={"fusion_weights": WEIGHT_INPUT_OF_SIDE})
     data = form.validated(SearchInput, search_input(values, query))
-    overrides = None if data is None else {k: v for k, v in data.items() if k != "query"}
+    top_k = str(values["top_k"]).strip()
+    if top_k.isdigit() and int(top_k) > MAX_TOP_K:
+        form.error("top_k", f"Top k is at most {MAX_TOP_K} (0 takes the store's).")
+    if values["backend"] in SearchBackend.values and not (status := backend_available(values["backend"])).available:
+        form.error("backend", f"{values['backend']} cannot run here: {status.reason}.")
+    overrides = None if data is None or form.errors else {k: v for k, v in data.items() if k != "query"}
     return Configuration(side, values, form.errors, overrides)
+
+
+def query_problem(query: str) -> str | None:
+    """Why the query cannot be searched, said beside it (not blamed on either configuration)."""
+    if len(query) > MAX_QUERY_CHARS:
+        return f"The query is too long: {len(query)} characters, at most {MAX_QUERY_CHARS}."
+    return None
 
 
 def store_settings_input(values: dict[str, Any]) -> dict[str, Any]:
@@ -106,6 +123,27 @@ def store_settings_input(values: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def hit_scores(hit: Hit, mode: str) -> list[tuple[str, str]]:
+    """The scores of a hit that mean something in ``mode``, each named as the search API names it:
+    a fused score and both ranks only where two lists were fused, a distance only where the query
+    was embedded, the lexical scores only where the lexical side ran."""
+    vector, lexical = mode in (SearchMode.VECTOR, SearchMode.HYBRID), mode in (SearchMode.LEXICAL, SearchMode.HYBRID)
+    shown = []
+    if hit.distance is not None:
+        shown.append(("distance", f"{hit.distance:.4f}"))
+    if mode == SearchMode.HYBRID:
+        shown.append(("fused score", f"{hit.score:.5f}"))
+    if vector:
+        shown.append(("vector_rank", str(hit.vector_rank or "—")))
+    if lexical:
+        shown.append(("fts_rank", str(hit.fts_rank or "—")))
+    if lexical and hit.lex_score is not None:
+        shown.append(("lex_score", f"{hit.lex_score:.3f}"))
+    if hit.rerank_score is not None:
+        shown.append(("rerank_score", f"{hit.rerank_score:.3f}"))
+    return shown
+
+
 @dataclass(frozen=True)
 class RankedHit:
     """A hit with its rank here and in the other configuration (None when absent there)."""
@@ -114,6 +152,7 @@ class RankedHit:
     hit: Hit
     other_rank: int | None
     snippet: list[tuple[str, bool]]
+    scores: list[tuple[str, str]]
 
     @property
     def moved(self) -> bool:
@@ -130,10 +169,10 @@ class RankedHit:
         return f"{'up' if self.rank < self.other_rank else 'down'} {steps}"
 
 
-def rank_against(hits: list[Hit], other: list[Hit] | None, terms: list[str]) -> list[RankedHit]:
+def rank_against(hits: list[Hit], other: list[Hit] | None, terms: list[str], *, mode: str) -> list[RankedHit]:
     other_rank = {hit.chunk_id: rank for rank, hit in enumerate(other or [], start=1)}
     return [
-        RankedHit(rank, hit, other_rank.get(hit.chunk_id), snippet(hit.content, terms))
+        RankedHit(rank, hit, other_rank.get(hit.chunk_id), snippet(hit.content, terms), hit_scores(hit, mode))
         for rank, hit in enumerate(hits, start=1)
     ]
 

@@ -13,6 +13,8 @@ from typing import Any, Generic, TypeVar
 from rest_framework import serializers
 
 from ragmux.core.errors import NON_FIELD, ServiceError, flatten_validation
+from retrieval.serializers import RERANK_TARGET_BOTH
+from stores.serializers import WEIGHTS_BOTH_ZERO
 
 T = TypeVar("T")
 
@@ -25,6 +27,21 @@ FIELD_OF_CODE = {
     "embedding_connection_locked": "embedding_connection_id",
     "wrong_password": "current_password",
 }
+
+# Refusals the API words with its own field names, in the words of the dashboard's labels.
+IN_WORDS = {
+    WEIGHTS_BOTH_ZERO: "Vector weight and Lexical weight cannot both be 0: give one of them a weight.",
+    RERANK_TARGET_BOTH: "Choose a rerank connection or a rerank route, not both.",
+}
+
+
+def in_words(errors: Any) -> Any:
+    """A serializer's errors with each refusal in ``IN_WORDS`` said in the dashboard's words."""
+    if isinstance(errors, Mapping):
+        return {name: in_words(value) for name, value in errors.items()}
+    if isinstance(errors, list):
+        return [in_words(value) for value in errors]
+    return IN_WORDS.get(getattr(errors, "code", None), errors)
 
 
 @dataclass(frozen=True)
@@ -91,7 +108,7 @@ class Form:
         """The validated data, or None with the messages recorded beside their inputs."""
         checked = serializer(data=data, partial=partial)
         valid = checked.is_valid()
-        self.errors = {} if valid else self._beside_inputs(checked.errors)
+        self.errors = {} if valid else self._beside_inputs(in_words(checked.errors))
         self.data = dict(checked.validated_data) if valid else None
         return self.data
 

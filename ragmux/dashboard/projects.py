@@ -12,6 +12,7 @@ from functools import partial
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from gateway.clients import selectors, services
 from gateway.clients.models import Scope, SpendLimits
@@ -20,6 +21,7 @@ from gateway.connections.models import Capability, RouteKind, why_cannot
 from gateway.connections.selectors import connection_list, route_list
 from ragmux.core.serializers import MicroDollarsField
 from ragmux.core.units import micros_to_dollars
+from ragmux.dashboard import once
 from ragmux.dashboard.access import page
 from ragmux.dashboard.connections import figure
 from ragmux.dashboard.forms import Form
@@ -210,9 +212,18 @@ def _project_page(
             "key_form": key_form or Form(names=KEY_FIELDS, initial={"scopes": Scope.values}),
             "scopes": Scope.values,
             "issued": issued,
+            "once": once.new_token(),
         },
         status=status,
     )
+
+
+def _project_address(project_id: int) -> str:
+    return reverse("dashboard:project", args=[project_id])
+
+
+def _key_project_address(key_id: int) -> str:
+    return _project_address(selectors.key_get(key_id=key_id).project_id)
 
 
 @page("viewer")
@@ -221,7 +232,7 @@ def project_detail(request, project_id: int):
     return _project_page(request, project)
 
 
-@page("admin", methods=("POST",))
+@page("admin", methods=("POST",), shown_on=_project_address)
 def project_limits(request, project_id: int):
     project = selectors.project_get(project_id=project_id)
     form = Form(request, names=API_LIMIT_FIELDS)
@@ -233,24 +244,33 @@ def project_limits(request, project_id: int):
     return _project_page(request, project, limits_form=form, status=400)
 
 
-@page("admin", methods=("POST",))
+@page("admin", methods=("POST",), shown_on=_project_address)
 def key_create(request, project_id: int):
     project = selectors.project_get(project_id=project_id)
+    status = once.refused(request, again="This key was already created; it is shown only once.")
+    if status is not None:
+        return _project_page(request, project, status=status)
     form = Form(request, names=KEY_FIELDS, lists=("scopes",))
     data = {**form.values, "expires_at": form.values["expires_at"] or None}
     if form.submit(KeyInput, data, partial(services.key_create, project=project, actor=request.user)):
+        once.spend_token(request)
         return _project_page(request, project, issued=form.result, status=201)
     messages.error(request, "The key was not created: see the messages beside the fields.")
     return _project_page(request, project, key_form=form, status=400)
 
 
-@page("admin", methods=("POST",))
+@page("admin", methods=("POST",), shown_on=_key_project_address)
 def key_rotate(request, key_id: int):
-    issued = services.key_rotate(api_key=selectors.key_get(key_id=key_id), actor=request.user)
+    api_key = selectors.key_get(key_id=key_id)
+    status = once.refused(request, again="This key was already rotated; its new secret is shown only once.")
+    if status is not None:
+        return _project_page(request, api_key.project, status=status)
+    issued = services.key_rotate(api_key=api_key, actor=request.user)
+    once.spend_token(request)
     return _project_page(request, issued.api_key.project, issued=issued)
 
 
-@page("admin", methods=("POST",))
+@page("admin", methods=("POST",), shown_on=_key_project_address)
 def key_revoke(request, key_id: int):
     api_key = selectors.key_get(key_id=key_id)
     services.key_revoke(api_key=api_key, actor=request.user)

@@ -12,7 +12,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from gateway.clients import selectors
-from gateway.clients.models import Endpoint
+from gateway.clients.models import BILLED_ENDPOINTS, STORE_SEARCHING_ENDPOINTS, Endpoint
 from gateway.clients.serializers import RequestLogPageQuery, encode_cursor
 from ragmux.core.units import micros_to_dollars
 from ragmux.dashboard.access import page
@@ -59,7 +59,16 @@ def request_logs(request):
 @page("viewer")
 def request_log_detail(request, log_id: int):
     log = selectors.request_log_get(log_id=log_id)
-    return render(request, "dashboard/request_log.html", {"log": log, "cost": dollars(log.cost_micros)})
+    return render(
+        request,
+        "dashboard/request_log.html",
+        {
+            "log": log,
+            "cost": dollars(log.cost_micros),
+            "searches_store": log.endpoint in STORE_SEARCHING_ENDPOINTS,
+            "billed": log.endpoint in BILLED_ENDPOINTS,
+        },
+    )
 
 
 # --- usage on the overview --------------------------------------------------------------------

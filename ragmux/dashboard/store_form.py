@@ -12,7 +12,7 @@ from typing import Any
 from gateway.connections.models import Capability, why_cannot
 from ragmux.dashboard.forms import Form
 from stores.backends import backend_statuses, text_search_configs
-from stores.choices import ChunkingStrategy, RerankBackend, SearchMode
+from stores.choices import ChunkingStrategy, RerankBackend, SearchBackend, SearchMode
 from stores.models import STORE_SETTINGS, RagStore, store_defaults
 from stores.serializers import StoreCreateInput
 
@@ -199,6 +199,28 @@ RERANK_BACKEND_LINES = {
 }
 
 
+# One line on each search backend: what ranks the lexical half, and how.
+SEARCH_BACKEND_LINES = {
+    SearchBackend.PGVECTOR: "PostgreSQL full text: ts_rank_cd counts how often and how close together the query's "
+    "words occur, and weighs a common word (a number such as 30) as much as a rare one.",
+    SearchBackend.BM25: "BM25 over the store's own word statistics: a word rare in the store weighs more than a common "
+    "one, and a long passage gains nothing from its length.",
+    SearchBackend.PG_SEARCH: "ParadeDB's BM25 index inside PostgreSQL, with its own tokenizer; it needs the pg_search "
+    "extension, and without it pgvector answers.",
+}
+
+
+def search_backend_options() -> list[Option]:
+    """The search backends as every form offers them: one this database cannot run is shown,
+    marked and disabled."""
+    return [
+        Option(status.id, status.id)
+        if status.available
+        else Option(status.id, f"{status.id} (not available here)", True)
+        for status in backend_statuses()
+    ]
+
+
 def _initial(store: RagStore | None) -> dict[str, Any]:
     if store is None:
         values = {"embedding_connection_id": None, **store_defaults(), "name": ""}
@@ -271,6 +293,9 @@ class StoreForm(Form):
         )
         self.store = store
         self.connections = [c for c in connections if c.supports_embeddings]
+        if store is None and len(self.connections) == 1 and self.values.get("embedding_connection_id") is None:
+            # The one connection that can embed is the only choice: a new store takes it unasked.
+            self.values["embedding_connection_id"] = self.connections[0].pk
         self.rerank_connections = rerank_connection_choices(connections)
         self.rerank_routes = rerank_route_choices(rerank_routes)
 
@@ -330,10 +355,5 @@ class StoreForm(Form):
         if name == "search_mode":
             return [Option(value, value) for value in SearchMode.values]
         if name == "search_backend":
-            return [
-                Option(status.id, status.id if status.available else f"{status.id} (not available here)", True)
-                if not status.available
-                else Option(status.id, status.id)
-                for status in backend_statuses()
-            ]
+            return search_backend_options()
         return []

@@ -29,6 +29,7 @@ from ragmux.core.serializers import (
     audit_entries,
 )
 from ragmux.core.signin import sign_in_report
+from ragmux.dashboard import once
 from ragmux.dashboard.access import page
 from ragmux.dashboard.forms import Form
 from ragmux.dashboard.pager import pager
@@ -47,6 +48,7 @@ def _users_page(request, form: Form, *, status: int = 200, created=None, generat
             "roles": ROLES,
             "created": created,
             "generated": generated,
+            "once": once.new_token(),
         },
         status=status,
     )
@@ -57,10 +59,26 @@ def users(request):
     return _users_page(request, Form(names=USER_CREATE_FIELDS, initial={"role": "viewer"}))
 
 
-@page("admin", methods=("POST",))
+def _users_address() -> str:
+    return reverse("dashboard:users")
+
+
+def _user_address(user_id: int) -> str:
+    return reverse("dashboard:user", args=[user_id])
+
+
+# What a form whose answer showed a generated password says when it is sent again.
+PASSWORD_SHOWN = "; a generated password is shown only once."
+
+
+@page("admin", methods=("POST",), shown_on=_users_address)
 def user_create(request):
+    status = once.refused(request, again="This user was already created" + PASSWORD_SHOWN)
+    if status is not None:
+        return _users_page(request, Form(names=USER_CREATE_FIELDS, initial={"role": "viewer"}), status=status)
     form = Form(request, names=USER_CREATE_FIELDS)
     if form.submit(UserCreateInput, form.values, partial(accounts.user_create, actor=request.user), field="username"):
+        once.spend_token(request)
         user, generated = form.result
         messages.success(request, f"Created the {form.data['role']} “{user.username}”.")
         if generated:
@@ -83,6 +101,7 @@ def _user_page(request, user, *, status: int = 200, password_form: Form | None =
             "password_form": password_form or Form(names=("password",)),
             "generated": generated,
             "is_self": user.pk == request.user.pk,
+            "once": once.new_token(),
         },
         status=status,
     )
@@ -93,7 +112,7 @@ def user_detail(request, user_id: int):
     return _user_page(request, accounts.user_get(user_id))
 
 
-@page("admin", methods=("POST",))
+@page("admin", methods=("POST",), shown_on=_user_address)
 def user_update(request, user_id: int):
     """The role form, and the deactivate and reactivate buttons."""
     user = accounts.user_get(user_id)
@@ -109,12 +128,16 @@ def user_update(request, user_id: int):
     return redirect("dashboard:user", user.pk)
 
 
-@page("admin", methods=("POST",))
+@page("admin", methods=("POST",), shown_on=_user_address)
 def user_password(request, user_id: int):
     user = accounts.user_get(user_id)
+    status = once.refused(request, again="This password was already reset" + PASSWORD_SHOWN)
+    if status is not None:
+        return _user_page(request, user, status=status)
     form = Form(request, names=("password",))
     reset = partial(accounts.user_reset_password, user=user, actor=request.user)
     if form.submit(PasswordResetInput, form.values, reset, field="password"):
+        once.spend_token(request)
         messages.success(request, f"Reset the password of “{user.username}”; their sessions have ended.")
         if form.result:
             return _user_page(request, user, generated=form.result)

@@ -32,6 +32,7 @@ from ragmux.dashboard.compare import (
     RankedHit,
     configuration_from,
     default_configurations,
+    query_problem,
     rank_against,
     store_settings_input,
 )
@@ -41,14 +42,21 @@ from ragmux.dashboard.pager import Pager, pager
 from ragmux.dashboard.quota import store_quota
 from ragmux.dashboard.request_logs import overview_usage
 from ragmux.dashboard.spend import overview_spend
-from ragmux.dashboard.store_form import StoreForm, rerank_connection_choices, rerank_route_choices
+from ragmux.dashboard.store_form import (
+    SEARCH_BACKEND_LINES,
+    StoreForm,
+    rerank_connection_choices,
+    rerank_route_choices,
+    search_backend_options,
+)
 from ragmux.dashboard.uploads import summary, upload_outcomes
 from retrieval.rerank import reranked_search
 from retrieval.search import SearchResult, matching_words
+from retrieval.serializers import MAX_QUERY_CHARS
 from stores import selectors, services
-from stores.choices import DocumentStatus, RerankBackend, SearchBackend, SearchMode
+from stores.choices import DocumentStatus, RerankBackend, SearchMode
 from stores.models import RagStore
-from stores.serializers import DocumentListQuery, StoreSettingsInput
+from stores.serializers import MAX_TOP_K, DocumentListQuery, StoreSettingsInput
 
 RECENT_FAILURES = 10
 # Statuses that change on their own: while a store has documents in them its table polls.
@@ -346,6 +354,18 @@ class Column:
         return self.configuration.side.upper()
 
     @property
+    def heading(self) -> str:
+        """The column's title: the mode and backend that ran, never merely those asked for."""
+        if self.result is None:
+            return f"{self.label}: not run"
+        return f"{self.label}: {self.result.mode} · {self.result.backend}"
+
+    @property
+    def searched_text(self) -> bool:
+        """Whether a text search configuration parsed the query: not in a vector-only search."""
+        return self.result is not None and self.result.mode != SearchMode.VECTOR
+
+    @property
     def rerank_status(self) -> str:
         """What became of this column's rerank, in words."""
         report = self.result.rerank if self.result is not None else None
@@ -379,15 +399,18 @@ def search(request):
     if chosen and store is None:
         raise Http404("store not found")
     query = request.GET.get("q", "").strip()
+    query_error = query_problem(query)
     columns: list[Column] = []
-    if store is not None and query:
+    if store is not None and query and query_error:
+        columns = [Column(configuration_from(request.GET, side, query)) for side in SIDES]
+    elif store is not None and query:
         columns = [_run(store, query, configuration_from(request.GET, side, query)) for side in SIDES]
         a, b = columns
         for column, other in ((a, b), (b, a)):
             if column.result is not None:
                 other_hits = other.result.hits if other.result is not None else None
                 words = matching_words(query=query, result=column.result)
-                column.hits = rank_against(column.result.hits, other_hits, words)
+                column.hits = rank_against(column.result.hits, other_hits, words, mode=column.result.mode)
     elif store is not None:
         columns = [Column(configuration) for configuration in default_configurations(store)]
     return render(
@@ -397,10 +420,14 @@ def search(request):
             "stores": stores,
             "store": store,
             "query": query,
+            "query_error": query_error,
+            "max_query_chars": MAX_QUERY_CHARS,
+            "max_top_k": MAX_TOP_K,
             "columns": columns,
-            "compared": bool(query),
+            "compared": bool(query) and not query_error,
             "modes": SearchMode.values,
-            "backends": SearchBackend.values,
+            "backends": search_backend_options(),
+            "backend_lines": SEARCH_BACKEND_LINES.items(),
             "rerank_backends": RerankBackend.values,
             "rerank_connections": rerank_connection_choices(connection_list()),
             "rerank_routes": rerank_route_choices(route_list(kind=RouteKind.RERANK)),

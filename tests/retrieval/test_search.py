@@ -323,3 +323,19 @@ def test_the_words_a_query_matched_follow_the_index_language(build_store, index_
     result = store_search(store=store, query=query, overrides={"mode": "lexical", "typo_tolerance": True})
     assert names(result) == ["a.txt"]
     assert matching_words(query=query, result=result) == marked
+
+
+@pytest.mark.parametrize("backend", ["bm25", "pgvector"])
+def test_each_hit_lists_the_query_words_it_holds_anywhere_in_its_text(build_store, backend):
+    store = build_store(
+        {
+            "memo.txt": "Contractors must renew their badges. "
+            + "Filler sentence about nothing. " * 40
+            + "It expires in 30 days.",
+            "table.txt": "Rate 30 30 30 for the year",
+        }
+    )
+    query = "contractors expires after 30 days -badgers"
+    result = store_search(store=store, query=query, overrides={"mode": "hybrid", "backend": backend})
+    matched = {hit.filename: hit.matched_terms for hit in result.hits}
+    assert matched == {"memo.txt": ["contractors", "expires", "30", "days"], "table.txt": ["30"]}

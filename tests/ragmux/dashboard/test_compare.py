@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragmux.dashboard.compare import rank_against, snippet
+from ragmux.dashboard.compare import hit_scores, rank_against, snippet
 from retrieval.search import Hit
 
 
@@ -29,9 +29,24 @@ def test_markup_stays_text_for_the_template_to_escape():
 
 
 def test_each_hit_knows_its_rank_in_the_other_list():
-    ranked = rank_against([hit(1), hit(2), hit(3)], [hit(2), hit(1)], [])
+    ranked = rank_against([hit(1), hit(2), hit(3)], [hit(2), hit(1)], [], mode="hybrid")
     assert [(r.rank, r.other_rank, r.moved, r.movement) for r in ranked] == [
         (1, 2, True, "up 1"),
         (2, 1, True, "down 1"),
         (3, None, False, "only here"),
     ]
+
+
+def test_a_hit_shows_only_the_scores_its_mode_has():
+    scored = Hit(1, 1, "f.txt", 0, "", None, "text", 0.25, 0.0325, 2, 1, "", [], lex_score=4.5)
+    assert hit_scores(scored, "hybrid") == [
+        ("distance", "0.2500"),
+        ("fused score", "0.03250"),
+        ("vector_rank", "2"),
+        ("fts_rank", "1"),
+        ("lex_score", "4.500"),
+    ]
+    vector_only = Hit(1, 1, "f.txt", 0, "", None, "text", 0.25, 0.0164, 1, 0, "", [])
+    assert hit_scores(vector_only, "vector") == [("distance", "0.2500"), ("vector_rank", "1")]
+    lexical_only = Hit(1, 1, "f.txt", 0, "", None, "text", None, 0.0164, 0, 1, "", [], lex_score=4.5)
+    assert hit_scores(lexical_only, "lexical") == [("fts_rank", "1"), ("lex_score", "4.500")]

@@ -11,6 +11,8 @@ from ragmux.core.errors import Conflict, InvalidInput, NotFound
 from ragmux.dashboard.forms import NON_FIELD, Form, attempt
 from stores.serializers import FusionWeights
 
+# How the dashboard says the API's refusal of two zero weights (which names `fusion_weights`).
+WORDS = "Vector weight and Lexical weight cannot both be 0: give one of them a weight."
 WEIGHT_INPUTS = {"fusion_weights": {"vector": "fusion_vector", "lexical": "fusion_lexical"}}
 
 
@@ -39,7 +41,7 @@ def test_a_post_is_read_by_kind_of_input_and_a_query_is_not():
     ("weights", "errors"),
     [
         ({"vector": "x", "lexical": "1"}, {"fusion_vector": ["A valid number is required."]}),
-        ({"vector": 0, "lexical": 0}, {"fusion_vector": ["fusion_weights cannot both be 0"]}),
+        ({"vector": 0, "lexical": 0}, {"fusion_vector": [WORDS]}),
         ({"vector": 1, "lexical": 101}, {"fusion_lexical": ["Ensure this value is less than or equal to 100."]}),
     ],
 )
@@ -54,11 +56,9 @@ def test_without_parts_a_nested_fields_messages_stand_beside_the_field():
     assert form.validated(WeightsInput, {"name": "toolong", "fusion_weights": {"vector": 0, "lexical": 0}}) is None
     assert form.errors == {
         "name": ["Ensure this field has no more than 5 characters."],
-        "fusion_weights": ["fusion_weights cannot both be 0"],
+        "fusion_weights": [WORDS],
     }
-    assert form.problems == (
-        "name: Ensure this field has no more than 5 characters.; fusion_weights: fusion_weights cannot both be 0"
-    )
+    assert form.problems == f"name: Ensure this field has no more than 5 characters.; fusion_weights: {WORDS}"
 
 
 @pytest.mark.parametrize(

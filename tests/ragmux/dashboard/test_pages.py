@@ -208,7 +208,7 @@ def test_store_form_errors_stand_beside_their_fields(as_role, fake_connection):
     assert response.status_code == 400
     html = response.content.decode()
     assert re.search(r'id="errors_chunk_size">chunk_size must be between 200 and 20000', html)
-    assert "fusion_weights cannot both be 0" in html
+    assert "Vector weight and Lexical weight cannot both be 0" in html and "fusion_weights" not in html
     assert "The store was not created" in html
     StoreFactory(name="taken", embedding_connection=fake_connection)
     duplicate = post(admin, "/admin/stores/new", {"name": "taken", "embedding_connection_id": fake_connection.pk})

@@ -1,0 +1,42 @@
+"""A call's page in the request log shows what applies to its endpoint: a `/v1/models` call
+searched no store and cost nothing, so it says neither."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from tests.factories import PASSWORD
+from tests.helpers import sign_in, wait_for_logs
+
+pytestmark = pytest.mark.browser
+
+
+def test_a_models_call_shows_no_store_and_no_pricing(
+    wide_page, personas, chat_connection, falcon_store, asgi_url, shots
+):
+    from gateway.clients.services import key_create, project_create
+
+    project = project_create(
+        name="falcon-bot",
+        chat_connection_id=chat_connection.id,
+        embedding_connection_id=None,
+        store_id=falcon_store.id,
+        system_prompt="",
+    )
+    issued = key_create(project=project, name="support-app", scopes=None, expires_at=None)
+    with httpx.Client(base_url=f"{asgi_url}/v1", headers={"Authorization": f"Bearer {issued.key}"}) as v1:
+        assert v1.get("/models").status_code == 200
+    [call] = wait_for_logs(1, project=project)
+
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto(f"/admin/request-logs/{call.pk}")
+    expect(page.get_by_role("heading", name=f"Call {call.pk}: models, 200")).to_be_visible()
+    expect(page.get_by_text("Store searched")).to_have_count(0)
+    expect(page.get_by_role("region", name="Sources")).to_have_count(0)
+    expect(page.get_by_text("Priced from the price table")).to_have_count(0)
+    expect(page.get_by_text("Prompt tokens")).to_have_count(0)
+    expect(page.get_by_text("Latency")).to_be_visible()
+    shots(page, "request-log-models")

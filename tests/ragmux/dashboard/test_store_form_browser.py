@@ -1,0 +1,26 @@
+"""The new-store form as an admin with one embedding connection meets it: that connection is
+chosen already, so a store created with every default is created."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.factories import PASSWORD
+from tests.helpers import sign_in
+
+pytestmark = pytest.mark.browser
+
+
+def test_the_only_embedding_connection_is_preselected(wide_page, personas, fake_connection, shots):
+    from stores.models import RagStore
+
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto("/admin/stores/new")
+    expect(page.get_by_label("Embedding connection")).to_have_value(str(fake_connection.pk))
+    shots(page, "store-form")
+    page.get_by_label("Name").fill("defaults")
+    page.get_by_role("button", name="Create store").click()
+    expect(page.get_by_role("status")).to_have_text("Created the store “defaults”. Upload documents to fill it.")
+    assert RagStore.objects.get(name="defaults").embedding_connection_id == fake_connection.pk
