@@ -11,6 +11,7 @@ from stores.choices import DocumentStatus
 VERDICT_OF_SKIP = {
     "duplicate_document": "duplicate",
     "unsupported_format": "unsupported format",
+    "empty_file": "empty",
     "text_too_large": "too large",
 }
 

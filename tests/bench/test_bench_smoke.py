@@ -120,7 +120,7 @@ def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(
     assert {"dataset", "settings", "results"} <= result.keys()
     assert result["settings"]["search_backend"] == "bm25"  # the store kept its default settings
     assert result["ingest"] == ingest
-    assert result["never_retrieved"] == ["empty"]  # failed as empty (file), or refused as empty (text)
+    assert result["never_retrieved"] == ["empty"]  # skipped at upload as empty (file or text)
     rebuilt_rows = (
         [f"{name}, index_config {rebuilt_in}" for name in ("lexical bm25", "hybrid bm25")] if rebuilt_in else []
     )
@@ -251,11 +251,13 @@ def test_ingest_smoke_reports_throughput_and_leaves_nothing_running(run_tmpdir):
         "ratio",
         "embedding_cache_hits",
         "failed_documents",
+        "skipped_documents",
         "worker_peak_rss_mb",
     } <= result.keys()
-    assert result["documents"] == 20
-    assert result["chunks"] == 20  # 18 one-chunk documents and one of two; the empty one failed
-    assert result["failed"] == ["empty.txt: the document contains no text"]
+    assert result["documents"] == 19  # the empty one is skipped at upload, never stored
+    assert result["chunks"] == 20  # 18 one-chunk documents and one of two
+    assert result["failed"] == []
+    assert result["skipped"] == ['empty: skipped at upload (empty_file): "empty.txt" is empty (0 bytes)']
     assert result["chunks_per_s"] > 0 and result["raw_embedder_chunks_per_s"] > 0
     assert result["worker_peak_rss_mb"] > 0
     time.sleep(1)

@@ -1,0 +1,44 @@
+"""A store's page as an editor meets it in a browser: what an upload says about each file, the
+checks that refuse a file at upload, the document table at desktop and phone widths, the
+ingestion stage of each document, and actions that return to the list where they were sent."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.factories import PASSWORD
+from tests.helpers import drop_files, sign_in
+
+pytestmark = pytest.mark.browser
+
+
+def store_page(page, store) -> None:
+    sign_in(page, "editor", PASSWORD)
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+    page.goto(f"/admin/stores/{store.pk}/")
+
+
+def test_an_executable_named_pdf_and_an_empty_file_are_refused_at_upload(wide_page, personas, kb, shots):
+    from stores.models import Document
+
+    page = wide_page
+    store_page(page, kb)
+    drop_files(
+        page,
+        "[data-dropzone]",
+        {
+            "setup.pdf": (b"MZ\x90\x00\x03\x00\x00\x00" + b"\x00" * 56, "application/pdf"),
+            "blank.txt": (b"", "text/plain"),
+            "notes.txt": (b"Field notes from the tide pools.", "text/plain"),
+        },
+    )
+    refused = page.locator("[data-upload-refused] li")
+    expect(refused).to_have_count(2)
+    expect(refused.filter(has_text="setup.pdf")).to_have_text(
+        'setup.pdf: unsupported format — "setup.pdf" does not look like a pdf file (no %PDF header)'
+    )
+    expect(refused.filter(has_text="blank.txt")).to_have_text('blank.txt: empty — "blank.txt" is empty (0 bytes)')
+    expect(page.locator("#documents tbody tr")).to_have_count(1)
+    assert list(Document.objects.values_list("filename", flat=True)) == ["notes.txt"]
+
