@@ -144,7 +144,7 @@ def test_an_upload_without_script_flashes_its_outcome(as_role, kb):
     response = upload(editor, kb, ("a.txt", b"a"), ("a-again.txt", b"a"), fragment=False)
     assert response.status_code == 302
     page = editor.get(response["Location"]).content.decode()
-    assert "Upload: 2 files: 1 accepted, 1 duplicate." in page
+    assert "Upload: 1 accepted, 1 duplicate (2 files)." in page
 
 
 def test_pasted_text_becomes_a_document_and_a_bad_one_keeps_the_form(as_role, kb):

@@ -42,3 +42,25 @@ def test_an_executable_named_pdf_and_an_empty_file_are_refused_at_upload(wide_pa
     expect(page.locator("#documents tbody tr")).to_have_count(1)
     assert list(Document.objects.values_list("filename", flat=True)) == ["notes.txt"]
 
+
+def test_the_upload_summary_counts_outcomes_and_lists_the_refusals_first(wide_page, personas, kb, shots):
+    page = wide_page
+    store_page(page, kb)
+    files = {f"memo-{n}.txt": (f"Memo number {n} about the budget.".encode(), "text/plain") for n in range(4)}
+    files["memo-again.txt"] = files["memo-0.txt"]
+    files["run.exe"] = (b"MZ", "application/octet-stream")
+    drop_files(page, "[data-dropzone]", files)
+
+    expect(page.locator("[data-upload-progress]")).to_have_text(
+        "4 accepted, 1 duplicate, 1 unsupported format (6 files sent)."
+    )
+    refused = page.locator("[data-upload-refused] li")
+    expect(refused).to_have_count(2)
+    expect(refused.first).to_be_visible()
+    # The accepted files are folded under their count.
+    accepted = page.locator("[data-upload-accepted] li")
+    expect(accepted).to_have_count(4)
+    expect(accepted.first).to_be_hidden()
+    page.get_by_text("Accepted files (4)").click()
+    expect(accepted.first).to_be_visible()
+    shots(page, "store-upload-summary")
