@@ -181,6 +181,28 @@ def test_a_document_is_reprocessed_and_deleted(as_role, kb):
     assert not Document.objects.filter(pk=document.pk).exists()
 
 
+@pytest.mark.parametrize(
+    ("place", "back"),
+    [
+        ("?status=failed&page=2", "?status=failed&page=2"),
+        ("status=failed", "?status=failed"),
+        ("", ""),
+        # Refused, or not ours to echo: the first page of everything.
+        ("?status=gone", ""),
+        ("?page=-3", ""),
+        ("//evil.example/?status=failed", ""),
+        ("https://evil.example/", ""),
+        ("?status=failed&next=https://evil.example/", "?status=failed"),
+        ("?page=2\x00", ""),
+    ],
+)
+def test_an_action_returns_to_the_place_in_the_list_it_was_sent_from(as_role, kb, place, back):
+    document = DocumentFactory(store=kb, status="failed")
+    response = post(as_role("editor"), f"/admin/documents/{document.pk}/reprocess", {"place": place})
+    assert response.status_code == 302
+    assert response["Location"] == f"/admin/stores/{kb.pk}/{back}"
+
+
 def test_the_document_table_filters_pages_and_polls_only_while_documents_move(as_role, kb):
     for n in range(60):
         DocumentFactory(store=kb, status="ready", filename=f"doc-{n:02}.txt")

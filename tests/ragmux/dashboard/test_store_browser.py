@@ -4,6 +4,8 @@ ingestion stage of each document, and actions that return to the list where they
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -64,3 +66,28 @@ def test_the_upload_summary_counts_outcomes_and_lists_the_refusals_first(wide_pa
     page.get_by_text("Accepted files (4)").click()
     expect(accepted.first).to_be_visible()
     shots(page, "store-upload-summary")
+
+
+def test_actions_return_to_the_filter_and_the_page_they_were_sent_from(wide_page, personas, kb):
+    from tests.factories import DocumentFactory
+
+    for n in range(3):
+        DocumentFactory(store=kb, status="failed", error="boom", error_stage="embed", filename=f"failed-{n}.txt")
+    for n in range(120):
+        DocumentFactory(store=kb, status="ready", filename=f"doc-{n:03}.txt")
+    page = wide_page
+    store_page(page, kb)
+    page.get_by_role("navigation", name="Filter by status").get_by_role("link", name="failed").click()
+    expect(page).to_have_url(re.compile(rf"/admin/stores/{kb.pk}/\?status=failed$"))
+    page.get_by_role("button", name="Retry all failed (3)").click()
+    expect(page.get_by_role("status")).to_contain_text("3 failed documents queued for reprocessing.")
+    expect(page).to_have_url(re.compile(rf"/admin/stores/{kb.pk}/\?status=failed$"))
+
+    page.goto(f"/admin/stores/{kb.pk}/?page=3")
+    row = page.locator("#documents tbody tr").first
+    name = row.locator("th").inner_text()
+    page.on("dialog", lambda dialog: dialog.accept())
+    row.get_by_role("button", name="Reprocess").click()
+    expect(page.get_by_role("status")).to_contain_text(f"{name}: queued for reprocessing.")
+    expect(page).to_have_url(re.compile(rf"/admin/stores/{kb.pk}/\?page=3$"))
+    expect(page.get_by_role("navigation", name="Pages")).to_contain_text("Page 3 of 3")
