@@ -91,3 +91,18 @@ def test_actions_return_to_the_filter_and_the_page_they_were_sent_from(wide_page
     expect(page.get_by_role("status")).to_contain_text(f"{name}: queued for reprocessing.")
     expect(page).to_have_url(re.compile(rf"/admin/stores/{kb.pk}/\?page=3$"))
     expect(page.get_by_role("navigation", name="Pages")).to_contain_text("Page 3 of 3")
+
+def test_a_document_being_embedded_shows_the_stage_and_its_progress(wide_page, personas, kb, shots):
+    from ingestion.queue import PROGRESS_CHUNKED, PROGRESS_EMBEDDED
+    from tests.factories import DocumentFactory
+
+    # Half of its embedding batches done, as the pipeline writes it.
+    halfway = PROGRESS_CHUNKED + int((PROGRESS_EMBEDDED - PROGRESS_CHUNKED) * 0.5)
+    embedding = DocumentFactory(store=kb, status="processing", filename="handbook.pdf", progress_percent=halfway)
+    parsing = DocumentFactory(store=kb, status="processing", filename="memo.docx", progress_percent=0)
+    page = wide_page
+    store_page(page, kb)
+    expect(page.locator(f"#document-{embedding.pk} .stage")).to_have_text("embedding 50 %")
+    expect(page.locator(f"#document-{parsing.pk} .stage")).to_have_text("parsing")
+    shots(page, "store-embedding")
+
