@@ -61,7 +61,7 @@ def test_an_editor_uploads_watches_ingestion_and_compares_searches(wide_page, pe
     expect(page.locator("#documents tr[data-status=ready]")).to_have_count(3, timeout=30_000)
     assert page.evaluate("window.notReloaded") is True
     pdf = rows.filter(has_text="tide-pools.pdf")
-    expect(pdf.locator("td").nth(2)).to_have_text("3")  # pages
+    expect(pdf.locator("td[data-label=Pages]")).to_have_text("3")
     expect(pdf.locator("progress")).to_have_attribute("value", "100")
     expect(page.locator("#documents")).to_have_attribute("data-moving", "false")
 

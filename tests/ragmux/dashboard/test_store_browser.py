@@ -68,6 +68,67 @@ def test_the_upload_summary_counts_outcomes_and_lists_the_refusals_first(wide_pa
     shots(page, "store-upload-summary")
 
 
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 800}
+LONG_REASON = (
+    "the PDF has no text layer (it looks scanned) and OCR is not supported; export it from the "
+    "program that made it, or run it through OCR first"
+)
+
+
+def test_the_document_table_fits_a_laptop_and_a_phone_shows_status_reason_and_actions(
+    browser, live_server, personas, kb, shots
+):
+    from tests.factories import DocumentFactory
+
+    for n in range(3):
+        DocumentFactory(store=kb, status="ready", filename=f"Quarterly-report-{n}-final-version-approved.pdf")
+    failed = DocumentFactory(
+        store=kb,
+        status="failed",
+        error=LONG_REASON,
+        error_stage="parse",
+        filename="Scanned-contract-between-the-parties-signed-2026.pdf",
+        title="Contract between the parties, signed copy",
+    )
+    context = browser.new_context(base_url=live_server.url, viewport=DESKTOP)
+    page = context.new_page()
+    store_page(page, kb)
+    row = page.locator(f"#document-{failed.pk}")
+    delete = row.get_by_role("button", name="Delete")
+    expect(delete).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert page.locator("#documents .table-scroll").evaluate("box => box.scrollWidth <= box.clientWidth")
+    assert delete.bounding_box()["x"] + delete.bounding_box()["width"] <= DESKTOP["width"]
+
+    page.set_viewport_size(PHONE)
+    page.reload()
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert page.locator("#documents .table-scroll").evaluate("box => box.scrollWidth <= box.clientWidth")
+    for shown in (row.locator(".status"), row.locator(".reason"), delete, row.get_by_role("button", name="Reprocess")):
+        expect(shown).to_be_visible()
+        box = shown.bounding_box()
+        assert 0 <= box["x"] and box["x"] + box["width"] <= PHONE["width"]
+    expect(row.locator(".reason")).to_contain_text("OCR is not supported")
+    shots(page, "store-documents-phone")
+    context.close()
+
+
+def test_a_document_being_embedded_shows_the_stage_and_its_progress(wide_page, personas, kb, shots):
+    from ingestion.queue import PROGRESS_CHUNKED, PROGRESS_EMBEDDED
+    from tests.factories import DocumentFactory
+
+    # Half of its embedding batches done, as the pipeline writes it.
+    halfway = PROGRESS_CHUNKED + int((PROGRESS_EMBEDDED - PROGRESS_CHUNKED) * 0.5)
+    embedding = DocumentFactory(store=kb, status="processing", filename="handbook.pdf", progress_percent=halfway)
+    parsing = DocumentFactory(store=kb, status="processing", filename="memo.docx", progress_percent=0)
+    page = wide_page
+    store_page(page, kb)
+    expect(page.locator(f"#document-{embedding.pk} .stage")).to_have_text("embedding 50 %")
+    expect(page.locator(f"#document-{parsing.pk} .stage")).to_have_text("parsing")
+    shots(page, "store-embedding")
+
+
 def test_actions_return_to_the_filter_and_the_page_they_were_sent_from(wide_page, personas, kb):
     from tests.factories import DocumentFactory
 
@@ -91,18 +152,3 @@ def test_actions_return_to_the_filter_and_the_page_they_were_sent_from(wide_page
     expect(page.get_by_role("status")).to_contain_text(f"{name}: queued for reprocessing.")
     expect(page).to_have_url(re.compile(rf"/admin/stores/{kb.pk}/\?page=3$"))
     expect(page.get_by_role("navigation", name="Pages")).to_contain_text("Page 3 of 3")
-
-def test_a_document_being_embedded_shows_the_stage_and_its_progress(wide_page, personas, kb, shots):
-    from ingestion.queue import PROGRESS_CHUNKED, PROGRESS_EMBEDDED
-    from tests.factories import DocumentFactory
-
-    # Half of its embedding batches done, as the pipeline writes it.
-    halfway = PROGRESS_CHUNKED + int((PROGRESS_EMBEDDED - PROGRESS_CHUNKED) * 0.5)
-    embedding = DocumentFactory(store=kb, status="processing", filename="handbook.pdf", progress_percent=halfway)
-    parsing = DocumentFactory(store=kb, status="processing", filename="memo.docx", progress_percent=0)
-    page = wide_page
-    store_page(page, kb)
-    expect(page.locator(f"#document-{embedding.pk} .stage")).to_have_text("embedding 50 %")
-    expect(page.locator(f"#document-{parsing.pk} .stage")).to_have_text("parsing")
-    shots(page, "store-embedding")
-
