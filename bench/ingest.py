@@ -65,15 +65,16 @@ def upload_paced(store, corpus: list[dict], *, as_text: bool = False) -> dict[st
 
     By default each document is a file ``<_id>.txt``; ``as_text`` sends it through the text
     endpoint instead, titled by its BEIR title (so its file name is ``<title>.txt``). Returns
-    BEIR id → reason for the documents refused at upload (duplicates of an earlier document's
-    bytes; empty text, which the text endpoint refuses before storing anything)."""
+    BEIR id → reason for the documents skipped at upload (duplicates of an earlier document's
+    bytes; empty documents, which both the upload and the text endpoint refuse before storing
+    anything)."""
     from django.conf import settings
 
     from ingestion.services import IncomingFile, document_ingest_text, document_upload
     from ragmux.core.errors import InvalidInput
     from stores.models import Document
 
-    refused = {}
+    skipped = {}
     for start in range(0, len(corpus), UPLOAD_BATCH):
         wait_for(
             lambda: Document.objects.filter(status="pending").count() + UPLOAD_BATCH <= settings.MAX_PENDING_DOCUMENTS,
@@ -96,8 +97,8 @@ def upload_paced(store, corpus: list[dict], *, as_text: bool = False) -> dict[st
                 continue
             if not isinstance(error, InvalidInput) and error.code != "duplicate_document":
                 raise SystemExit(f"upload of {source} failed: {error.message}")
-            refused[source] = f"refused at upload: {error.message}"
-    return refused
+            skipped[source] = f"skipped at upload ({error.code}): {error.message}"
+    return skipped
 
 
 def main() -> None:
@@ -126,7 +127,7 @@ def main() -> None:
         )
 
         started = time.monotonic()
-        refused = upload_paced(store, corpus)
+        skipped = upload_paced(store, corpus)
         documents = Document.objects.filter(store=store)
         settled = wait_for(lambda: not documents.filter(status__in=("pending", "processing")).exists(), timeout=7200)
         elapsed = time.monotonic() - started
@@ -172,18 +173,19 @@ def main() -> None:
             "ratio": round(pipeline_rate / raw_rate, 3) if raw_rate else None,
             "embedding_cache_hits": chunk_count - unique_hashes,
             "failed_documents": len(failed),
+            "skipped_documents": len(skipped),
             "failed": [f"{name}: {error}" for name, error in failed],
-            "refused": [f"{source}: {reason}" for source, reason in refused.items()],
+            "skipped": [f"{source}: {reason}" for source, reason in skipped.items()],
             "worker_peak_rss_mb": round(environment.peak_worker_rss / 2**20, 1),
         }
         print_table(
-            [(name, value) for name, value in result.items() if name not in ("failed", "refused", "dataset")],
+            [(name, value) for name, value in result.items() if name not in ("failed", "skipped", "dataset")],
             ("measure", "value"),
         )
         for line in result["failed"]:
             print(f"failed: {line}")
-        for line in result["refused"]:
-            print(f"refused: {line}")
+        for line in result["skipped"]:
+            print(f"skipped: {line}")
         report(result)
 
 

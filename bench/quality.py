@@ -211,14 +211,14 @@ def store_setting(text: str) -> tuple[str, object]:
 
 def ingest(store, corpus: list[dict], *, as_text: bool) -> dict[str, str]:
     """Uploads the corpus and waits until every document settled. Returns BEIR id → reason for
-    the documents that can never be retrieved: the failed ones and those refused at upload."""
+    the documents that can never be retrieved: the failed ones and those skipped at upload."""
     from stores.models import Document
 
-    refused = upload_paced(store, corpus, as_text=as_text)
+    skipped = upload_paced(store, corpus, as_text=as_text)
     documents = Document.objects.filter(store=store)
     if not wait_for(lambda: not documents.filter(status__in=("pending", "processing")).exists(), timeout=7200):
         raise SystemExit("ingestion did not settle within two hours")
-    unusable = {**refused, **dict(documents.filter(status="failed").values_list("source", "error"))}
+    unusable = {**skipped, **dict(documents.filter(status="failed").values_list("source", "error"))}
     return {doc["_id"]: unusable[doc["_id"]] for doc in corpus if doc["_id"] in unusable}
 
 

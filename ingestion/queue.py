@@ -13,6 +13,7 @@ gives its claims back at once, and those claims do not count as attempts.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -32,6 +33,10 @@ BACKLOG_FULL = "the ingestion backlog is full (MAX_PENDING_DOCUMENTS), retry lat
 PROGRESS_PARSED = 10
 PROGRESS_CHUNKED = 20
 PROGRESS_EMBEDDED = 99
+# The stages of a processing document, each with the mark that ends it; only embedding takes
+# long enough (and is written often enough, a batch at a time) to show how far it got.
+STAGES = (("parsing", PROGRESS_PARSED), ("chunking", PROGRESS_CHUNKED), ("embedding", PROGRESS_EMBEDDED))
+INDEXING = "indexing"
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,19 @@ class Claim:
     store_id: int
     token: int
     attempts: int
+
+
+def stage_of(progress_percent: int) -> str:
+    """The stage a processing document is in, in words: "parsing", "embedding 40 %"."""
+    start = 0
+    for name, end in STAGES:
+        if progress_percent < end:
+            if name != "embedding":
+                return name
+            # Rounded up: the pipeline rounds its marks down, so a half of the batches reads 50 %.
+            return f"{name} {math.ceil((progress_percent - start) * 100 / (end - start))} %"
+        start = end
+    return INDEXING
 
 
 def _lease() -> timedelta:

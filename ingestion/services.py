@@ -18,7 +18,7 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
 from ingestion import queue
-from ingestion.parsing import UnsupportedFormat, check_upload
+from ingestion.parsing import SNIFF_WINDOW, UnsupportedFormat, check_upload
 from ingestion.parsing.types import MAX_EXTRACTED_TEXT
 from ragmux.core.audit import audit_change
 from ragmux.core.errors import Conflict, InvalidInput, LimitReached, ServiceError, TooLarge, Unavailable
@@ -111,8 +111,11 @@ def _wake_ingestion() -> None:
 
 def _refusal(incoming: IncomingFile) -> SkippedFile | str:
     """The file's format, or why it is skipped before anything is stored."""
+    if not incoming.data:
+        # It could only fail as a document with no text.
+        return SkippedFile(incoming.filename, "empty_file", f'"{incoming.filename}" is empty (0 bytes)')
     try:
-        file_format = check_upload(incoming.filename, incoming.data[:8])
+        file_format = check_upload(incoming.filename, incoming.data[:SNIFF_WINDOW])
     except UnsupportedFormat as exc:
         return SkippedFile(incoming.filename, "unsupported_format", str(exc))
     if file_format in WHOLE_TEXT_FORMATS and len(incoming.data) > MAX_EXTRACTED_TEXT:
@@ -209,11 +212,12 @@ def document_upload(*, store: RagStore, files: list[IncomingFile], actor=None) -
     """Stores each file as a document, in order, each in its own transaction, with one audit
     row per document stored (a skipped file stores nothing and writes none).
 
-    A duplicate, an unsupported format or a text file too large to index is skipped with its
-    reason and the other files are stored. A quota refusal stops the request: the documents
-    stored before it stay and are listed. On a full backlog documents are kept as failed (at
-    upload) with the backlog message. A request that stores nothing answers 409 when every
-    file was a duplicate, 413 when every file was too large, else 400.
+    A duplicate, an empty file, an unsupported format (by its extension or its first bytes) or
+    a text file too large to index is skipped with its reason and the other files are stored.
+    A quota refusal stops the request: the documents stored before it stay and are listed. On
+    a full backlog documents are kept as failed (at upload) with the backlog message. A request
+    that stores nothing answers 409 when every file was a duplicate, 413 when every file was
+    too large, else 400.
     """
     if not files:
         raise InvalidInput("no file field in form (use 'file')", field="file")

@@ -296,6 +296,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "ragmux.core.roles.role_context",
             ],
+            # The dashboard's filters, on every page without a {% load %}.
+            "builtins": ["ragmux.dashboard.filters"],
         },
     },
 ]

@@ -13,6 +13,8 @@ RRF_K = 60
 # Unknown words corrected per query at most: each costs a trigram lookup in the vocabulary, and a
 # pasted page of unknown words (4000 characters, 570 words) took a second without a bound.
 MAX_TYPO_CORRECTIONS = 32
+# A corrected stem's word is its most frequent form in this many of the chunks holding it most.
+SURFACE_FORM_CHUNKS = 10
 _WORD = re.compile(r"\S+")
 
 
@@ -119,8 +121,11 @@ def allowed_typos(word: str) -> int:
 @dataclass(frozen=True)
 class Correction:
     original: str
+    # The vocabulary term: under a stemming configuration a stem ("liabil"), what the query uses.
     corrected: str
     distance: int
+    # The word to show a person: the term's most frequent form in the indexed text ("liability").
+    corrected_word: str = ""
 
 
 def typo_limit(word: str, lexeme: str) -> int:

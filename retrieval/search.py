@@ -20,6 +20,7 @@ from ragmux.core.errors import Conflict, Unavailable, UpstreamFailed
 from retrieval import pg_search, sql
 from retrieval.ranking import (
     MAX_TYPO_CORRECTIONS,
+    SURFACE_FORM_CHUNKS,
     Correction,
     apply_corrections,
     best_correction,
@@ -275,7 +276,13 @@ def _corrections(store: RagStore, query: str) -> list[Correction]:
         correction = best_correction(word, lexeme, sql.similar_terms(store.pk, lexeme, config))
         if correction is not None:
             found.append(correction)
-    return found
+    if not found:
+        return found
+    # Chosen by the terms alone: the words only name them for a person, after the choice.
+    words = sql.surface_forms(
+        store.pk, [correction.corrected for correction in found], config, chunks=SURFACE_FORM_CHUNKS
+    )
+    return [replace(c, corrected_word=words.get(c.corrected, c.corrected)) for c in found]
 
 
 def bm25_candidates(store: RagStore, query: str, limit: int) -> list[tuple[int, float]]:

@@ -43,6 +43,7 @@ class SearchInput(StrictInput):
 class CorrectionOutput(serializers.Serializer):
     original = serializers.CharField()
     corrected = serializers.CharField()
+    corrected_word = serializers.CharField()
     distance = serializers.IntegerField()
 
 

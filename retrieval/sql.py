@@ -434,6 +434,23 @@ def unknown_terms(store_id: int, terms: list[str]) -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
+def surface_forms(store_id: int, terms: list[str], config: str, *, chunks: int) -> dict[str, str]:
+    """For each term, the most frequent word of the indexed text that ``config`` reads as that
+    term (ties in alphabetical order), counted in the ``chunks`` chunks holding it most often: a
+    stem's word as people write it ("liabil" → "liability"). A term no chunk holds is left out."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT DISTINCT ON (t.term) t.term, lower(d.token) "
+            "FROM unnest(%s::text[]) AS t(term), "
+            "LATERAL (SELECT c.content FROM chunk_terms ct JOIN chunks c ON c.id = ct.chunk_id "
+            "WHERE ct.store_id = %s AND ct.term = t.term ORDER BY ct.tf DESC, ct.chunk_id LIMIT %s) held, "
+            "LATERAL ts_debug(%s::regconfig, held.content) d WHERE t.term = ANY(d.lexemes) "
+            "GROUP BY t.term, lower(d.token) ORDER BY t.term, count(*) DESC, lower(d.token)",
+            [terms, store_id, chunks, config],
+        )
+        return dict(cursor.fetchall())
+
+
 def similar_terms(store_id: int, lexeme: str, config: str, limit: int = 50) -> list[tuple[str, int]]:
     """Vocabulary terms sharing trigrams with ``lexeme`` (candidates for an edit-distance check),
     with their document frequencies. Only terms that ``config`` parses back to themselves: a

@@ -5,6 +5,7 @@ one another."""
 
 from __future__ import annotations
 
+import base64
 import re
 import secrets
 import subprocess
@@ -219,6 +220,27 @@ def post(client, url: str, data: dict | None = None, **extra):
     token (ragmux.dashboard.once; forms without one ignore it)."""
     fresh = {"csrfmiddlewaretoken": csrf_token(client), "once": secrets.token_urlsafe(16)}
     return client.post(url, {**fresh, **(data or {})}, **extra)
+
+
+def drop_files(page, selector: str, files: dict[str, tuple[bytes, str]]) -> None:
+    """Drops files (name → (bytes, MIME type)) on an element the way a file manager does: a
+    `drop` event carrying them."""
+    carried = [
+        {"name": name, "type": mime, "data": base64.b64encode(data).decode()} for name, (data, mime) in files.items()
+    ]
+    transfer = page.evaluate_handle(
+        """(files) => {
+            const transfer = new DataTransfer();
+            for (const file of files) {
+                const bytes = Uint8Array.from(atob(file.data), (c) => c.charCodeAt(0));
+                transfer.items.add(new File([bytes], file.name, { type: file.type }));
+            }
+            return transfer;
+        }""",
+        carried,
+    )
+    page.dispatch_event(selector, "dragover", {"dataTransfer": transfer})
+    page.dispatch_event(selector, "drop", {"dataTransfer": transfer})
 
 
 def sign_in(page, username, password):

@@ -6,6 +6,7 @@ message is shown to the user as the document's error.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Callable
 from pathlib import PurePath
 
@@ -26,6 +27,7 @@ from .types import (
 
 __all__ = [
     "MAX_EXTRACTED_TEXT",
+    "SNIFF_WINDOW",
     "SUPPORTED_EXTENSIONS",
     "Block",
     "ParseError",
@@ -54,8 +56,45 @@ _IN_PROCESS_PARSERS: dict[str, Callable[[bytes], ParsedDocument]] = {
     "text": parse_text,
 }
 
-ZIP_SIGNATURE = b"PK\x03\x04"
 EMPTY_DOCUMENT = "the document contains no text"
+
+# How many first bytes of an upload are sniffed: enough for a PDF header after the junk some
+# writers put before it, and for a text file's first lines.
+SNIFF_WINDOW = 1024
+# Readers (Acrobat, pdf.js) accept the header anywhere in the first kilobyte.
+PDF_SIGNATURE = b"%PDF-"
+ZIP_SIGNATURE = b"PK\x03\x04"
+# Unicode text whose byte order mark says it is UTF-16 or UTF-32, whose NUL bytes are text.
+WIDE_TEXT_MARKS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_BE)  # UTF-32-LE's starts as UTF-16-LE's
+
+
+def _looks_like_pdf(head: bytes) -> str | None:
+    return None if PDF_SIGNATURE in head else "no %PDF header"
+
+
+def _looks_like_docx(head: bytes) -> str | None:
+    return None if head.startswith(ZIP_SIGNATURE) else "not a zip archive"
+
+
+def _looks_like_text(head: bytes) -> str | None:
+    """Text formats have no magic number: "sniffing" one means finding no NUL byte, the mark of
+    a binary file (an executable, an image, an archive), unless a UTF-16 or UTF-32 byte order
+    mark says the NULs are part of the text. Legacy encodings (Windows-1252 and the like) pass:
+    the parser decodes them."""
+    if head.startswith(WIDE_TEXT_MARKS) or b"\x00" not in head:
+        return None
+    return "it contains NUL bytes, as binary files do"
+
+
+# Why the first bytes of an upload do not look like its format, or None when they do: one
+# entry per format, so every format is sniffed and refused in the same words.
+_SNIFFERS: dict[str, Callable[[bytes], str | None]] = {
+    "pdf": _looks_like_pdf,
+    "docx": _looks_like_docx,
+    "html": _looks_like_text,
+    "markdown": _looks_like_text,
+    "text": _looks_like_text,
+}
 
 
 def _unsupported_type(filename: str) -> str:
@@ -64,12 +103,14 @@ def _unsupported_type(filename: str) -> str:
 
 
 def check_upload(filename: str, head: bytes) -> str:
-    """The canonical format name of an upload, judged by its extension and, for DOCX, its first bytes."""
+    """The canonical format name of an upload, judged by its extension and its first
+    SNIFF_WINDOW bytes (``head``), which must look like that format."""
     document_format = _format_of(filename)
     if document_format is None:
         raise UnsupportedFormat(_unsupported_type(filename))
-    if document_format == "docx" and not head.startswith(ZIP_SIGNATURE):
-        raise UnsupportedFormat(f'"{filename}" does not look like a docx file (not a zip archive)')
+    mismatch = _SNIFFERS[document_format](head[:SNIFF_WINDOW])
+    if mismatch is not None:
+        raise UnsupportedFormat(f'"{filename}" does not look like a {document_format} file ({mismatch})')
     return document_format
 
 

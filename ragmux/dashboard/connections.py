@@ -19,8 +19,8 @@ from gateway.connections.prices import builtin_values
 from gateway.connections.pricing import token_cost
 from gateway.connections.serializers import ConnectionInput, PriceCreateInput, PriceValuesInput
 from ragmux.core.errors import status_for
-from ragmux.core.units import DOLLAR_PLACES, micros_to_dollars
 from ragmux.dashboard.access import page
+from ragmux.dashboard.filters import dollars
 from ragmux.dashboard.forms import Form, attempt
 
 CONNECTION_FIELDS = ("name", "provider_type", "base_url", "model_name", "dimensions", "api_version", "api_key")
@@ -125,10 +125,6 @@ def connection_test(request, connection_id: int):
 
 
 # --- prices -----------------------------------------------------------------------------------
-
-
-def dollars(micros: int) -> str:
-    return f"${micros_to_dollars(micros):.{DOLLAR_PLACES}f}"
 
 
 def figure(value: Decimal | None) -> str:

@@ -37,9 +37,7 @@ class Pager:
 
     def query(self, number: int) -> str:
         """The query string of page ``number``, empty filters and the first page's number left out."""
-        params = {**self.filters, "page": number if number > 1 else ""}
-        found = urlencode({name: value for name, value in params.items() if value})
-        return f"?{found}" if found else ""
+        return list_query(self.filters, number)
 
     @property
     def previous(self) -> str:
@@ -48,6 +46,13 @@ class Pager:
     @property
     def next(self) -> str:
         return self.address + self.query(self.number + 1) if self.page.has_next() else ""
+
+
+def list_query(filters: Mapping[str, str], number: int) -> str:
+    """A list's query string: its filters and page ``number``, the empty ones left out."""
+    params = {**filters, "page": number if number > 1 else ""}
+    found = urlencode({name: value for name, value in params.items() if value})
+    return f"?{found}" if found else ""
 
 
 def pager(rows, query: Mapping, *, address: str, filters: dict[str, str], total: int | None = None) -> Pager:

@@ -16,7 +16,7 @@ from gateway.clients.models import BILLED_ENDPOINTS, STORE_SEARCHING_ENDPOINTS, 
 from gateway.clients.serializers import RequestLogPageQuery, encode_cursor
 from ragmux.core.units import micros_to_dollars
 from ragmux.dashboard.access import page
-from ragmux.dashboard.connections import dollars
+from ragmux.dashboard.filters import dollars
 from ragmux.dashboard.forms import Form
 
 FILTERS = ("project", "key", "model", "endpoint", "status", "from", "to")

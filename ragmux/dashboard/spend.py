@@ -16,7 +16,7 @@ from gateway.clients.models import Project
 from gateway.clients.usage_reports import UsageReport, WindowUsage, project_usage_reports, usage_report
 from gateway.clients.usage_windows import percent_of
 from ragmux.dashboard.access import page
-from ragmux.dashboard.connections import dollars
+from ragmux.dashboard.filters import dollars
 
 # Each meter: window, what it measures, its name in sentences, and the forecast that goes with it.
 _METERS = (

@@ -11,6 +11,7 @@ from stores.choices import DocumentStatus
 VERDICT_OF_SKIP = {
     "duplicate_document": "duplicate",
     "unsupported_format": "unsupported format",
+    "empty_file": "empty",
     "text_too_large": "too large",
 }
 
@@ -52,7 +53,9 @@ def upload_outcomes(filenames: list[str], result: UploadResult) -> list[FileOutc
 
 
 def summary(outcomes: list[FileOutcome]) -> str:
-    """ "3 files: 2 accepted, 1 duplicate." """
-    counts = Counter(outcome.verdict for outcome in outcomes)
-    parts = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
-    return f"{len(outcomes)} file{'s' if len(outcomes) != 1 else ''}: {parts}."
+    """ "2 accepted, 1 duplicate (3 files)." The accepted first, then each refusal, the most
+    frequent first: the order the upload script's summary uses too."""
+    accepted = Counter(outcome.verdict for outcome in outcomes if outcome.accepted)
+    refused = Counter(outcome.verdict for outcome in outcomes if not outcome.accepted)
+    parts = ", ".join(f"{n} {verdict}" for verdict, n in [*accepted.most_common(), *refused.most_common()])
+    return f"{parts} ({len(outcomes)} file{'s' if len(outcomes) != 1 else ''})."

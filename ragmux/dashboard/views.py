@@ -5,11 +5,12 @@ services the JSON API uses, validates with the API's own inputs, and checks the 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
 from django.contrib import messages
-from django.http import Http404, HttpResponseRedirect
+from django.http import Http404, HttpResponseRedirect, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -38,7 +39,7 @@ from ragmux.dashboard.compare import (
 )
 from ragmux.dashboard.forms import Form, attempt
 from ragmux.dashboard.lexical_index import lexical_index
-from ragmux.dashboard.pager import Pager, pager
+from ragmux.dashboard.pager import Pager, list_query, pager
 from ragmux.dashboard.quota import store_quota
 from ragmux.dashboard.request_logs import overview_usage
 from ragmux.dashboard.spend import overview_spend
@@ -181,6 +182,12 @@ class DocumentTable:
         return any(self.counts.get(status) for status in MOVING)
 
     @property
+    def place(self) -> str:
+        """Where the list stands (filter and page), as a query string: each action's form
+        carries it, so the action returns there."""
+        return self.pager.query(self.pager.number)
+
+    @property
     def url(self) -> str:
         """The table alone, as it is now: what htmx polls."""
         return reverse("dashboard:store-documents", args=[self.store.pk]) + self.pager.query(self.pager.number)
@@ -192,10 +199,22 @@ class DocumentTable:
         return every + [(value, value, self.counts.get(value, 0)) for value in DocumentStatus.values]
 
 
+def _list_place(query) -> Mapping:
+    """The validated filter and page of a document list's query; a hand-edited one that is
+    refused is the first page of everything."""
+    checked = DocumentListQuery(data=query)
+    return checked.validated_data if checked.is_valid() else FIRST_PAGE
+
+
+def _back_to_list(request, store_id: int):
+    """The store page at the place in its list the action was sent from (the form's `place`,
+    the list's query string). Validated and rebuilt, never echoed: it cannot lead elsewhere."""
+    data = _list_place(QueryDict(request.POST.get("place", "").removeprefix("?")))
+    return redirect(_store_url(store_id) + list_query({"status": data.get("status", "")}, data["page"]))
+
+
 def _document_table(request, store: RagStore) -> DocumentTable:
-    query = DocumentListQuery(data=request.GET)
-    # A hand-edited address that is refused shows the first page of everything.
-    data = query.validated_data if query.is_valid() else FIRST_PAGE
+    data = _list_place(request.GET)
     status = data.get("status", "")
     counts = selectors.documents_by_status(store=store)
     documents = selectors.document_list(store=store, status=status or None)
@@ -316,7 +335,7 @@ def store_reprocess(request, store_id: int):
         messages.error(request, form.refusal.message)
     else:
         messages.error(request, f"Nothing was reprocessed: “{status}” is not a document status.")
-    return redirect(_store_url(store.pk))
+    return _back_to_list(request, store.pk)
 
 
 @page("editor", methods=("POST",))
@@ -327,7 +346,7 @@ def document_reprocess(request, document_id: int):
         messages.error(request, f"{document.filename}: {refusal.message}")
     else:
         messages.success(request, f"{document.filename}: queued for reprocessing.")
-    return redirect(_store_url(document.store_id))
+    return _back_to_list(request, document.store_id)
 
 
 @page("editor", methods=("POST",))
@@ -335,7 +354,7 @@ def document_delete(request, document_id: int):
     document = selectors.document_get(document_id)
     services.document_delete(document=document, actor=request.user)
     messages.success(request, f"Deleted {document.filename} with its chunks.")
-    return redirect(_store_url(document.store_id))
+    return _back_to_list(request, document.store_id)
 
 
 # --- search compare ---------------------------------------------------------------------------

@@ -15,11 +15,39 @@ function setUpUpload(form) {
   const input = form.querySelector("input[type=file]");
   const progress = form.querySelector("[data-upload-progress]");
   const results = form.querySelector("[data-upload-results]");
+  const refused = results.querySelector("[data-upload-refused]");
+  const accepted = results.querySelector("[data-upload-accepted]");
+  const acceptedCount = results.querySelector("[data-upload-accepted-count]");
   const token = form.querySelector("input[name=csrfmiddlewaretoken]").value;
+
+  // The server's list items, one per file: refusals in the open list, accepted files folded.
+  function sort(html) {
+    const template = document.createElement("template");
+    template.innerHTML = html;
+    for (const item of template.content.querySelectorAll("li")) {
+      (item.hasAttribute("data-accepted") ? accepted : refused).append(item);
+    }
+    acceptedCount.textContent = accepted.children.length;
+    results.hidden = false;
+  }
+
+  // "101 accepted, 1 duplicate": the accepted first, then each refusal, the most frequent first.
+  function summary() {
+    const counted = (items) => {
+      const counts = new Map();
+      for (const item of items) counts.set(item.dataset.verdict, (counts.get(item.dataset.verdict) || 0) + 1);
+      return [...counts].sort((a, b) => b[1] - a[1]);
+    };
+    return [...counted(accepted.children), ...counted(refused.children)]
+      .map(([verdict, count]) => `${count} ${verdict}`)
+      .join(", ");
+  }
 
   async function send(files) {
     const all = Array.from(files);
     if (!all.length) return;
+    refused.replaceChildren();
+    accepted.replaceChildren();
     for (let start = 0; start < all.length; start += UPLOAD_BATCH) {
       const batch = all.slice(start, start + UPLOAD_BATCH);
       progress.textContent = `Sending files ${start + 1}–${start + batch.length} of ${all.length}…`;
@@ -42,10 +70,10 @@ function setUpUpload(form) {
         return;
       }
       // Server-rendered, escaped list items: one per file, saying what happened to it.
-      results.insertAdjacentHTML("beforeend", await response.text());
+      sort(await response.text());
       document.body.dispatchEvent(new CustomEvent("documents-changed"));
     }
-    progress.textContent = `Sent ${all.length} file${all.length === 1 ? "" : "s"}.`;
+    progress.textContent = `${summary()} (${all.length} file${all.length === 1 ? "" : "s"} sent).`;
     input.value = "";
   }
 

@@ -122,7 +122,7 @@ def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(
     assert {"dataset", "settings", "results"} <= result.keys()
     assert result["settings"]["search_backend"] == "bm25"  # the store kept its default settings
     assert result["ingest"] == ingest
-    assert result["never_retrieved"] == ["empty"]  # failed as empty (file), or refused as empty (text)
+    assert result["never_retrieved"] == ["empty"]  # skipped at upload as empty (file or text)
     rebuilt_rows = (
         [f"{name}, index_config {rebuilt_in}" for name in ("lexical bm25", "hybrid bm25")] if rebuilt_in else []
     )
@@ -253,11 +253,13 @@ def test_ingest_smoke_reports_throughput_and_leaves_nothing_running(run_tmpdir):
         "ratio",
         "embedding_cache_hits",
         "failed_documents",
+        "skipped_documents",
         "worker_peak_rss_mb",
     } <= result.keys()
-    assert result["documents"] == 20
-    assert result["chunks"] == 20  # 18 one-chunk documents and one of two; the empty one failed
-    assert result["failed"] == ["empty.txt: the document contains no text"]
+    assert result["documents"] == 19  # the empty one is skipped at upload, never stored
+    assert result["chunks"] == 20  # 18 one-chunk documents and one of two
+    assert result["failed"] == []
+    assert result["skipped"] == ['empty: skipped at upload (empty_file): "empty.txt" is empty (0 bytes)']
     assert result["chunks_per_s"] > 0 and result["raw_embedder_chunks_per_s"] > 0
     assert result["worker_peak_rss_mb"] > 0
     time.sleep(1)
@@ -295,13 +297,13 @@ def test_ingest_smoke_uses_the_given_services_and_starts_nothing_embedded(run_tm
     finished = run_bench("ingest.py", run_tmpdir, "--smoke", "--dataset", DATASET, env=bench_services)
 
     assert finished.returncode == 0, finished.stderr[-3000:]
-    assert json.loads(finished.stdout.strip().splitlines()[-1])["documents"] == 20
+    assert json.loads(finished.stdout.strip().splitlines()[-1])["documents"] == 19  # the empty one is skipped
     with psycopg.connect(bench_services["DATABASE_URL"]) as given:
         statuses = given.execute(
             "SELECT d.status, count(*) FROM documents d JOIN rag_stores s ON s.id = d.store_id "
             "WHERE s.name = 'bench-ingest' GROUP BY d.status"
         ).fetchall()
-    assert sorted(statuses) == [("failed", 1), ("ready", 19)]
+    assert sorted(statuses) == [("ready", 19)]
     time.sleep(1)
     assert processes_left_by_run(run_tmpdir, workers_before) == []
 

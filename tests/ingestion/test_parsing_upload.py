@@ -1,3 +1,4 @@
+import codecs
 import re
 
 import pytest
@@ -11,6 +12,14 @@ from ingestion.parsing import (
     types,
 )
 
+# The first bytes of a real file of each format.
+HEADS = {
+    "pdf": b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n",
+    "docx": b"PK\x03\x04rest",
+    "html": b"<!doctype html>\n<title>t</title>",
+    "markdown": b"# Notes\n\nCaf\xe9 in Windows-1252 is text too.",
+    "text": b"plain words",
+}
 SUPPORTED = r"the supported types are \.pdf, \.docx, \.html, \.htm, \.md, \.markdown, \.txt$"
 
 
@@ -37,7 +46,7 @@ def unsupported(filename: str) -> str:
     ],
 )
 def test_supported_extensions_map_to_their_format(filename, expected):
-    assert check_upload(filename, b"PK\x03\x04rest" if expected == "docx" else b"") == expected
+    assert check_upload(filename, HEADS[expected]) == expected
 
 
 def test_every_supported_extension_is_listed():
@@ -54,6 +63,39 @@ def test_a_docx_that_is_not_a_zip_is_refused_at_upload():
     with pytest.raises(UnsupportedFormat) as refused:
         check_upload("Quarterly report.docx", b"%PDF-1.7\n")
     assert str(refused.value) == '"Quarterly report.docx" does not look like a docx file (not a zip archive)'
+
+
+@pytest.mark.parametrize(
+    ("filename", "head", "why"),
+    [
+        ("setup.pdf", b"MZ\x90\x00\x03\x00\x00\x00", "no %PDF header"),
+        ("letter.docx", b"\x7fELF\x02\x01\x01\x00", "not a zip archive"),
+        ("notes.txt", b"\x7fELF\x02\x01\x01\x00", "it contains NUL bytes, as binary files do"),
+        ("README.md", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "it contains NUL bytes, as binary files do"),
+        ("index.html", b"<html>" + b"\x00" * 4, "it contains NUL bytes, as binary files do"),
+    ],
+)
+def test_every_format_is_sniffed_and_refused_in_the_same_words(filename, head, why):
+    document_format = filename.rpartition(".")[2].replace("md", "markdown").replace("txt", "text")
+    with pytest.raises(UnsupportedFormat) as refused:
+        check_upload(filename, head)
+    assert str(refused.value) == f'"{filename}" does not look like a {document_format} file ({why})'
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "UTF-16 text".encode("utf-16"),
+        "UTF-32 text".encode("utf-32"),
+        codecs.BOM_UTF32_BE + "UTF-32".encode("utf-32-be"),
+    ],
+)
+def test_text_whose_byte_order_mark_explains_its_nul_bytes_passes_the_sniffing(head):
+    assert check_upload("wide.txt", head) == "text"
+
+
+def test_a_pdf_header_after_leading_junk_is_found():
+    assert check_upload("scan.pdf", b"\r\n" * 100 + b"%PDF-1.4") == "pdf"
 
 
 def test_parsing_an_unsupported_file_fails_with_the_same_reason():

@@ -226,26 +226,33 @@ def test_hostile_files_fail_with_precise_reasons_while_the_worker_carries_on(pro
         "random-bytes.pdf": "the file is not a readable PDF",
         "scanned.pdf": "the PDF has no text layer (it looks scanned) and OCR is not supported",
         "encrypted.pdf": "the PDF is encrypted and cannot be read",
-        "empty.txt": "the document contains no text",
-        "undecodable.txt": "the text is not in a recognisable encoding (save it as UTF-8)",
     }
     contents = {name: (FILES / name).read_bytes() for name in hostile if (FILES / name).exists()}
     contents["slow.pdf"] = many_pages_pdf(1500)
     contents["fake-zip.docx"] = b"PK\x03\x04 but nothing of a zip archive follows"
-    contents["empty.txt"] = b""
-    contents["undecodable.txt"] = bytes(range(256)) * 64
+    # Past the sniffing at upload (a PDF header), so the parser is the one to refuse it.
+    contents["random-bytes.pdf"] = b"%PDF-1.7\n" + contents["random-bytes.pdf"]
     assert set(contents) == set(hostile)
+    # Refused at upload, before the worker sees them.
+    refused = {
+        "empty.txt": (b"", "empty_file"),
+        "binary.txt": (bytes(range(256)) * 64, "unsupported_format"),
+    }
     healthy = [
         IncomingFile(filename=f"fine-{n}.md", data=f"# Fine {n}\n\nAn ordinary document.".encode()) for n in range(3)
     ]
     files = [IncomingFile(filename=name, data=data) for name, data in contents.items()]
+    files += [IncomingFile(filename=name, data=data) for name, (data, _) in refused.items()]
     # Text larger than the extracted-text cap can only fail, so it is never stored.
     huge = IncomingFile(
         filename="huge.txt", data=b"all work and no play makes jack a dull boy\n" * (30 * 1024 * 1024 // 43)
     )
     result = document_upload(store=store, files=files[:6] + healthy + [huge] + files[6:])
     assert result.refusal is None, result.refusal
-    assert [(s.filename, s.code) for s in result.skipped] == [("huge.txt", "text_too_large")]
+    assert [(s.filename, s.code) for s in result.skipped] == [
+        ("huge.txt", "text_too_large"),
+        *((name, code) for name, (_, code) in refused.items()),
+    ]
     processes.start("worker")
     wait_until(lambda: settled(*result.documents), timeout=240, message="every document to settle")
     outcome = {d.filename: (d.status, d.error) for d in Document.objects.all()}

@@ -200,6 +200,31 @@ def test_typo_tolerance_corrects_words_missing_from_the_vocabulary(build_store, 
     assert [(c.original, c.corrected, c.distance) for c in tolerant.corrections] == corrections
 
 
+def test_a_corrected_stem_is_shown_as_its_most_frequent_word_in_the_indexed_text(build_store):
+    store = build_store(
+        {
+            "contract.txt": "Liability is capped. The liability of each party, and its liabilities, end here.",
+            "memo.txt": "No liability. Liabilities are listed in the annex.",
+        }
+    )
+    result = store_search(store=store, query="liabilty annex", overrides={"mode": "lexical", "typo_tolerance": True})
+    assert [(c.original, c.corrected, c.corrected_word) for c in result.corrections] == [
+        ("liabilty", "liabil", "liability")
+    ]
+
+
+def test_the_shown_word_changes_neither_the_chosen_correction_nor_the_ranking(build_store):
+    """The word is looked up after the choice: the same store, searched with and without
+    typo tolerance for the corrected stem itself, ranks the same hits in the same order."""
+    store = build_store(
+        {f"{n}.txt": f"printer {'maintenance ' * n}report number {n}" for n in range(1, 6)}, index_config="english"
+    )
+    tolerant = store_search(store=store, query="mantenance", overrides={"mode": "lexical", "typo_tolerance": True})
+    direct = store_search(store=store, query="mainten", overrides={"mode": "lexical"})
+    assert [(c.corrected, c.corrected_word) for c in tolerant.corrections] == [("mainten", "maintenance")]
+    assert [(h.filename, h.score) for h in tolerant.hits] == [(h.filename, h.score) for h in direct.hits]
+
+
 @pytest.mark.parametrize(("index_config", "corrected"), [("simple", "category"), ("english", "categori")])
 def test_typo_tolerance_leaves_short_and_known_words_alone(build_store, index_config, corrected):
     store = build_store({"a.txt": "cat catalog category"}, index_config=index_config)

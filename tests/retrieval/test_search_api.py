@@ -73,8 +73,8 @@ def test_weighted_fusion_and_typo_tolerance_are_selectable(api, store):
         api("viewer"), store, query="retrn polcy", typo_tolerance=True, fusion_weights={"vector": 0.5, "lexical": 2}
     ).json()
     assert body["corrections"] == [
-        {"original": "retrn", "corrected": "return", "distance": 1},
-        {"original": "polcy", "corrected": "polici", "distance": 1},
+        {"original": "retrn", "corrected": "return", "corrected_word": "return", "distance": 1},
+        {"original": "polcy", "corrected": "polici", "corrected_word": "policy", "distance": 1},
     ]
     top = body["hits"][0]
     assert top["filename"] == "guide.md"

@@ -346,15 +346,33 @@ def test_concurrent_uploads_never_exceed_the_quota(api, fake_connection, transac
     assert Document.objects.filter(store_id=store["id"]).count() == 5
 
 
-def test_empty_files_are_never_duplicates_and_each_fails_as_empty(api, fake_connection, ingest_now):
+def test_empty_files_are_skipped_at_upload_as_empty(api, fake_connection):
     store = make_store(api, fake_connection)
-    response = upload(api("editor"), store, text_file("471.txt", b""), text_file("995.txt", b""))
+    response = upload(
+        api("editor"), store, text_file("471.txt", b""), text_file("995.txt", b""), text_file("kept.txt", b"words")
+    )
     assert response.status_code == 202
-    ingest_now()
-    assert sorted(Document.objects.values_list("filename", "status", "error")) == [
-        ("471.txt", "failed", "the document contains no text"),
-        ("995.txt", "failed", "the document contains no text"),
+    assert [(s["filename"], s["code"], s["message"]) for s in response.json()["skipped"]] == [
+        ("471.txt", "empty_file", '"471.txt" is empty (0 bytes)'),
+        ("995.txt", "empty_file", '"995.txt" is empty (0 bytes)'),
     ]
+    assert list(Document.objects.values_list("filename", flat=True)) == ["kept.txt"]
+
+
+def test_an_upload_of_only_empty_files_is_refused_as_empty(api, fake_connection):
+    store = make_store(api, fake_connection)
+    response = upload(api("editor"), store, text_file("471.txt", b""))
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "empty_file"
+    assert not Document.objects.exists()
+
+
+def test_an_executable_renamed_pdf_is_refused_at_upload_like_any_format(api, fake_connection):
+    store = make_store(api, fake_connection)
+    response = upload(api("editor"), store, ("setup.pdf", b"MZ\x90\x00" + b"\x00" * 60, "application/pdf"))
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == '"setup.pdf" does not look like a pdf file (no %PDF header)'
+    assert not Document.objects.exists()
 
 
 def test_an_upload_is_accepted_while_redis_is_unreachable_and_the_sweep_ingests_it(

@@ -5,14 +5,13 @@ Every page is photographed (see the `shots` fixture)."""
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
 from tests.factories import PASSWORD
-from tests.helpers import WIDE, sign_in
+from tests.helpers import WIDE, drop_files, sign_in
 from tests.ragmux.dashboard.accessibility import assert_accessible
 
 pytestmark = pytest.mark.browser
@@ -29,27 +28,6 @@ PHONE = {"width": 390, "height": 844}
 # index "and" is a stop word and "pools" matches "pool" too.
 QUERY = "rock pools and water"
 MARKABLE = {"rock", "rocks", "pool", "pools", "water", "waters"}
-
-
-def drop_files(page, selector: str, names: dict[str, str]) -> None:
-    """Drops files on an element the way a file manager does: a `drop` event carrying them."""
-    files = [
-        {"name": name, "type": mime, "data": base64.b64encode((FILES / name).read_bytes()).decode()}
-        for name, mime in names.items()
-    ]
-    transfer = page.evaluate_handle(
-        """(files) => {
-            const transfer = new DataTransfer();
-            for (const file of files) {
-                const bytes = Uint8Array.from(atob(file.data), (c) => c.charCodeAt(0));
-                transfer.items.add(new File([bytes], file.name, { type: file.type }));
-            }
-            return transfer;
-        }""",
-        files,
-    )
-    page.dispatch_event(selector, "dragover", {"dataTransfer": transfer})
-    page.dispatch_event(selector, "drop", {"dataTransfer": transfer})
 
 
 def compare(page, store_id: int, query: str, a: dict, b: dict) -> None:
@@ -69,7 +47,7 @@ def test_an_editor_uploads_watches_ingestion_and_compares_searches(wide_page, pe
     page.get_by_role("link", name="kb").click()
     page.evaluate("window.notReloaded = true")
 
-    drop_files(page, "[data-dropzone]", DROPPED)
+    drop_files(page, "[data-dropzone]", {name: ((FILES / name).read_bytes(), mime) for name, mime in DROPPED.items()})
     results = page.locator("[data-upload-results] li")
     expect(results).to_have_count(3)
     for name in DROPPED:
@@ -83,7 +61,7 @@ def test_an_editor_uploads_watches_ingestion_and_compares_searches(wide_page, pe
     expect(page.locator("#documents tr[data-status=ready]")).to_have_count(3, timeout=30_000)
     assert page.evaluate("window.notReloaded") is True
     pdf = rows.filter(has_text="tide-pools.pdf")
-    expect(pdf.locator("td").nth(2)).to_have_text("3")  # pages
+    expect(pdf.locator("td[data-label=Pages]")).to_have_text("3")
     expect(pdf.locator("progress")).to_have_attribute("value", "100")
     expect(page.locator("#documents")).to_have_attribute("data-moving", "false")
 

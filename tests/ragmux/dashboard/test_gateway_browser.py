@@ -153,7 +153,7 @@ def test_an_admin_sets_the_limits_of_a_project_and_of_one_of_its_keys(wide_page,
         ["Monthly dollar budget", "Daily dollar budget", "Requests-a-minute limit"]
     )
     daily = spend.locator(".budget-meter", has_text="Daily dollar budget")
-    expect(daily.locator(".used")).to_have_text("$2.500000 of $2.500000")
+    expect(daily.locator(".used")).to_have_text("$2.50 of $2.50")
     expect(daily.get_by_role("meter")).to_have_attribute("aria-label", "daily dollar budget: 100.0% used")
     expect(daily.locator(".resets")).to_contain_text("at 00:00 UTC")
     expect(daily.locator(".forecast")).to_have_text("The daily dollar budget is spent.")

@@ -327,7 +327,7 @@ def test_a_call_shows_its_tokens_cost_latency_first_byte_and_sources(as_role, pr
         "of them read from the prompt cache 70",
         "of them written to the prompt cache 40",
         "Completion tokens 30",
-        "Cost $0.001234",
+        "Cost $0.0012",
         "Latency 840 ms",
         "Time to first byte 95 ms",
         "RAG hits 3",
@@ -356,8 +356,8 @@ def test_the_overview_sums_the_last_day_and_week(as_role, project, issued):
     log(project, issued.api_key, ago=timedelta(days=8), prompt_tokens=1000, cost_micros=9_000_000)
     response = as_role("viewer").get("/admin/")
     day, week = response.context["usage"]
-    assert (day.total_requests, day.total_tokens, day.total_cost) == (2, 35, "$1.500000")
-    assert (week.total_requests, week.total_tokens, week.total_cost) == (3, 135, "$1.750000")
+    assert (day.total_requests, day.total_tokens, day.total_cost) == (2, 35, "$1.50")
+    assert (week.total_requests, week.total_tokens, week.total_cost) == (3, 135, "$1.75")
     charts = response.context["usage_charts"]
     assert len(charts["day"]["x"]) == 25 and len(charts["week"]["x"]) == 8
     assert sum(charts["week"]["requests"]) == 3 and sum(charts["day"]["cost"]) == 1.5

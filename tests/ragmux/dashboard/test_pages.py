@@ -144,7 +144,7 @@ def test_an_upload_without_script_flashes_its_outcome(as_role, kb):
     response = upload(editor, kb, ("a.txt", b"a"), ("a-again.txt", b"a"), fragment=False)
     assert response.status_code == 302
     page = editor.get(response["Location"]).content.decode()
-    assert "Upload: 2 files: 1 accepted, 1 duplicate." in page
+    assert "Upload: 1 accepted, 1 duplicate (2 files)." in page
 
 
 def test_pasted_text_becomes_a_document_and_a_bad_one_keeps_the_form(as_role, kb):
@@ -179,6 +179,28 @@ def test_a_document_is_reprocessed_and_deleted(as_role, kb):
     response = post(editor, f"/admin/documents/{document.pk}/delete")
     assert "Deleted old.txt with its chunks." in editor.get(response["Location"]).content.decode()
     assert not Document.objects.filter(pk=document.pk).exists()
+
+
+@pytest.mark.parametrize(
+    ("place", "back"),
+    [
+        ("?status=failed&page=2", "?status=failed&page=2"),
+        ("status=failed", "?status=failed"),
+        ("", ""),
+        # Refused, or not ours to echo: the first page of everything.
+        ("?status=gone", ""),
+        ("?page=-3", ""),
+        ("//evil.example/?status=failed", ""),
+        ("https://evil.example/", ""),
+        ("?status=failed&next=https://evil.example/", "?status=failed"),
+        ("?page=2\x00", ""),
+    ],
+)
+def test_an_action_returns_to_the_place_in_the_list_it_was_sent_from(as_role, kb, place, back):
+    document = DocumentFactory(store=kb, status="failed")
+    response = post(as_role("editor"), f"/admin/documents/{document.pk}/reprocess", {"place": place})
+    assert response.status_code == 302
+    assert response["Location"] == f"/admin/stores/{kb.pk}/{back}"
 
 
 def test_the_document_table_filters_pages_and_polls_only_while_documents_move(as_role, kb):

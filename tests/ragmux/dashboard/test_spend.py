@@ -62,7 +62,7 @@ def test_a_meter_per_configured_limit_longest_window_first():
     )
     meters = budget_meters(report)
     assert [(m.name, m.text, m.percent, m.full, m.resets_at) for m in meters] == [
-        ("monthly dollar budget", "$2.000000 of $10.000000", 20.0, False, "on 2027-01-01 at 00:00 UTC"),
+        ("monthly dollar budget", "$2.00 of $10.00", 20.0, False, "on 2027-01-01 at 00:00 UTC"),
         ("daily token budget", "1,000 of 4,000 tokens", 25.0, False, "on 2026-12-02 at 00:00 UTC"),
         ("requests-a-minute limit", "3 of 3 requests", 100.0, True, "at 12:06 UTC"),
     ]
@@ -81,7 +81,7 @@ def limited(db, fake_connection):
 
 def test_the_project_page_shows_its_meters_and_refusals(as_role, limited):
     words = text(as_role("viewer").get(f"/admin/projects/{limited.pk}/"))
-    assert "Monthly dollar budget $0.250000 of $5.000000" in words
+    assert "Monthly dollar budget $0.25 of $5.00" in words
     assert "Daily token budget 1,234 of 1,000,000,000 tokens" in words
     assert "Calls refused by the limits (429): 1 today, 1 this month." in words
     section = as_role("viewer").get(f"/admin/projects/{limited.pk}/spend", headers={"HX-Request": "true"})
@@ -103,7 +103,7 @@ def test_the_overview_lists_the_projects_with_limits(as_role, limited, fake_conn
     response = as_role("viewer").get("/admin/")
     assert [spend.project.name for spend in response.context["spends"]] == ["metered"]
     words = text(response)
-    assert "Budgets and rate limits metered Monthly dollar budget $0.250000 of $5.000000" in words
+    assert "Budgets and rate limits metered Monthly dollar budget $0.25 of $5.00" in words
     assert "unmetered" not in words
 
 

@@ -1,0 +1,41 @@
+import pytest
+
+from ingestion.queue import PROGRESS_CHUNKED, PROGRESS_EMBEDDED, PROGRESS_PARSED
+from ragmux.dashboard.filters import dollars, ingestion_stage
+
+
+@pytest.mark.parametrize(
+    ("micros", "shown"),
+    [
+        (0, "$0.00"),
+        (1, "$0.000001"),
+        (450, "$0.00045"),
+        (4_200, "$0.0042"),
+        (4_249, "$0.0042"),
+        (8_000, "$0.0080"),
+        (9_990, "$0.01"),  # rounds up to a cent: shown in cents
+        (10_000, "$0.01"),
+        (15_000, "$0.02"),
+        (1_234_567, "$1.23"),
+        (2_500_000, "$2.50"),
+        (1_234_500_000, "$1,234.50"),
+    ],
+)
+def test_money_is_cents_and_a_sub_cent_amount_keeps_two_significant_digits(micros, shown):
+    assert dollars(micros) == shown
+
+
+@pytest.mark.parametrize(
+    ("progress", "stage"),
+    [
+        (0, "parsing"),
+        (PROGRESS_PARSED, "chunking"),
+        (PROGRESS_CHUNKED, "embedding 0 %"),
+        # What the pipeline writes after 2 of 5 batches, rounded down.
+        (PROGRESS_CHUNKED + int((PROGRESS_EMBEDDED - PROGRESS_CHUNKED) * 2 / 5), "embedding 40 %"),
+        (PROGRESS_EMBEDDED - 1, "embedding 99 %"),
+        (PROGRESS_EMBEDDED, "indexing"),
+    ],
+)
+def test_a_processing_document_s_stage_is_named_with_embedding_s_progress(progress, stage):
+    assert ingestion_stage(progress) == stage
