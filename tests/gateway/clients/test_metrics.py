@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
 from gateway.clients.limits import DAY, MONTH, PROJECT, window_start
 from gateway.clients.models import UsageCounter
 from tests.factories import ProjectFactory
 from tests.ragmux.core.test_metrics import metric_lines
+
+pytestmark = pytest.mark.usefixtures("metrics_on")
 
 
 def _counter(project, period: str, *, start=None, **spent) -> None:

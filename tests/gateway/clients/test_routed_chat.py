@@ -281,7 +281,7 @@ def test_a_dollar_budget_reserves_the_dearest_targets_price(v1, project, routed_
     assert tokens * 1000 <= micros < tokens * 1000 + 1000
 
 
-def test_attempts_failovers_and_cooling_targets_are_measured(v1, api, routed_key, upstreams, settings):
+def test_attempts_failovers_and_cooling_targets_are_measured(v1, api, routed_key, upstreams, settings, metrics_on):
     from prometheus_client import REGISTRY
 
     from tests.ragmux.core.test_metrics import metric_lines
