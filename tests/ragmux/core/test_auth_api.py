@@ -89,7 +89,14 @@ def test_health_and_readiness(api):
     assert client.head("/healthz").status_code == 200
     ready = client.get("/readyz")
     assert ready.status_code == 200
-    assert ready.json() == {"ready": True}
+    body = ready.json()
+    assert body == {
+        "ready": True,
+        "status": "ok",
+        "migrations": body["migrations"],
+        "expected_migrations": body["migrations"],
+    }
+    assert body["migrations"] > 0
 
 
 @pytest.mark.parametrize("path", ["/healthz", "/readyz"])
