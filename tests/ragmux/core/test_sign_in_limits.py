@@ -50,6 +50,9 @@ def test_an_invalid_request_is_not_counted(api):
     assert login(client, "admin", "wrong").json()["error"]["attempts_remaining"] == 4
 
 
+# Transactional: each thread writes its audit row on a connection of its own, outside the test's
+# transaction, and only a flush takes those rows away again.
+@pytest.mark.django_db(transaction=True)
 def test_guesses_sent_in_parallel_cannot_slip_past_the_limit(api, settings):
     from concurrent.futures import ThreadPoolExecutor
 
