@@ -471,6 +471,9 @@ def test_healthcheck_pings_this_hosts_worker(subprocess_env, tmp_path):
         worker.wait(timeout=60)
 
 
+# Transactional: `ragmux serve` creates its first admin in the test database, which a flush removes.
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
 def test_the_metrics_listener_serves_the_hosts_metrics_and_the_public_port_does_not(subprocess_env, tmp_path):
     port, metrics_port = free_port(), free_port()
     env = {
