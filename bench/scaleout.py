@@ -90,14 +90,17 @@ class Network:
             self._ip("-n", namespace, "link", "set", inside, "up")
             self._ip("-n", namespace, "link", "set", "lo", "up")
 
-    def kill_host(self, name: str) -> None:
-        """SIGKILL to every process of a host, as when its machine is switched off."""
+    def signal_host(self, name: str, signum: int) -> None:
+        """``signum`` to every process of a host (SIGKILL: as when its machine is switched off)."""
         pids = subprocess.run(["ip", "netns", "pids", self.namespaces[name]], capture_output=True, text=True).stdout
         for pid in pids.split():
             try:
-                os.kill(int(pid), signal.SIGKILL)
+                os.kill(int(pid), signum)
             except ProcessLookupError:
                 pass
+
+    def kill_host(self, name: str) -> None:
+        self.signal_host(name, signal.SIGKILL)
 
     def remove(self) -> None:
         for name in list(self.namespaces):
@@ -353,14 +356,22 @@ def main() -> int:
 
         numbers = iter(range(10**6))
 
-        def upload_round(name: str):
+        def upload_round(name: str, paused: tuple[str, ...] = ()):
+            """Uploads a round; with ``paused`` workers stopped (SIGSTOP) meanwhile, so the round's
+            rate is theirs, not the upload's, and timed from when they are let go."""
             store = store_create(name=name, values={"embedding_connection_id": embed.id})
             files = [
                 IncomingFile(filename=f"{n}.txt", data=document_body(n, args.paragraphs))
                 for n in (next(numbers) for _ in range(args.documents))
             ]
+            for host in paused:
+                network.signal_host(host, signal.SIGSTOP)
             started_at = time.monotonic()
             document_upload(store=store, files=files)
+            if paused:
+                started_at = time.monotonic()
+                for host in paused:
+                    network.signal_host(host, signal.SIGCONT)
             return store, started_at
 
         def ready(store) -> int:
@@ -387,11 +398,11 @@ def main() -> int:
         rows, result = [], {"bench": "scaleout", "documents_per_round": args.documents}
         hosts.start("worker1", "worker")
         workers_up(1)
-        store_one, began = upload_round("scaleout-one-worker")
+        store_one, began = upload_round("scaleout-one-worker", paused=("worker1",))
         result["docs_per_s_one_worker"] = round(settle(store_one, began, "one worker"), 2)
         hosts.start("worker2", "worker")
         workers_up(2)
-        store_two, began = upload_round("scaleout-two-workers")
+        store_two, began = upload_round("scaleout-two-workers", paused=("worker1", "worker2"))
         result["docs_per_s_two_workers"] = round(settle(store_two, began, "two workers"), 2)
         result["two_to_one"] = round(result["docs_per_s_two_workers"] / result["docs_per_s_one_worker"], 2)
 

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from html import unescape
@@ -92,7 +93,6 @@ def translated_stream(provider, wire: bytes, *, piece: int = 7) -> list[dict]:
     """The OpenAI chunks a chat adapter makes of a streamed upstream body, fed to it in small
     pieces so that no event arrives whole."""
     import asyncio
-    from concurrent.futures import ThreadPoolExecutor
 
     async def body():
         for start in range(0, len(wire), piece):
@@ -101,10 +101,15 @@ def translated_stream(provider, wire: bytes, *, piece: int = 7) -> list[dict]:
     async def collect():
         return [chunk async for chunk in provider._chunks(body())]
 
-    # In a thread of its own: once the browser tests ran, Playwright's sync API keeps an event
-    # loop running in this one.
+    return off_the_main_thread(asyncio.run, collect())
+
+
+def off_the_main_thread(function, *args):
+    """``function(*args)`` in a thread of its own: once the browser tests ran, Playwright's sync
+    API keeps an event loop running in the suite's main thread, where ``asyncio.run`` and
+    ``async_to_sync`` (the test client calling an async view) refuse to start."""
     with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, collect()).result()
+        return pool.submit(function, *args).result()
 
 
 def chunked(body: bytes, size: int = 64 * 1024) -> Iterator[bytes]:

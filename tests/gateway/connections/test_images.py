@@ -12,6 +12,7 @@ from gateway.connections.images import FairSlots, ImageCache, InlineImage, image
 from ragmux.core.errors import InvalidInput
 from ragmux.core.units import MIB
 from tests.fakes.images import png
+from tests.helpers import off_the_main_thread
 
 
 @pytest.mark.parametrize(
@@ -71,7 +72,7 @@ def test_while_a_project_waits_another_cannot_take_more_than_half_the_slots():
 
     # The first freed slot goes to C, who asked later: A holds half while C waits. The second
     # goes to A, as no one else is waiting then.
-    assert asyncio.run(scenario()) == ["a1", "a2", "b1", "b2", "c1", "a3"]
+    assert off_the_main_thread(asyncio.run, scenario()) == ["a1", "a2", "b1", "b2", "c1", "a3"]
 
 
 def test_a_slot_not_free_within_the_wait_is_not_taken():
@@ -84,7 +85,7 @@ def test_a_slot_not_free_within_the_wait_is_not_taken():
             pass
         return first and not second, again
 
-    assert asyncio.run(scenario()) == (True, True)
+    assert off_the_main_thread(asyncio.run, scenario()) == (True, True)
 
 
 class Clock:

@@ -216,7 +216,8 @@ def test_serve_starts_the_embedded_default_and_stops_everything(tmp_path, data_d
         assert url == f"http://127.0.0.1:{port}/admin/"
         assert httpx.get(f"{url}login/").status_code == 200
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
-        assert httpx.get(f"http://127.0.0.1:{port}/readyz").json() == {"ready": True}
+        ready = httpx.get(f"http://127.0.0.1:{port}/readyz").json()
+        assert (ready["ready"], ready["status"]) == (True, "ok")
         login = httpx.post(f"{url}api/login", json={"username": "admin", "password": password, "bearer": True})
         assert login.status_code == 200
         token = login.json()["token"]
