@@ -139,13 +139,17 @@ SYSTEM_PROMPT = "You are the Falcon support assistant."
 
 
 def wait_for_logs(count: int, **filters):
-    """Request log rows are written just after the response; give them a moment."""
+    """Request log rows are written just after the response; give them a moment. The ledger's
+    thread settles the usage counters just after it writes a batch's rows, so once the rows are
+    there this also waits for that (a server in this process; one in another settles alone)."""
+    from gateway.clients import ledger
     from gateway.clients.models import RequestLog
 
     deadline = time.monotonic() + 5
     while True:
         rows = list(RequestLog.objects.filter(**filters).order_by("id"))
         if len(rows) >= count or time.monotonic() > deadline:
+            ledger.flush(max(deadline - time.monotonic(), 0.5))
             return rows
         time.sleep(0.02)
 

@@ -104,8 +104,24 @@ def settled(*documents):
     return all(Document.objects.get(pk=d.pk).status in ("ready", "failed") for d in documents)
 
 
-def pid_on_port(port: int) -> int:
-    return next(c.pid for c in psutil.net_connections("tcp") if c.laddr and c.laddr.port == port and c.pid)
+def worker_pid_of(request, upstream) -> int:
+    """The process on the client side of `request`'s connection to `upstream`.
+
+    The kernel hands out one ephemeral port to several connections with different far ends, so
+    the local port alone can also name this test's own connection to PostgreSQL or Redis; the
+    far end and the pid narrow it to the worker (a match on the port alone once killed pytest).
+    """
+    upstream_port = int(upstream.url.rsplit(":", 1)[1])
+    return next(
+        c.pid
+        for c in psutil.net_connections("tcp")
+        if c.laddr
+        and c.laddr.port == request.client_port
+        and c.raddr
+        and c.raddr.port == upstream_port
+        and c.pid
+        and c.pid != os.getpid()
+    )
 
 
 def vector_count(store_id):
@@ -192,7 +208,7 @@ def test_a_document_that_kills_its_worker_every_time_is_given_up(processes, stor
 
     def kill_whoever_embeds_poison(request):
         if request.route == "openai.embeddings" and any("POISON" in t for t in request.json()["input"]):
-            os.kill(pid_on_port(request.client_port), signal.SIGKILL)
+            os.kill(worker_pid_of(request, fake_upstream), signal.SIGKILL)
 
     fake_upstream.on_request = kill_whoever_embeds_poison
     (poison,) = upload(store, ("poison.txt", "POISON " + "x" * 70000))
