@@ -9,11 +9,14 @@ from typing import Any
 
 from django.http import QueryDict
 
+from gateway.connections.models import RouteKind
+from gateway.connections.selectors import connection_list, route_list
 from ragmux.dashboard.forms import Form
+from ragmux.dashboard.store_form import rerank_connection_choices, rerank_route_choices, search_backend_options
 from retrieval.search import Hit, SearchOptions
 from retrieval.serializers import MAX_QUERY_CHARS, SearchInput
 from stores.backends import backend_available
-from stores.choices import SearchBackend, SearchMode
+from stores.choices import RerankBackend, SearchBackend, SearchMode
 from stores.models import RagStore
 from stores.serializers import MAX_TOP_K
 
@@ -61,6 +64,18 @@ def _form_values(options: SearchOptions) -> dict[str, Any]:
         "rerank_backend": options.rerank_backend,
         "rerank_connection_id": options.rerank_connection_id or "",
         "rerank_route_id": options.rerank_route_id or "",
+    }
+
+
+def configuration_choices() -> dict[str, Any]:
+    """What the inputs of a configuration offer (templates/dashboard/_configuration_fields.html)."""
+    return {
+        "max_top_k": MAX_TOP_K,
+        "modes": SearchMode.values,
+        "backends": search_backend_options(),
+        "rerank_backends": RerankBackend.values,
+        "rerank_connections": rerank_connection_choices(connection_list()),
+        "rerank_routes": rerank_route_choices(route_list(kind=RouteKind.RERANK)),
     }
 
 

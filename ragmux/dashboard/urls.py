@@ -1,6 +1,6 @@
 from django.urls import path
 
-from ragmux.dashboard import connections, projects, request_logs, routes, spend, users, views
+from ragmux.dashboard import connections, evaluation, projects, request_logs, routes, spend, users, views
 
 app_name = "dashboard"
 
@@ -17,6 +17,19 @@ urlpatterns = [
     path("stores/<id:store_id>/settings", views.store_settings, name="store-settings"),
     path("stores/<id:store_id>/delete", views.store_delete, name="store-delete"),
     path("stores/<id:store_id>/search-settings", views.search_save, name="search-save"),
+    path("stores/<id:store_id>/evaluation/", evaluation.evaluation_tab, name="store-evaluation"),
+    path("stores/<id:store_id>/evaluation/new", evaluation.evaluation_set_create, name="store-evaluation-create"),
+    path("stores/<id:store_id>/evaluation/import", evaluation.evaluation_set_import, name="store-evaluation-import"),
+    path("evaluation-sets/<id:set_id>/", evaluation.evaluation_set_detail, name="store-evaluation-set"),
+    path(
+        "evaluation-sets/<id:set_id>/questions/new",
+        evaluation.evaluation_question_add,
+        name="store-evaluation-question",
+    ),
+    path("evaluation-sets/<id:set_id>/runs", evaluation.evaluation_runs, name="store-evaluation-runs"),
+    path("evaluation-sets/<id:set_id>/evaluate", evaluation.evaluation_runs_start, name="store-evaluation-start"),
+    path("evaluation-sets/<id:set_id>/answers", evaluation.evaluation_answers, name="store-evaluation-answers"),
+    path("evaluation-runs/<id:run_id>/apply", evaluation.evaluation_run_apply, name="store-evaluation-apply"),
     path("documents/<id:document_id>/reprocess", views.document_reprocess, name="document-reprocess"),
     path("documents/<id:document_id>/delete", views.document_delete, name="document-delete"),
     path("search/", views.search, name="search"),

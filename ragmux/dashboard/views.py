@@ -31,6 +31,7 @@ from ragmux.dashboard.compare import (
     WEIGHT_INPUTS,
     Configuration,
     RankedHit,
+    configuration_choices,
     configuration_from,
     default_configurations,
     query_problem,
@@ -43,21 +44,15 @@ from ragmux.dashboard.pager import Pager, list_query, pager
 from ragmux.dashboard.quota import store_quota
 from ragmux.dashboard.request_logs import overview_usage
 from ragmux.dashboard.spend import overview_spend
-from ragmux.dashboard.store_form import (
-    SEARCH_BACKEND_LINES,
-    StoreForm,
-    rerank_connection_choices,
-    rerank_route_choices,
-    search_backend_options,
-)
+from ragmux.dashboard.store_form import SEARCH_BACKEND_LINES, StoreForm
 from ragmux.dashboard.uploads import summary, upload_outcomes
 from retrieval.rerank import reranked_search
 from retrieval.search import SearchResult, matching_words
 from retrieval.serializers import MAX_QUERY_CHARS
 from stores import selectors, services
-from stores.choices import DocumentStatus, RerankBackend, SearchMode
+from stores.choices import DocumentStatus, SearchMode
 from stores.models import RagStore
-from stores.serializers import MAX_TOP_K, DocumentListQuery, StoreSettingsInput
+from stores.serializers import DocumentListQuery, StoreSettingsInput
 
 RECENT_FAILURES = 10
 # Statuses that change on their own: while a store has documents in them its table polls.
@@ -441,15 +436,10 @@ def search(request):
             "query": query,
             "query_error": query_error,
             "max_query_chars": MAX_QUERY_CHARS,
-            "max_top_k": MAX_TOP_K,
             "columns": columns,
             "compared": bool(query) and not query_error,
-            "modes": SearchMode.values,
-            "backends": search_backend_options(),
             "backend_lines": SEARCH_BACKEND_LINES.items(),
-            "rerank_backends": RerankBackend.values,
-            "rerank_connections": rerank_connection_choices(connection_list()),
-            "rerank_routes": rerank_route_choices(route_list(kind=RouteKind.RERANK)),
+            **configuration_choices(),
         },
     )
 

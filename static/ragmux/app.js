@@ -135,6 +135,34 @@ function drawCharts() {
 
 document.addEventListener("DOMContentLoaded", drawCharts);
 
+// An evaluation set's nDCG@10 across its finished runs, oldest first; each point's run is named
+// in the legend as the cursor moves. The runs table beside it holds the same figures as text.
+function drawEvaluationChart() {
+  const data = document.getElementById("evaluation-history");
+  const box = document.querySelector("[data-evaluation-chart]");
+  if (!data || !box || typeof uPlot === "undefined") return;
+  const history = JSON.parse(data.textContent);
+  const options = {
+    width: Math.min(box.clientWidth || 640, 900),
+    height: 240,
+    scales: { y: { range: [0, 1] } },
+    series: [
+      { label: "Finished" },
+      {
+        label: "nDCG@10",
+        stroke: "#2563eb",
+        width: 2,
+        points: { show: true, size: 7 },
+        value: (u, value, series, index) =>
+          value == null ? "—" : `${value.toFixed(3)} (${history.labels[index] ?? ""})`,
+      },
+    ],
+  };
+  new uPlot(options, [history.x, history.ndcg], box);
+}
+
+document.addEventListener("DOMContentLoaded", drawEvaluationChart);
+
 // A select with data-filters offers, in each select it names (ids, space-separated), only the
 // options whose data-fits is its value (the rerank connections and routes that fit the chosen
 // backend); the server checks it again.

@@ -54,3 +54,43 @@ def wide_page(browser, live_server):
     context = browser.new_context(base_url=live_server.url, viewport=WIDE)
     yield context.new_page()
     context.close()
+
+
+# Three documents on topics apart, and a question each answers (the evaluation pages' tests).
+HANDBOOK = {
+    "badges.txt": "Contractors renew their building badges every year at the front desk.",
+    "parking.txt": "Staff park in the north garage; visitors park at the street meters on Elm Road.",
+    "leave.txt": "Annual leave is twenty days a year; request leave in the HR portal two weeks ahead.",
+    "lunch.txt": "The cafeteria serves lunch from noon until two, soup on Fridays.",
+}
+QUESTIONS = {
+    "How often do contractors renew their badges?": "badges.txt",
+    "Where do visitors park?": "parking.txt",
+    "How many days of annual leave are there?": "leave.txt",
+}
+
+
+@pytest.fixture
+def handbook(kb, ingest_now):
+    """``kb`` holding the handbook's documents, ingested."""
+    from ingestion.services import IncomingFile, document_upload
+
+    files = [IncomingFile(name, text.encode()) for name, text in HANDBOOK.items()]
+    assert document_upload(store=kb, files=files).refusal is None
+    ingest_now()
+    return kb
+
+
+@pytest.fixture
+def evaluate_now():
+    """Runs the queued evaluation runs in this process, each through its Celery task's own code
+    (claim, then execute), as `ingest_now` does ingestion: no worker."""
+    from retrieval.models import EvaluationRun
+    from retrieval.evaluation.tasks import evaluation_run
+
+    def evaluate(*, limit: int | None = None) -> None:
+        queued = EvaluationRun.objects.filter(status="queued").order_by("pk").values_list("pk", flat=True)
+        for run_id in list(queued)[:limit]:
+            evaluation_run(run_id)
+
+    return evaluate

@@ -1,0 +1,414 @@
+"""The store's Evaluation tab: its evaluation sets, a set's questions and the documents that
+answer them, runs of search configurations over a set, and what they found. Admins only, as the
+store's settings (a run can be saved as them). Every read goes through the evaluation selectors
+and every write through its services, validated by the API's own inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from django.contrib import messages
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+
+from ragmux.dashboard.access import page
+from ragmux.dashboard.compare import (
+    Configuration,
+    configuration_choices,
+    configuration_from,
+    default_configurations,
+    query_problem,
+    snippet,
+)
+from ragmux.dashboard.forms import Form, attempt
+from retrieval.evaluation import selectors as evaluation, services
+from retrieval.evaluation.metrics import NDCG_DEPTH, collapse_to_documents
+from retrieval.evaluation.serializers import (
+    EvaluationQuestionInput,
+    EvaluationRunsInput,
+    EvaluationSetInput,
+    EvaluationSetImportInput,
+)
+from retrieval.rerank import reranked_search
+from retrieval.search import Hit, matching_words
+from retrieval.serializers import MAX_QUERY_CHARS
+from stores import selectors
+from stores.models import RagStore
+from stores.serializers import MAX_TOP_K
+
+# The compare form offers this many configurations; two are ticked to run at first.
+SIDES = ("a", "b", "c")
+FIRST_RUN = ("a", "b")
+# The configurations are checked as a search's overrides are, which needs a query: this one is
+# never searched.
+STAND_IN_QUERY = "evaluation"
+# What a judged document's grade means, as the add-a-question form offers it.
+GRADES = ((1, "relevant"), (2, "highly relevant"), (3, "the best answer"))
+# Statuses that change on their own: while a set has runs in them its runs table polls.
+MOVING = ("queued", "running")
+
+
+def _tab_url(store_id: int) -> str:
+    return reverse("dashboard:store-evaluation", args=[store_id])
+
+
+def _set_url(set_id: int) -> str:
+    return reverse("dashboard:store-evaluation-set", args=[set_id])
+
+
+def _evaluation_set(set_id: int):
+    """The set with its store, or the 404 page."""
+    return evaluation.evaluation_set_get(set_id=set_id)
+
+
+def _run_of(evaluation_set, run_id: int):
+    """One of this set's runs: a run of another set is not found here."""
+    run = evaluation.evaluation_run_get(run_id=run_id)
+    if run.evaluation_set_id != evaluation_set.pk:
+        raise Http404("run not found")
+    return run
+
+
+# --- the tab: a store's sets ------------------------------------------------------------------
+
+
+def _tab(request, store: RagStore, *, create: Form | None = None, upload: Form | None = None, status: int = 200):
+    return render(
+        request,
+        "dashboard/evaluation.html",
+        {
+            "store": store,
+            "sets": list(evaluation.evaluation_sets_for(store)),
+            "create": create or Form(),
+            "upload": upload or Form(),
+        },
+        status=status,
+    )
+
+
+@page("admin")
+def evaluation_tab(request, store_id: int):
+    return _tab(request, selectors.store_get(store_id))
+
+
+@page("admin", methods=("POST",), shown_on=_tab_url)
+def evaluation_set_create(request, store_id: int):
+    store = selectors.store_get(store_id)
+    form = Form(request, names=("name",))
+    save = partial(services.evaluation_set_create, store=store, questions=[], user=request.user)
+    if form.submit(EvaluationSetInput, {"name": form.values["name"]}, save, field="name"):
+        messages.success(request, f"Created the evaluation set “{form.result.name}”: add its questions.")
+        return redirect(_set_url(form.result.pk))
+    messages.error(request, "The set was not created: see the messages beside the fields.")
+    return _tab(request, store, create=form, status=400)
+
+
+def _text_of(upload) -> str | None:
+    """An uploaded file's text, or None when it is not UTF-8."""
+    try:
+        return upload.read().decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None
+
+
+@page("admin", methods=("POST",), shown_on=_tab_url)
+def evaluation_set_import(request, store_id: int):
+    store = selectors.store_get(store_id)
+    form = Form(request, names=("import_name",))
+    texts = {name: request.FILES.get(name) for name in ("queries", "qrels")}
+    for name, upload in texts.items():
+        texts[name] = _text_of(upload) if upload is not None else ""
+        if texts[name] is None:
+            form.error(name, "This file is not UTF-8 text.")
+    save = partial(services.evaluation_set_import_beir, store=store, user=request.user)
+    data = {"name": form.values["import_name"], "queries_text": texts["queries"], "qrels_text": texts["qrels"]}
+    form.nested = {"name": {"name": "import_name"}}
+    if not form.errors and form.submit(EvaluationSetImportInput, data, save, field="qrels"):
+        imported = form.result
+        unmatched = ", ".join(imported.unmatched)
+        messages.success(
+            request,
+            f"Imported “{imported.evaluation_set.name}”."
+            + (f" Corpus ids matching no document here: {unmatched}." if unmatched else ""),
+        )
+        return redirect(_set_url(imported.evaluation_set.pk))
+    messages.error(request, "The set was not imported: see the messages beside the fields.")
+    return _tab(request, store, upload=form, status=400)
+
+
+# --- a set: its questions, the compare form, its runs --------------------------------------------
+
+
+@dataclass
+class RunsTable:
+    """A set's runs as the table shows them: polled while one of them is queued or running."""
+
+    evaluation_set: Any
+    runs: list
+    best: Any
+
+    @property
+    def moving(self) -> bool:
+        return any(run.status in MOVING for run in self.runs)
+
+    @property
+    def finished(self) -> list:
+        return [run for run in self.runs if run.status == "done"]
+
+    @property
+    def url(self) -> str:
+        return reverse("dashboard:store-evaluation-runs", args=[self.evaluation_set.pk])
+
+
+def _runs_table(evaluation_set) -> RunsTable:
+    return RunsTable(
+        evaluation_set,
+        list(evaluation.evaluation_runs_for(evaluation_set)),
+        evaluation.evaluation_best_run(evaluation_set),
+    )
+
+
+def _default_label(values: dict[str, Any]) -> str:
+    return f"{values['mode']} · {values['backend']}" + (" · rerank" if values.get("rerank") else "")
+
+
+def _fresh_configurations(store: RagStore) -> tuple[list[Configuration], dict[str, Any]]:
+    """A and B as search compare starts them, C a copy of A not ticked; each labelled by what it runs."""
+    a, b = default_configurations(store)
+    configurations = [a, b, Configuration("c", dict(a.values))]
+    values = {f"{c.side}-label": _default_label(c.values) for c in configurations}
+    values.update({f"{side}-run": side in FIRST_RUN for side in SIDES})
+    return configurations, values
+
+
+def _comparison(request, evaluation_set) -> dict[str, Any]:
+    """The sentence comparing the two runs the page's query names, when it names two."""
+    chosen = [request.GET.get(name, "") for name in ("a", "b")]
+    if not all(value.isdigit() for value in chosen):
+        return {"chosen": chosen}
+    a, b = (_run_of(evaluation_set, int(value)) for value in chosen)
+    compared = attempt(lambda: evaluation.evaluation_comparison(a=a, b=b))
+    if compared.refusal is not None:
+        return {"chosen": chosen, "comparison_error": compared.refusal.message}
+    difference, words = compared.result
+    return {"chosen": chosen, "comparison": words, "difference": difference, "compared": (a, b)}
+
+
+def _set_page(
+    request,
+    evaluation_set,
+    *,
+    configurations: list[Configuration] | None = None,
+    form: Form | None = None,
+    status: int = 200,
+):
+    store = evaluation_set.store
+    if configurations is None:
+        configurations, values = _fresh_configurations(store)
+        form = Form(initial=values)
+    table = _runs_table(evaluation_set)
+    return render(
+        request,
+        "dashboard/evaluation_set.html",
+        {
+            "store": store,
+            "evaluation_set": evaluation_set,
+            "questions": list(evaluation.evaluation_questions_for(evaluation_set)),
+            "configurations": [
+                (c, form.values.get(f"{c.side}-run"), form.values.get(f"{c.side}-label", "")) for c in configurations
+            ],
+            "form": form,
+            "table": table,
+            "history": _history(evaluation_set),
+            **_comparison(request, evaluation_set),
+            **configuration_choices(),
+        },
+        status=status,
+    )
+
+
+def _history(evaluation_set) -> dict[str, list]:
+    """The chart's series: each finished run's time (seconds), label and nDCG@10."""
+    points = list(evaluation.evaluation_history(evaluation_set))
+    return {
+        "x": [point.finished_at.timestamp() for point in points],
+        "labels": [point.label for point in points],
+        "ndcg": [point.ndcg for point in points],
+    }
+
+
+@page("admin")
+def evaluation_set_detail(request, set_id: int):
+    return _set_page(request, _evaluation_set(set_id))
+
+
+@page("admin")
+def evaluation_runs(request, set_id: int):
+    """The runs table alone: htmx polls it while a run is queued or running."""
+    table = _runs_table(_evaluation_set(set_id))
+    response = render(request, "dashboard/_evaluation_runs.html", {"table": table})
+    if not table.moving:
+        # The last poll: the page reloads, so the comparison and the chart take in the new runs.
+        response["HX-Refresh"] = "true"
+    return response
+
+
+@page("admin", methods=("POST",), shown_on=_set_url)
+def evaluation_runs_start(request, set_id: int):
+    evaluation_set = _evaluation_set(set_id)
+    form = Form(request, names=[f"{side}-label" for side in SIDES], checkboxes=[f"{side}-run" for side in SIDES])
+    configurations = [configuration_from(request.POST, side, STAND_IN_QUERY) for side in SIDES]
+    chosen = [c for c in configurations if form.values[f"{c.side}-run"]]
+    if len(chosen) < 1:
+        form.error("configurations", "Tick at least one configuration to evaluate.")
+    configs = [
+        {
+            "label": form.values[f"{c.side}-label"].strip() or _default_label(c.values),
+            "overrides": {name: value for name, value in (c.overrides or {}).items() if value is not None},
+        }
+        for c in chosen
+    ]
+    valid = not form.errors and all(c.overrides is not None for c in chosen)
+    save = partial(services.evaluation_runs_start, evaluation_set=evaluation_set, user=request.user)
+    if valid and form.submit(EvaluationRunsInput, {"configs": configs}, save, field="configurations"):
+        count = len(form.result)
+        messages.success(request, f"Started {count} run{'s' if count != 1 else ''}: the table shows their progress.")
+        return redirect(_set_url(evaluation_set.pk) + "#runs")
+    messages.error(request, "Nothing was evaluated: see the messages beside the configurations.")
+    return _set_page(request, evaluation_set, configurations=configurations, form=form, status=400)
+
+
+@page("admin", methods=("POST",))
+def evaluation_run_apply(request, run_id: int):
+    run = evaluation.evaluation_run_get(run_id=run_id)
+    store = run.evaluation_set.store
+    applied = attempt(lambda: services.evaluation_run_apply(run=run, user=request.user))
+    if applied.refusal is not None:
+        messages.error(request, f"“{run.label}” was not saved as the store's settings: {applied.refusal.message}")
+    else:
+        messages.success(request, f"Saved the configuration of “{run.label}” as the search settings of “{store.name}”.")
+    return redirect(_set_url(run.evaluation_set_id) + "#runs")
+
+
+# --- adding a question: type it, search, tick the documents that answer it ------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A document the store's search returned for the question, by its best chunk."""
+
+    rank: int
+    hit: Hit
+    snippet: list[tuple[str, bool]]
+
+
+def _candidates(store: RagStore, query: str) -> tuple[list[Candidate], str]:
+    """The documents the store's own search finds for ``query``, best first (as many chunks as a
+    search returns, each document once), or why it could not search."""
+    searched = attempt(lambda: reranked_search(store=store, query=query, overrides={"top_k": MAX_TOP_K}))
+    if searched.refusal is not None:
+        return [], searched.refusal.message
+    result = searched.result
+    first_hit = {}
+    for hit in result.hits:
+        first_hit.setdefault(hit.document_id, hit)
+    words = matching_words(query=query, result=result)
+    documents = collapse_to_documents(hit.document_id for hit in result.hits)
+    return [
+        Candidate(rank, first_hit[document], snippet(first_hit[document].content, words))
+        for rank, document in enumerate(documents, start=1)
+    ], ""
+
+
+def _question_page(request, evaluation_set, *, query: str, form: Form | None = None, status: int = 200):
+    problem = query_problem(query)
+    candidates, search_error = _candidates(evaluation_set.store, query) if query and not problem else ([], "")
+    return render(
+        request,
+        "dashboard/evaluation_question_form.html",
+        {
+            "store": evaluation_set.store,
+            "evaluation_set": evaluation_set,
+            "query": query,
+            "query_error": problem,
+            "search_error": search_error,
+            "max_query_chars": MAX_QUERY_CHARS,
+            "candidates": candidates,
+            "grades": GRADES,
+            "form": form or Form(),
+        },
+        status=status,
+    )
+
+
+@page("admin", methods=("GET", "HEAD", "POST"))
+def evaluation_question_add(request, set_id: int):
+    evaluation_set = _evaluation_set(set_id)
+    if request.method != "POST":
+        return _question_page(request, evaluation_set, query=request.GET.get("q", "").strip())
+    form = Form(request, names=("text",), lists=("document",))
+    grades = {document: request.POST.get(f"grade-{document}", "1") for document in form.values["document"]}
+    judgements = [{"document_id": document, "grade": grade} for document, grade in grades.items()]
+    save = partial(services.evaluation_question_add, evaluation_set=evaluation_set, user=request.user)
+    data = {"text": form.values["text"], "judgements": judgements}
+    if form.submit(EvaluationQuestionInput, data, save, field="document"):
+        count = len(judgements)
+        messages.success(
+            request,
+            f"Added the question “{form.values['text'].strip()}” with {count} "
+            f"judged document{'s' if count != 1 else ''}.",
+        )
+        return redirect(_set_url(evaluation_set.pk))
+    form.nested = {"judgements": {}}
+    messages.error(request, "The question was not added: see the messages beside the fields.")
+    return _question_page(request, evaluation_set, query=form.values["text"].strip(), form=form, status=400)
+
+
+# --- what each run returned for each question -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one run returned for one question: its top documents, the expected ones marked."""
+
+    run: Any
+    result: Any
+
+    @property
+    def missed(self) -> list:
+        """The judged documents this run did not return in its top ``NDCG_DEPTH``."""
+        returned = {item["document_id"] for item in self.result.returned}
+        return [j for j in self.result.question.judgements.all() if j.document_id not in returned]
+
+
+def _answers(runs: list) -> list[tuple[Any, list[Answer]]]:
+    """Each question with what each run returned for it, in the set's order."""
+    by_question: dict[int, tuple[Any, list[Answer]]] = {}
+    for run in runs:
+        for result in evaluation.evaluation_run_questions(run):
+            by_question.setdefault(result.question_id, (result.question, []))[1].append(Answer(run, result))
+    return sorted(by_question.values(), key=lambda row: row[0].position)
+
+
+@page("admin")
+def evaluation_answers(request, set_id: int):
+    evaluation_set = _evaluation_set(set_id)
+    finished = [run for run in evaluation.evaluation_runs_for(evaluation_set) if run.status == "done"]
+    chosen = {value for value in request.GET.getlist("run") if value.isdigit()}
+    runs = [run for run in finished if str(run.pk) in chosen] if chosen else finished
+    return render(
+        request,
+        "dashboard/evaluation_answers.html",
+        {
+            "store": evaluation_set.store,
+            "evaluation_set": evaluation_set,
+            "finished": finished,
+            "runs": runs,
+            "chosen": {run.pk for run in runs},
+            "questions": _answers(runs),
+            "depth": NDCG_DEPTH,
+        },
+    )

@@ -1,0 +1,264 @@
+"""The store's Evaluation tab through Django's test client: who may see and use it, sets made by
+hand and imported, questions judged from a search, runs started, polled, compared and saved as
+the store's settings, and what each run returned question by question."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from retrieval.evaluation import services
+from retrieval.models import EvaluationQuestion, EvaluationRun, EvaluationSet
+from stores.models import Document
+from tests.helpers import post, text
+from tests.ragmux.dashboard.conftest import QUESTIONS
+
+pytestmark = pytest.mark.django_db
+
+
+def documents(store) -> dict[str, int]:
+    return dict(Document.objects.filter(store=store).values_list("filename", "pk"))
+
+
+@pytest.fixture
+def question_set(handbook):
+    """The handbook's three questions, each judged answered by its document."""
+    evaluation_set = services.evaluation_set_create(store=handbook, name="handbook", questions=[], user=None)
+    ids = documents(handbook)
+    for question, filename in QUESTIONS.items():
+        services.evaluation_question_add(
+            evaluation_set=evaluation_set, text=question, judgements=[{"document_id": ids[filename], "grade": 1}], user=None
+        )
+    return evaluation_set
+
+
+def start(client, evaluation_set, **sides) -> object:
+    """The compare form's post: A lexical over pgvector, B lexical over bm25 unless ``sides`` say otherwise."""
+    data = {
+        "a-run": "on", "a-label": "pgvector", "a-mode": "lexical", "a-backend": "pgvector",
+        "b-run": "on", "b-label": "bm25", "b-mode": "lexical", "b-backend": "bm25",
+        "c-label": "", "c-mode": "hybrid", "c-backend": "pgvector",
+        **sides,
+    }  # fmt: skip
+    return post(client, f"/admin/evaluation-sets/{evaluation_set.pk}/evaluate", data)
+
+
+# --- roles ------------------------------------------------------------------------------------
+
+
+def pages(store, evaluation_set) -> list[str]:
+    return [
+        f"/admin/stores/{store.pk}/evaluation/",
+        f"/admin/evaluation-sets/{evaluation_set.pk}/",
+        f"/admin/evaluation-sets/{evaluation_set.pk}/questions/new?q=badges",
+        f"/admin/evaluation-sets/{evaluation_set.pk}/runs",
+        f"/admin/evaluation-sets/{evaluation_set.pk}/answers",
+    ]
+
+
+def test_only_admins_see_the_evaluation_pages_as_they_see_the_store_settings(as_role, client, question_set):
+    store = question_set.store
+    for url in [*pages(store, question_set), f"/admin/stores/{store.pk}/settings"]:
+        assert as_role("admin").get(url).status_code == 200, url
+        for role in ("editor", "viewer", "outsider"):
+            response = as_role(role).get(url)
+            assert response.status_code == 403, (role, url)
+            assert "Not allowed" in response.content.decode()
+        assert client.get(url)["Location"].startswith("/admin/login/")
+    assert "/evaluation/" in as_role("admin").get(f"/admin/stores/{store.pk}/").content.decode()
+    for role in ("editor", "viewer"):
+        assert "/evaluation/" not in as_role(role).get(f"/admin/stores/{store.pk}/").content.decode()
+
+
+@pytest.mark.parametrize("role", ["editor", "viewer", "outsider"])
+def test_a_forged_post_from_another_role_changes_nothing(as_role, question_set, evaluate_now, role):
+    store = question_set.store
+    start(as_role("admin"), question_set)
+    evaluate_now()
+    run = EvaluationRun.objects.filter(evaluation_set=question_set).first()
+    forged = as_role(role)
+    posts = [
+        (f"/admin/stores/{store.pk}/evaluation/new", {"name": "forged"}),
+        (f"/admin/stores/{store.pk}/evaluation/import", {"import_name": "forged"}),
+        (f"/admin/evaluation-sets/{question_set.pk}/questions/new", {"text": "forged?"}),
+        (f"/admin/evaluation-runs/{run.pk}/apply", {}),
+    ]
+    for url, data in posts:
+        assert post(forged, url, data).status_code == 403, url
+    assert start(forged, question_set).status_code == 403
+    assert list(EvaluationSet.objects.values_list("name", flat=True)) == ["handbook"]
+    assert EvaluationQuestion.objects.count() == 3 and EvaluationRun.objects.count() == 2
+    store.refresh_from_db()
+    assert store.search_backend == "pgvector" and store.search_mode == "hybrid"
+
+
+def test_missing_sets_and_runs_get_the_404_page(as_role, question_set):
+    admin = as_role("admin")
+    for url in ("/admin/evaluation-sets/987/", "/admin/evaluation-sets/987/answers", "/admin/stores/987/evaluation/"):
+        assert admin.get(url).status_code == 404, url
+    assert post(admin, "/admin/evaluation-runs/987/apply", {}).status_code == 404
+
+
+# --- sets ---------------------------------------------------------------------------------------
+
+
+def test_a_set_is_created_and_a_second_of_that_name_is_refused_beside_the_name(as_role, kb):
+    admin = as_role("admin")
+    response = post(admin, f"/admin/stores/{kb.pk}/evaluation/new", {"name": "support questions"})
+    created = EvaluationSet.objects.get(store=kb)
+    assert response["Location"] == f"/admin/evaluation-sets/{created.pk}/"
+    assert "Created the evaluation set “support questions”" in text(admin.get(response["Location"]))
+    assert "support questions" in text(admin.get(f"/admin/stores/{kb.pk}/evaluation/"))
+
+    again = post(admin, f"/admin/stores/{kb.pk}/evaluation/new", {"name": "support questions"})
+    assert again.status_code == 400
+    assert 'id="errors_name"' in again.content.decode()
+    assert EvaluationSet.objects.count() == 1
+
+
+def qrels_upload(content: bytes) -> SimpleUploadedFile:
+    return SimpleUploadedFile("test.tsv", content, content_type="text/tab-separated-values")
+
+
+def test_a_beir_set_is_imported_matching_corpus_ids_to_file_name_stems(as_role, handbook):
+    admin = as_role("admin")
+    queries = b'{"_id": "q1", "text": "Where do visitors park?"}\n{"_id": "q2", "text": "Lunch hours?"}\n'
+    qrels = b"query-id\tcorpus-id\tscore\nq1\tparking\t2\nq2\tlunch\t1\nq2\tmenu\t1\n"
+    data = {
+        "import_name": "imported",
+        "queries": SimpleUploadedFile("queries.jsonl", queries, content_type="application/jsonl"),
+        "qrels": qrels_upload(qrels),
+    }
+    response = post(admin, f"/admin/stores/{handbook.pk}/evaluation/import", data)
+    imported = EvaluationSet.objects.get(name="imported")
+    assert response["Location"] == f"/admin/evaluation-sets/{imported.pk}/"
+    page = text(admin.get(response["Location"]))
+    assert "Corpus ids matching no document here: menu." in page
+    assert "Where do visitors park? (q1) parking.txt grade 2" in page
+
+
+def test_an_import_that_is_not_text_or_not_beir_is_refused_beside_its_file(as_role, handbook):
+    admin = as_role("admin")
+    queries = SimpleUploadedFile("queries.jsonl", b'{"_id": "q1", "text": "Where?"}\n')
+    url = f"/admin/stores/{handbook.pk}/evaluation/import"
+    not_text = post(admin, url, {"import_name": "x", "queries": queries, "qrels": qrels_upload(b"\xff\xfe\x00q1")})
+    assert not_text.status_code == 400
+    assert "This file is not UTF-8 text." in text(not_text)
+    queries.seek(0)
+    bad = post(admin, url, {"import_name": "x", "queries": queries, "qrels": qrels_upload(b"q1\tparking\tmany\n")})
+    assert bad.status_code == 400
+    assert "line 1" in text(bad) and "many" in text(bad)
+    assert not EvaluationSet.objects.exists()
+
+
+# --- adding a question --------------------------------------------------------------------------
+
+
+def test_a_question_is_searched_and_saved_with_the_documents_ticked(as_role, handbook):
+    admin = as_role("admin")
+    evaluation_set = services.evaluation_set_create(store=handbook, name="by hand", questions=[], user=None)
+    url = f"/admin/evaluation-sets/{evaluation_set.pk}/questions/new"
+    html = admin.get(url + "?q=where+do+visitors+park").content.decode()
+    ids = documents(handbook)
+    assert f'name="document" value="{ids["parking.txt"]}"' in html
+    assert "<mark>visitors</mark>" in html
+
+    data = {"text": "Where do visitors park?", "document": [ids["parking.txt"]], f"grade-{ids['parking.txt']}": "2"}
+    response = post(admin, url, data)
+    assert response["Location"] == f"/admin/evaluation-sets/{evaluation_set.pk}/"
+    page = text(admin.get(response["Location"]))
+    assert "Added the question “Where do visitors park?” with 1 judged document." in page
+    assert "Where do visitors park? parking.txt grade 2" in page
+
+
+def test_a_question_judging_a_document_of_another_store_is_refused(as_role, handbook):
+    from tests.factories import DocumentFactory
+
+    admin = as_role("admin")
+    evaluation_set = services.evaluation_set_create(store=handbook, name="by hand", questions=[], user=None)
+    elsewhere = DocumentFactory()
+    data = {"text": "Where do visitors park?", "document": [elsewhere.pk], f"grade-{elsewhere.pk}": "1"}
+    response = post(admin, f"/admin/evaluation-sets/{evaluation_set.pk}/questions/new", data)
+    assert response.status_code == 400
+    assert 'value="Where do visitors park?"' in response.content.decode()
+    assert not EvaluationQuestion.objects.exists()
+
+
+# --- runs ---------------------------------------------------------------------------------------
+
+
+def test_the_compare_form_starts_a_run_per_ticked_configuration_and_the_table_polls(as_role, question_set):
+    admin = as_role("admin")
+    response = start(admin, question_set)
+    assert response["Location"] == f"/admin/evaluation-sets/{question_set.pk}/#runs"
+    runs = {run.label: run for run in EvaluationRun.objects.all()}
+    assert set(runs) == {"pgvector", "bm25"}
+    assert runs["bm25"].config["overrides"] if "overrides" in runs["bm25"].config else runs["bm25"].config
+    table = admin.get(f"/admin/evaluation-sets/{question_set.pk}/runs", HTTP_HX_REQUEST="true")
+    assert 'hx-trigger="every 1s"' in table.content.decode()
+    assert "0 of 3 questions" in text(table)
+    assert "HX-Refresh" not in table
+
+
+def test_refused_configurations_are_said_beside_their_inputs_and_start_nothing(as_role, question_set):
+    admin = as_role("admin")
+    weights = start(admin, question_set, **{"a-vector_weight": "0", "a-lexical_weight": "0"})
+    assert weights.status_code == 400
+    assert "Vector weight and Lexical weight cannot both be 0" in text(weights)
+    none = start(admin, question_set, **{"a-run": "", "b-run": ""})
+    assert none.status_code == 400
+    assert "Tick at least one configuration to evaluate." in text(none)
+    assert not EvaluationRun.objects.exists()
+
+
+def test_finished_runs_show_their_figures_the_best_mark_and_the_comparison(as_role, question_set, evaluate_now):
+    admin = as_role("admin")
+    start(admin, question_set)
+    evaluate_now()
+    table = admin.get(f"/admin/evaluation-sets/{question_set.pk}/runs", HTTP_HX_REQUEST="true")
+    html = table.content.decode()
+    assert table["HX-Refresh"] == "true" and "hx-trigger" not in html
+    assert html.count('class="best-run"') == 1 and ">Best<" in html
+    assert html.count('class="num ndcg"') == 2
+    a, b = EvaluationRun.objects.order_by("pk")
+    page = admin.get(f"/admin/evaluation-sets/{question_set.pk}/?a={a.pk}&b={b.pk}")
+    sentence = page.content.decode().split("data-comparison>")[1].split("</p>")[0]
+    assert "better" in sentence or "worse" in sentence or "chance" in sentence
+    assert 'id="evaluation-history"' in page.content.decode()
+
+
+def test_a_comparison_names_runs_of_its_own_set_only(as_role, question_set, evaluate_now):
+    admin = as_role("admin")
+    other = services.evaluation_set_create(store=question_set.store, name="other", questions=[], user=None)
+    start(admin, question_set)
+    evaluate_now()
+    a, b = EvaluationRun.objects.order_by("pk")
+    assert admin.get(f"/admin/evaluation-sets/{other.pk}/?a={a.pk}&b={b.pk}").status_code == 404
+
+
+def test_a_run_is_saved_as_the_store_settings(as_role, question_set, evaluate_now):
+    admin = as_role("admin")
+    start(admin, question_set)
+    evaluate_now()
+    bm25 = EvaluationRun.objects.get(label="bm25")
+    response = post(admin, f"/admin/evaluation-runs/{bm25.pk}/apply", {})
+    assert response["Location"] == f"/admin/evaluation-sets/{question_set.pk}/#runs"
+    assert "Saved the configuration of “bm25” as the search settings of “kb”." in text(admin.get(response["Location"]))
+    store = question_set.store
+    store.refresh_from_db()
+    assert (store.search_mode, store.search_backend) == ("lexical", "bm25")
+
+
+def test_each_question_shows_what_each_run_returned_with_the_expected_marked(as_role, question_set, evaluate_now):
+    admin = as_role("admin")
+    start(admin, question_set)
+    evaluate_now()
+    page = admin.get(f"/admin/evaluation-sets/{question_set.pk}/answers")
+    html = page.content.decode()
+    assert html.count('class="card question"') == 3
+    assert html.count('class="answer"') == 6
+    words = text(page)
+    assert "parking.txt ✓ expected, grade 1" in words and "badges.txt ✓ expected, grade 1" in words
+    bm25 = EvaluationRun.objects.get(label="bm25")
+    only = admin.get(f"/admin/evaluation-sets/{question_set.pk}/answers?run={bm25.pk}").content.decode()
+    assert only.count('class="answer"') == 3
