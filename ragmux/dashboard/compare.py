@@ -14,7 +14,7 @@ from gateway.connections.selectors import connection_list, route_list
 from ragmux.dashboard.forms import Form
 from ragmux.dashboard.store_form import rerank_connection_choices, rerank_route_choices, search_backend_options
 from retrieval.search import Hit, SearchOptions
-from retrieval.serializers import MAX_QUERY_CHARS, SearchInput
+from retrieval.serializers import MAX_QUERY_CHARS, SearchInput, SearchOverrides
 from stores.backends import backend_available
 from stores.choices import RerankBackend, SearchBackend, SearchMode
 from stores.models import RagStore
@@ -89,10 +89,11 @@ def default_configurations(store: RagStore) -> list[Configuration]:
     return [Configuration("a", a), Configuration("b", {**a, "backend": str(other)})]
 
 
-def search_input(values: dict[str, Any], query: str) -> dict[str, Any]:
-    """The search API's input for one configuration's form values (empty ones left out)."""
+def search_input(values: dict[str, Any], query: str | None) -> dict[str, Any]:
+    """The search API's input for one configuration's form values (empty ones left out); without
+    a query, the overrides alone."""
     data: dict[str, Any] = {
-        "query": query,
+        **({} if query is None else {"query": query}),
         CHECKBOX: bool(values.get(CHECKBOX)),
         RERANK_CHECKBOX: bool(values.get(RERANK_CHECKBOX)),
     }
@@ -105,15 +106,16 @@ def search_input(values: dict[str, Any], query: str) -> dict[str, Any]:
     return data
 
 
-def configuration_from(params: QueryDict, side: str, query: str) -> Configuration:
-    """One side's settings from the page's query string, validated by the search API's input and
+def configuration_from(params: QueryDict, side: str, query: str | None) -> Configuration:
+    """One side's settings from the page's query string (or form), validated by the search API's
+    input (its overrides alone without a query: an evaluation's configuration) and
     refused where the API would quietly change them: a top k above what a store returns (the API
     clamps it) and a backend this database cannot run (the API falls back)."""
     values = {name: params.get(f"{side}-{name}", "") for name in (*SETTING_OF_INPUT, *WEIGHT_INPUTS, *RERANK_CHOICES)}
     for checkbox in (CHECKBOX, RERANK_CHECKBOX):
         values[checkbox] = f"{side}-{checkbox}" in params
     form = Form(initial=values, nested={"fusion_weights": WEIGHT_INPUT_OF_SIDE})
-    data = form.validated(SearchInput, search_input(values, query))
+    data = form.validated(SearchOverrides if query is None else SearchInput, search_input(values, query))
     top_k = str(values["top_k"]).strip()
     if top_k.isdigit() and int(top_k) > MAX_TOP_K:
         form.error("top_k", f"Top k is at most {MAX_TOP_K} (0 takes the store's).")

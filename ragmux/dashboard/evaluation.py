@@ -5,15 +5,16 @@ and every write through its services, validated by the API's own inputs."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from django.contrib import messages
-from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
+from ragmux.core.converters import IdConverter
 from ragmux.dashboard.access import page
 from ragmux.dashboard.compare import (
     Configuration,
@@ -26,12 +27,8 @@ from ragmux.dashboard.compare import (
 from ragmux.dashboard.forms import Form, attempt
 from retrieval.evaluation import selectors as evaluation, services
 from retrieval.evaluation.metrics import NDCG_DEPTH, collapse_to_documents
-from retrieval.evaluation.serializers import (
-    EvaluationQuestionInput,
-    EvaluationRunsInput,
-    EvaluationSetInput,
-    EvaluationSetImportInput,
-)
+from retrieval.evaluation.serializers import QuestionInput, RunsStartInput, SetCreateInput, SetImportInput
+from retrieval.models import EvaluationQuestion, EvaluationRun, EvaluationSet, RunQuestion, RunStatus
 from retrieval.rerank import reranked_search
 from retrieval.search import Hit, matching_words
 from retrieval.serializers import MAX_QUERY_CHARS
@@ -42,34 +39,23 @@ from stores.serializers import MAX_TOP_K
 # The compare form offers this many configurations; two are ticked to run at first.
 SIDES = ("a", "b", "c")
 FIRST_RUN = ("a", "b")
-# The configurations are checked as a search's overrides are, which needs a query: this one is
-# never searched.
-STAND_IN_QUERY = "evaluation"
 # What a judged document's grade means, as the add-a-question form offers it.
 GRADES = ((1, "relevant"), (2, "highly relevant"), (3, "the best answer"))
 # Statuses that change on their own: while a set has runs in them its runs table polls.
-MOVING = ("queued", "running")
+MOVING = (RunStatus.QUEUED, RunStatus.RUNNING)
 
 
 def _tab_url(store_id: int) -> str:
     return reverse("dashboard:store-evaluation", args=[store_id])
 
 
-def _set_url(set_id: int) -> str:
-    return reverse("dashboard:store-evaluation-set", args=[set_id])
+def _set_url(store_id: int, set_id: int) -> str:
+    return reverse("dashboard:store-evaluation-set", args=[store_id, set_id])
 
 
-def _evaluation_set(set_id: int):
-    """The set with its store, or the 404 page."""
-    return evaluation.evaluation_set_get(set_id=set_id)
-
-
-def _run_of(evaluation_set, run_id: int):
-    """One of this set's runs: a run of another set is not found here."""
-    run = evaluation.evaluation_run_get(run_id=run_id)
-    if run.evaluation_set_id != evaluation_set.pk:
-        raise Http404("run not found")
-    return run
+def _evaluation_set(store_id: int, set_id: int) -> EvaluationSet:
+    """One of the store's sets (with its store), or the 404 page."""
+    return evaluation.evaluation_set_get(store=selectors.store_get(store_id), set_id=set_id)
 
 
 # --- the tab: a store's sets ------------------------------------------------------------------
@@ -99,42 +85,45 @@ def evaluation_set_create(request, store_id: int):
     store = selectors.store_get(store_id)
     form = Form(request, names=("name",))
     save = partial(services.evaluation_set_create, store=store, questions=[], user=request.user)
-    if form.submit(EvaluationSetInput, {"name": form.values["name"]}, save, field="name"):
+    if form.submit(SetCreateInput, {"name": form.values["name"]}, save, field="name"):
         messages.success(request, f"Created the evaluation set “{form.result.name}”: add its questions.")
-        return redirect(_set_url(form.result.pk))
+        return redirect(_set_url(store.pk, form.result.pk))
     messages.error(request, "The set was not created: see the messages beside the fields.")
     return _tab(request, store, create=form, status=400)
-
-
-def _text_of(upload) -> str | None:
-    """An uploaded file's text, or None when it is not UTF-8."""
-    try:
-        return upload.read().decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return None
 
 
 @page("admin", methods=("POST",), shown_on=_tab_url)
 def evaluation_set_import(request, store_id: int):
     store = selectors.store_get(store_id)
     form = Form(request, names=("import_name",))
-    texts = {name: request.FILES.get(name) for name in ("queries", "qrels")}
-    for name, upload in texts.items():
-        texts[name] = _text_of(upload) if upload is not None else ""
-        if texts[name] is None:
-            form.error(name, "This file is not UTF-8 text.")
-    save = partial(services.evaluation_set_import_beir, store=store, user=request.user)
-    data = {"name": form.values["import_name"], "queries_text": texts["queries"], "qrels_text": texts["qrels"]}
     form.nested = {"name": {"name": "import_name"}}
-    if not form.errors and form.submit(EvaluationSetImportInput, data, save, field="qrels"):
-        imported = form.result
-        unmatched = ", ".join(imported.unmatched)
-        messages.success(
-            request,
-            f"Imported “{imported.evaluation_set.name}”."
-            + (f" Corpus ids matching no document here: {unmatched}." if unmatched else ""),
+    files = {"name": form.values["import_name"], **{name: request.FILES.get(name) for name in ("queries", "qrels")}}
+
+    def import_beir(*, name: str, queries, qrels) -> services.BeirImport:
+        return services.evaluation_set_import_beir(
+            store=store,
+            name=name,
+            queries_text=services.uploaded_text(queries, field="queries"),
+            qrels_text=services.uploaded_text(qrels, field="qrels"),
+            user=request.user,
         )
-        return redirect(_set_url(imported.evaluation_set.pk))
+
+    if form.submit(SetImportInput, files, import_beir, field="qrels"):
+        imported = form.result
+        messages.success(request, f"Imported “{imported.evaluation_set.name}” with {imported.questions} questions.")
+        if imported.unmatched_documents_total:
+            shown = ", ".join(imported.unmatched_documents)
+            more = imported.unmatched_documents_total - len(imported.unmatched_documents)
+            messages.warning(
+                request,
+                f"Corpus ids matching no document here: {shown}{f' and {more} more' if more else ''}."
+                + (
+                    f" {imported.unmatched_queries_total} questions judged only such documents and were left out."
+                    if imported.unmatched_queries_total
+                    else ""
+                ),
+            )
+        return redirect(_set_url(store.pk, imported.evaluation_set.pk))
     messages.error(request, "The set was not imported: see the messages beside the fields.")
     return _tab(request, store, upload=form, status=400)
 
@@ -146,9 +135,9 @@ def evaluation_set_import(request, store_id: int):
 class RunsTable:
     """A set's runs as the table shows them: polled while one of them is queued or running."""
 
-    evaluation_set: Any
-    runs: list
-    best: Any
+    evaluation_set: EvaluationSet
+    runs: list[EvaluationRun]
+    best: EvaluationRun | None
 
     @property
     def moving(self) -> bool:
@@ -156,11 +145,11 @@ class RunsTable:
 
     @property
     def finished(self) -> list:
-        return [run for run in self.runs if run.status == "done"]
+        return [run for run in self.runs if run.status == RunStatus.DONE]
 
     @property
     def url(self) -> str:
-        return reverse("dashboard:store-evaluation-runs", args=[self.evaluation_set.pk])
+        return reverse("dashboard:store-evaluation-runs", args=[self.evaluation_set.store_id, self.evaluation_set.pk])
 
 
 def _runs_table(evaluation_set) -> RunsTable:
@@ -187,9 +176,9 @@ def _fresh_configurations(store: RagStore) -> tuple[list[Configuration], dict[st
 def _comparison(request, evaluation_set) -> dict[str, Any]:
     """The sentence comparing the two runs the page's query names, when it names two."""
     chosen = [request.GET.get(name, "") for name in ("a", "b")]
-    if not all(value.isdigit() for value in chosen):
+    if not all(re.fullmatch(IdConverter.regex, value) for value in chosen):
         return {"chosen": chosen}
-    a, b = (_run_of(evaluation_set, int(value)) for value in chosen)
+    a, b = (evaluation.evaluation_run_get(evaluation_set=evaluation_set, run_id=int(value)) for value in chosen)
     compared = attempt(lambda: evaluation.evaluation_comparison(a=a, b=b))
     if compared.refusal is not None:
         return {"chosen": chosen, "comparison_error": compared.refusal.message}
@@ -216,7 +205,7 @@ def _set_page(
         {
             "store": store,
             "evaluation_set": evaluation_set,
-            "questions": list(evaluation.evaluation_questions_for(evaluation_set)),
+            "questions": list(evaluation.evaluation_questions(evaluation_set)),
             "configurations": [
                 (c, form.values.get(f"{c.side}-run"), form.values.get(f"{c.side}-label", "")) for c in configurations
             ],
@@ -241,14 +230,14 @@ def _history(evaluation_set) -> dict[str, list]:
 
 
 @page("admin")
-def evaluation_set_detail(request, set_id: int):
-    return _set_page(request, _evaluation_set(set_id))
+def evaluation_set_detail(request, store_id: int, set_id: int):
+    return _set_page(request, _evaluation_set(store_id, set_id))
 
 
 @page("admin")
-def evaluation_runs(request, set_id: int):
+def evaluation_runs(request, store_id: int, set_id: int):
     """The runs table alone: htmx polls it while a run is queued or running."""
-    table = _runs_table(_evaluation_set(set_id))
+    table = _runs_table(_evaluation_set(store_id, set_id))
     response = render(request, "dashboard/_evaluation_runs.html", {"table": table})
     if not table.moving:
         # The last poll: the page reloads, so the comparison and the chart take in the new runs.
@@ -257,10 +246,10 @@ def evaluation_runs(request, set_id: int):
 
 
 @page("admin", methods=("POST",), shown_on=_set_url)
-def evaluation_runs_start(request, set_id: int):
-    evaluation_set = _evaluation_set(set_id)
+def evaluation_runs_start(request, store_id: int, set_id: int):
+    evaluation_set = _evaluation_set(store_id, set_id)
     form = Form(request, names=[f"{side}-label" for side in SIDES], checkboxes=[f"{side}-run" for side in SIDES])
-    configurations = [configuration_from(request.POST, side, STAND_IN_QUERY) for side in SIDES]
+    configurations = [configuration_from(request.POST, side, None) for side in SIDES]
     chosen = [c for c in configurations if form.values[f"{c.side}-run"]]
     if len(chosen) < 1:
         form.error("configurations", "Tick at least one configuration to evaluate.")
@@ -273,24 +262,24 @@ def evaluation_runs_start(request, set_id: int):
     ]
     valid = not form.errors and all(c.overrides is not None for c in chosen)
     save = partial(services.evaluation_runs_start, evaluation_set=evaluation_set, user=request.user)
-    if valid and form.submit(EvaluationRunsInput, {"configs": configs}, save, field="configurations"):
+    if valid and form.submit(RunsStartInput, {"configs": configs}, save, field="configurations"):
         count = len(form.result)
         messages.success(request, f"Started {count} run{'s' if count != 1 else ''}: the table shows their progress.")
-        return redirect(_set_url(evaluation_set.pk) + "#runs")
+        return redirect(_set_url(store_id, set_id) + "#runs")
     messages.error(request, "Nothing was evaluated: see the messages beside the configurations.")
     return _set_page(request, evaluation_set, configurations=configurations, form=form, status=400)
 
 
-@page("admin", methods=("POST",))
-def evaluation_run_apply(request, run_id: int):
-    run = evaluation.evaluation_run_get(run_id=run_id)
+@page("admin", methods=("POST",), shown_on=lambda store_id, set_id, run_id: _set_url(store_id, set_id))
+def evaluation_run_apply(request, store_id: int, set_id: int, run_id: int):
+    run = evaluation.evaluation_run_get(evaluation_set=_evaluation_set(store_id, set_id), run_id=run_id)
     store = run.evaluation_set.store
     applied = attempt(lambda: services.evaluation_run_apply(run=run, user=request.user))
     if applied.refusal is not None:
         messages.error(request, f"“{run.label}” was not saved as the store's settings: {applied.refusal.message}")
     else:
         messages.success(request, f"Saved the configuration of “{run.label}” as the search settings of “{store.name}”.")
-    return redirect(_set_url(run.evaluation_set_id) + "#runs")
+    return redirect(_set_url(store_id, set_id) + "#runs")
 
 
 # --- adding a question: type it, search, tick the documents that answer it ------------------------
@@ -345,8 +334,8 @@ def _question_page(request, evaluation_set, *, query: str, form: Form | None = N
 
 
 @page("admin", methods=("GET", "HEAD", "POST"))
-def evaluation_question_add(request, set_id: int):
-    evaluation_set = _evaluation_set(set_id)
+def evaluation_question_add(request, store_id: int, set_id: int):
+    evaluation_set = _evaluation_set(store_id, set_id)
     if request.method != "POST":
         return _question_page(request, evaluation_set, query=request.GET.get("q", "").strip())
     form = Form(request, names=("text",), lists=("document",))
@@ -354,14 +343,14 @@ def evaluation_question_add(request, set_id: int):
     judgements = [{"document_id": document, "grade": grade} for document, grade in grades.items()]
     save = partial(services.evaluation_question_add, evaluation_set=evaluation_set, user=request.user)
     data = {"text": form.values["text"], "judgements": judgements}
-    if form.submit(EvaluationQuestionInput, data, save, field="document"):
+    if form.submit(QuestionInput, data, save, field="document"):
         count = len(judgements)
         messages.success(
             request,
             f"Added the question “{form.values['text'].strip()}” with {count} "
             f"judged document{'s' if count != 1 else ''}.",
         )
-        return redirect(_set_url(evaluation_set.pk))
+        return redirect(_set_url(store_id, set_id))
     form.nested = {"judgements": {}}
     messages.error(request, "The question was not added: see the messages beside the fields.")
     return _question_page(request, evaluation_set, query=form.values["text"].strip(), form=form, status=400)
@@ -372,33 +361,36 @@ def evaluation_question_add(request, set_id: int):
 
 @dataclass(frozen=True)
 class Answer:
-    """What one run returned for one question: its top documents, the expected ones marked."""
+    """What one run returned for one question: its top documents, the expected ones marked
+    (``returned`` carries each one's grade), and the expected ones it did not return there."""
 
-    run: Any
-    result: Any
-
-    @property
-    def missed(self) -> list:
-        """The judged documents this run did not return in its top ``NDCG_DEPTH``."""
-        returned = {item["document_id"] for item in self.result.returned}
-        return [j for j in self.result.question.judgements.all() if j.document_id not in returned]
+    run: EvaluationRun
+    result: RunQuestion
+    missed: list
 
 
-def _answers(runs: list) -> list[tuple[Any, list[Answer]]]:
+def _answers(questions: list[EvaluationQuestion], runs: list[EvaluationRun]) -> list[tuple[Any, list[Answer]]]:
     """Each question with what each run returned for it, in the set's order."""
-    by_question: dict[int, tuple[Any, list[Answer]]] = {}
-    for run in runs:
-        for result in evaluation.evaluation_run_questions(run):
-            by_question.setdefault(result.question_id, (result.question, []))[1].append(Answer(run, result))
-    return sorted(by_question.values(), key=lambda row: row[0].position)
+    results = {run.pk: {r.question_id: r for r in evaluation.evaluation_run_questions(run)} for run in runs}
+    rows = []
+    for question in questions:
+        judgements = list(question.judgements.all())
+        answers = []
+        for run in runs:
+            result = results[run.pk].get(question.pk)
+            if result is not None:
+                returned = {item["document_id"] for item in result.returned}
+                answers.append(Answer(run, result, [j for j in judgements if j.document_id not in returned]))
+        rows.append((question, answers))
+    return rows
 
 
 @page("admin")
-def evaluation_answers(request, set_id: int):
-    evaluation_set = _evaluation_set(set_id)
-    finished = [run for run in evaluation.evaluation_runs_for(evaluation_set) if run.status == "done"]
-    chosen = {value for value in request.GET.getlist("run") if value.isdigit()}
-    runs = [run for run in finished if str(run.pk) in chosen] if chosen else finished
+def evaluation_answers(request, store_id: int, set_id: int):
+    evaluation_set = _evaluation_set(store_id, set_id)
+    finished = [run for run in evaluation.evaluation_runs_for(evaluation_set) if run.status == RunStatus.DONE]
+    chosen = set(request.GET.getlist("run"))
+    runs = [run for run in finished if str(run.pk) in chosen] or finished
     return render(
         request,
         "dashboard/evaluation_answers.html",
@@ -408,7 +400,7 @@ def evaluation_answers(request, set_id: int):
             "finished": finished,
             "runs": runs,
             "chosen": {run.pk for run in runs},
-            "questions": _answers(runs),
+            "questions": _answers(list(evaluation.evaluation_questions(evaluation_set)), runs),
             "depth": NDCG_DEPTH,
         },
     )

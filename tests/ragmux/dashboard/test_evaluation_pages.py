@@ -1,0 +1,85 @@
+"""The Evaluation tab as an admin meets it: a set built by hand (three questions, each searched
+and its answering document ticked), two configurations evaluated with their progress shown, the
+best run marked, the two compared in words, and what each returned, question by question."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.factories import PASSWORD
+from tests.helpers import sign_in
+from tests.ragmux.dashboard.conftest import QUESTIONS
+
+pytestmark = pytest.mark.browser
+
+
+def add_question(page, question: str, answer: str) -> None:
+    page.get_by_role("link", name="Add a question").click()
+    page.get_by_label("Question").fill(question)
+    page.get_by_role("button", name="Search").click()
+    candidate = page.locator(".candidate", has_text=answer)
+    candidate.get_by_role("checkbox").check()
+    candidate.get_by_label(re.compile("^Grade")).select_option("2")
+    page.get_by_role("button", name="Save the question").click()
+    expect(page.get_by_role("status")).to_have_text(f"Added the question “{question}” with 1 judged document.")
+
+
+def test_a_set_built_by_hand_is_evaluated_with_progress_and_read_question_by_question(
+    wide_page, personas, handbook, evaluate_now, shots
+):
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+    page.goto(f"/admin/stores/{handbook.pk}/")
+    page.get_by_role("navigation", name="Store").get_by_role("link", name="Evaluation").click()
+    create = page.get_by_role("region", name="Create a set")
+    create.get_by_label("Name").fill("handbook questions")
+    create.get_by_role("button", name="Create the set").click()
+    expect(page.get_by_role("heading", name="kb: handbook questions")).to_be_visible()
+
+    for question, answer in QUESTIONS.items():
+        add_question(page, question, answer)
+    rows = page.locator("table.questions tbody tr")
+    expect(rows).to_have_count(3)
+    for (question, answer), row in zip(QUESTIONS.items(), rows.all(), strict=True):
+        expect(row).to_contain_text(question)
+        expect(row.locator(".judged")).to_have_text(f"{answer} grade 2")
+    shots(page, "evaluation-set")
+
+    # A is the store's settings (hybrid over pgvector), B the same over bm25.
+    expect(page.get_by_label("Evaluate A")).to_be_checked()
+    expect(page.get_by_label("Evaluate B")).to_be_checked()
+    expect(page.get_by_label("Evaluate C")).not_to_be_checked()
+    page.get_by_role("button", name="Evaluate").click()
+    expect(page.get_by_role("status")).to_have_text("Started 2 runs: the table shows their progress.")
+    runs = page.locator("#runs tbody tr")
+    expect(runs).to_have_count(2)
+    expect(runs.locator(".progress")).to_have_text(["0 of 3 questions", "0 of 3 questions"])
+
+    evaluate_now(limit=1)  # one run done; the table, polling, shows it while the other waits
+    expect(page.locator("#runs tbody tr[data-status=done]")).to_have_count(1)
+    expect(page.locator("#runs tbody tr[data-status=queued] .progress")).to_have_text("0 of 3 questions")
+
+    evaluate_now()
+    # Once nothing moves, the page reloads with the best run, the comparison and the chart.
+    expect(page.locator("#runs tbody tr[data-status=done]")).to_have_count(2)
+    expect(page.locator("#runs .best")).to_have_count(1)
+    expect(page.locator("#runs tr.best-run .num.ndcg")).to_have_text(re.compile(r"^\d\.\d{3}$"))
+    expect(page.locator("#evaluation-chart canvas").first).to_be_visible()
+    comparison = page.get_by_role("region", name="Compare two runs")
+    comparison.get_by_role("button", name="Compare").click()
+    expect(page.locator("[data-comparison]")).to_have_text(re.compile(r"(is better than|is worse than|score the same).* the interval \["))
+    shots(page, "evaluation-runs")
+
+    page.get_by_role("link", name="What each run returned, question by question").click()
+    questions = page.locator("section.question")
+    expect(questions).to_have_count(3)
+    for (question, answer), section in zip(QUESTIONS.items(), questions.all(), strict=True):
+        expect(section.get_by_role("heading", level=2)).to_contain_text(question)
+        expect(section.locator(".answer")).to_have_count(2)
+        expected = section.locator("li.expected")
+        expect(expected.first).to_contain_text(f"{answer} ✓ expected, grade 2")
+    shots(page, "evaluation-question")
