@@ -31,6 +31,17 @@ def evaluation_set_get(*, store: RagStore, set_id: int) -> EvaluationSet:
     return found
 
 
+def evaluation_set_named(*, store_name: str, set_name: str) -> EvaluationSet:
+    """A set by its store's name and its own (the command line names them)."""
+    store = RagStore.objects.filter(name=store_name).first()
+    if store is None:
+        raise NotFound(f"no store named {store_name!r}")
+    found = EvaluationSet.objects.select_related("store").filter(store=store, name=set_name).first()
+    if found is None:
+        raise NotFound(f"the store {store_name!r} has no evaluation set named {set_name!r}")
+    return found
+
+
 def evaluation_questions(evaluation_set: EvaluationSet) -> QuerySet[EvaluationQuestion]:
     """The set's questions in order, each with its judgements (and their documents' file names)."""
     judgements = Judgement.objects.select_related("document").only(
