@@ -50,10 +50,10 @@ def test_a_set_built_by_hand_is_evaluated_with_progress_and_read_question_by_que
     shots(page, "evaluation-set")
 
     # A is the store's settings (hybrid over pgvector), B the same over bm25.
-    expect(page.get_by_label("Evaluate A")).to_be_checked()
-    expect(page.get_by_label("Evaluate B")).to_be_checked()
-    expect(page.get_by_label("Evaluate C")).not_to_be_checked()
-    page.get_by_role("button", name="Evaluate").click()
+    expect(page.get_by_role("checkbox", name="Evaluate A")).to_be_checked()
+    expect(page.get_by_role("checkbox", name="Evaluate B")).to_be_checked()
+    expect(page.get_by_role("checkbox", name="Evaluate C")).not_to_be_checked()
+    page.get_by_role("button", name="Evaluate", exact=True).click()
     expect(page.get_by_role("status")).to_have_text("Started 2 runs: the table shows their progress.")
     runs = page.locator("#runs tbody tr")
     expect(runs).to_have_count(2)
@@ -71,7 +71,9 @@ def test_a_set_built_by_hand_is_evaluated_with_progress_and_read_question_by_que
     expect(page.locator("#evaluation-chart canvas").first).to_be_visible()
     comparison = page.get_by_role("region", name="Compare two runs")
     comparison.get_by_role("button", name="Compare").click()
-    expect(page.locator("[data-comparison]")).to_have_text(re.compile(r"(is better than|is worse than|score the same).* the interval \["))
+    expect(page.locator("[data-comparison]")).to_have_text(
+        re.compile(r"(is better than|is worse than|score the same).* the interval \[")
+    )
     shots(page, "evaluation-runs")
 
     page.get_by_role("link", name="What each run returned, question by question").click()
