@@ -1,4 +1,4 @@
-# TEMPORARY (evalapp): the interface of eval_design.md, until evalcore commits its own ranking.py (merge takes evalcore's).
+# TEMPORARY (evalapp): the design's interface until evalcore commits its ranking.py (a merge takes evalcore's).
 from __future__ import annotations
 
 import time

@@ -109,3 +109,33 @@ def test_a_run_past_its_time_limit_is_failed_with_the_reason(processes, evaluati
     run = fresh(run)
     assert (run.status, run.questions_done) == ("failed", 1)
     assert run.error == "the run took longer than EVALUATION_RUN_TIME_LIMIT (1s) and was stopped after 1 of 3 questions"
+
+
+def test_a_worker_stopped_mid_run_gives_the_run_back_unspent(processes, evaluation_set, fake_upstream, tmp_path):
+    output = tmp_path / "worker.log"
+    worker = processes.start("worker", output=output)
+    texts = set(evaluation_set.questions.values_list("text", flat=True))
+    stop_sent = threading.Event()
+
+    def stop_the_worker_mid_run(request):
+        if request.route != "openai.embeddings" or not texts & set(request.json()["input"]) or stop_sent.is_set():
+            return
+        stop_sent.set()
+        worker.send_signal(signal.SIGTERM)  # as Ctrl-C or `docker stop` would
+        # Answer only once the stop has reached the Celery processes: the run is then still in hand.
+        wait_until(lambda: "Warm shutdown" in output.read_text(), timeout=30, message="the warm shutdown")
+
+    fake_upstream.on_request = stop_the_worker_mid_run
+    run = start_run(evaluation_set, {"mode": "vector"})
+    assert worker.wait(timeout=60) == 0
+    assert stop_sent.is_set()
+    stopped = fresh(run)
+    assert (stopped.status, stopped.attempts, stopped.questions_done, stopped.claimed_by) == ("queued", 0, 1, "")
+    log = output.read_text()
+    assert "put back in the queue" in log
+    assert "WorkerLostError" not in log and "Traceback" not in log, log
+
+    fake_upstream.on_request = None
+    processes.start("worker")
+    wait_until(lambda: fresh(run).status == "done", message="the run to be finished by the next worker")
+    assert (fresh(run).attempts, fresh(run).questions_done) == (1, 3)
