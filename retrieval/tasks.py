@@ -6,6 +6,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
+from ingestion.pipeline import stop_requested
 from ingestion.tasks import worker_identity
 from retrieval.evaluation import services
 
@@ -20,7 +21,8 @@ def _hard_time_limit() -> int:
 def evaluation_run(run_id: int) -> None:
     run = services.evaluation_run_claim(run_id=run_id, owner=worker_identity())
     if run is not None:
-        services.evaluation_run_execute(run=run)
+        # A worker asked to stop (SIGTERM: ingestion.tasks) gives the run back between two questions.
+        services.evaluation_run_execute(run=run, stop_requested=stop_requested.is_set)
 
 
 @shared_task(name="retrieval.evaluation_requeue_expired", ignore_result=True)

@@ -1,29 +1,48 @@
-# TEMPORARY (evalapp): the interface of eval_design.md, until evalcore commits its own ranking.py (merge takes evalcore's).
+"""The one place a search becomes a document ranking for evaluation: the store's search asked for
+a pool of ``POOL`` chunks (and ``POOL`` candidates per side), reranked when its options say so, as
+the search endpoint reranks, and collapsed to documents, each at its best chunk.
+
+Evaluation runs, ``ragmux eval`` and bench/quality.py all rank through here, so their figures are
+the same search's."""
+
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from retrieval.evaluation.metrics import POOL, collapse_to_documents
 from retrieval.rerank import RerankReport, rerank, store_rerank_connection
 from retrieval.search import store_search
+from stores.models import RagStore
 
 
 @dataclass(frozen=True)
 class RankedSearch:
-    documents: list[int]
-    sources: list[str]
-    latency_ms: float
-    rerank: RerankReport | None
+    documents: list[int]  # Document ids, best first
+    sources: list[str]  # each of those documents' `source`, in the same order
+    latency_ms: float  # the search and its rerank (not the query's embedding when its vector was given)
+    rerank: RerankReport | None  # None when the search was not reranked
 
 
-def rank_documents(*, store, query, overrides, query_vector=None) -> RankedSearch:
-    started = time.monotonic()
+def rank_documents(
+    *, store: RagStore, query: str, overrides: dict[str, Any], query_vector: list[float] | None
+) -> RankedSearch:
+    """``query`` searched in ``store`` with ``overrides`` (the search endpoint's overrides; top_k
+    is the pool's), its chunks collapsed to documents. With ``query_vector`` None the search
+    embeds the query itself."""
+    started = time.perf_counter()
     result = store_search(
         store=store, query=query, overrides={**overrides, "top_k": POOL}, candidates=POOL, query_vector=query_vector
     )
     if result.options.rerank:
         rerank(result, query=query, choice=store_rerank_connection(store, result))
+    latency_ms = (time.perf_counter() - started) * 1000
+    source_of = {hit.document_id: hit.source for hit in result.hits}
     documents = collapse_to_documents(hit.document_id for hit in result.hits)
-    sources = {hit.document_id: hit.source for hit in result.hits}
-    return RankedSearch(documents, [sources[d] for d in documents], (time.monotonic() - started) * 1000, result.rerank)
+    return RankedSearch(
+        documents=documents,
+        sources=[source_of[document] for document in documents],
+        latency_ms=latency_ms,
+        rerank=result.rerank,
+    )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -504,12 +504,31 @@ def question_score(row: RunQuestion) -> metrics.QuestionScore:
     )
 
 
-def evaluation_run_execute(*, run: EvaluationRun) -> None:
+def _release(run: EvaluationRun) -> None:
+    """Gives a held run back to the queue as if it had not been claimed (a worker stopping is no
+    failed attempt), and sends it again for the next worker; its questions done are kept."""
+    with transaction.atomic():
+        released = _held(run).update(
+            status=RunStatus.QUEUED,
+            attempts=F("attempts") - 1,
+            claim_token=F("claim_token") + 1,
+            claimed_by="",
+            lease_expires_at=None,
+            updated_at=timezone.now(),
+        )
+        if released:
+            send_on_commit(tasks.evaluation_run, run.pk)
+    if released:
+        logger.info("worker stopping: evaluation run %s (%s) put back in the queue", run.pk, run.label)
+
+
+def evaluation_run_execute(*, run: EvaluationRun, stop_requested: Callable[[], bool] = lambda: False) -> None:
     """Evaluates a claimed run (`evaluation_run_claim`): every judged question of its set searched
     with its configuration, scored and written as it goes (a run taken up again after its worker
     stopped resumes after the questions already written), then summarised. A search that fails
     fails the run with the question and the reason; so does running past
-    EVALUATION_RUN_TIME_LIMIT. A run deleted meanwhile (with its set or store) just stops."""
+    EVALUATION_RUN_TIME_LIMIT. A run deleted meanwhile (with its set or store) just stops; one
+    whose worker is asked to stop (``stop_requested``) goes back to the queue."""
     started = time.monotonic()
     store = run.evaluation_set.store
     questions = _judged_questions(run.evaluation_set)
@@ -522,6 +541,9 @@ def evaluation_run_execute(*, run: EvaluationRun) -> None:
     for number, (question, grades) in enumerate(questions, 1):
         if question.pk in done:
             continue
+        if stop_requested():
+            _release(run)
+            return
         if time.monotonic() - started > limit:
             _fail(
                 run,
