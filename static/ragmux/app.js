@@ -135,30 +135,28 @@ function drawCharts() {
 
 document.addEventListener("DOMContentLoaded", drawCharts);
 
-// An evaluation set's nDCG@10 across its finished runs, oldest first; each point's run is named
-// in the legend as the cursor moves. The runs table beside it holds the same figures as text.
+// An evaluation set's nDCG@10 across its finished runs, in the order they finished, each named
+// under its point. The runs table beside it holds the same figures as text.
 function drawEvaluationChart() {
   const data = document.getElementById("evaluation-history");
   const box = document.querySelector("[data-evaluation-chart]");
   if (!data || !box || typeof uPlot === "undefined") return;
   const history = JSON.parse(data.textContent);
+  const runs = history.labels.map((label, index) => index + 1);
   const options = {
     width: Math.min(box.clientWidth || 640, 900),
     height: 240,
-    scales: { y: { range: [0, 1] } },
+    scales: { x: { time: false, range: [0.5, runs.length + 0.5] }, y: { range: [0, 1] } },
+    axes: [
+      { incrs: [1], values: (u, ticks) => ticks.map((tick) => history.labels[tick - 1] ?? "") },
+      {},
+    ],
     series: [
-      { label: "Finished" },
-      {
-        label: "nDCG@10",
-        stroke: "#2563eb",
-        width: 2,
-        points: { show: true, size: 7 },
-        value: (u, value, series, index) =>
-          value == null ? "—" : `${value.toFixed(3)} (${history.labels[index] ?? ""})`,
-      },
+      { label: "Run", value: (u, run) => (run == null ? "—" : history.labels[run - 1] ?? "") },
+      { label: "nDCG@10", stroke: "#2563eb", width: 2, points: { show: true, size: 8 } },
     ],
   };
-  new uPlot(options, [history.x, history.ndcg], box);
+  new uPlot(options, [runs, history.ndcg], box);
 }
 
 document.addEventListener("DOMContentLoaded", drawEvaluationChart);

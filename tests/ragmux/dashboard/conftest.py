@@ -85,9 +85,8 @@ def handbook(kb, ingest_now):
 def evaluate_now():
     """Runs the queued evaluation runs in this process, each through its Celery task's own code
     (claim, then execute), as `ingest_now` does ingestion: no worker."""
-    from retrieval.tasks import evaluation_run
-
     from retrieval.models import EvaluationRun
+    from retrieval.tasks import evaluation_run
 
     def evaluate(*, limit: int | None = None) -> None:
         queued = EvaluationRun.objects.filter(status="queued").order_by("pk").values_list("pk", flat=True)

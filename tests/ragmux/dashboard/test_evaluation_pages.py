@@ -49,10 +49,12 @@ def test_a_set_built_by_hand_is_evaluated_with_progress_and_read_question_by_que
         expect(row.locator(".judged")).to_have_text(f"{answer} grade 2")
     shots(page, "evaluation-set")
 
-    # A is the store's settings (hybrid over pgvector), B the same over bm25.
+    # A is the store's settings and B the same over the other backend; B is made vector only.
     expect(page.get_by_role("checkbox", name="Evaluate A")).to_be_checked()
     expect(page.get_by_role("checkbox", name="Evaluate B")).to_be_checked()
     expect(page.get_by_role("checkbox", name="Evaluate C")).not_to_be_checked()
+    page.locator("#b-mode").select_option("vector")
+    page.locator("#b-label").fill("vector only")
     page.get_by_role("button", name="Evaluate", exact=True).click()
     expect(page.get_by_role("status")).to_have_text("Started 2 runs: the table shows their progress.")
     runs = page.locator("#runs tbody tr")
