@@ -14,6 +14,7 @@ from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
+from ingestion.uploads import oversize_upload
 from ragmux.core.converters import IdConverter
 from ragmux.dashboard.access import page
 from ragmux.dashboard.compare import (
@@ -110,7 +111,10 @@ def evaluation_set_import(request, store_id: int):
             user=request.user,
         )
 
-    if form.submit(SetImportInput, files, import_beir, field="qrels"):
+    too_large = attempt(lambda: oversize_upload(request)).refusal
+    if too_large is not None:
+        form.refuse(too_large, field="queries")
+    elif form.submit(SetImportInput, files, import_beir, field="qrels"):
         imported = form.result
         messages.success(request, f"Imported “{imported.evaluation_set.name}” with {imported.questions} questions.")
         if imported.unmatched_documents_total:

@@ -169,6 +169,16 @@ def test_an_import_that_is_not_text_or_not_beir_is_refused_beside_its_file(as_ro
     assert not EvaluationSet.objects.exists()
 
 
+def test_an_import_over_the_upload_limit_is_refused_before_it_is_read(as_role, handbook, settings):
+    settings.MAX_UPLOAD_MB = 1
+    queries = SimpleUploadedFile("queries.jsonl", b'{"_id": "q1", "text": "Where?"}\n' * 40_000)
+    data = {"import_name": "big", "queries": queries, "qrels": qrels_upload(b"q1\tparking\t1\n")}
+    response = post(as_role("admin"), f"/admin/stores/{handbook.pk}/evaluation/import", data)
+    assert response.status_code == 400
+    assert '"queries.jsonl" is larger than 1 MiB' in text(response)
+    assert not EvaluationSet.objects.exists()
+
+
 # --- adding a question --------------------------------------------------------------------------
 
 
@@ -291,3 +301,29 @@ def test_hostile_run_and_document_ids_are_refused_or_ignored_never_a_server_erro
     response = post(admin, f"{address(question_set)}questions/new", data)
     assert response.status_code == 400
     assert EvaluationQuestion.objects.count() == 3
+
+
+def queries_of(client, url: str) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    return len(captured)
+
+
+def test_the_pages_run_the_same_queries_however_many_questions_and_runs(as_role, question_set, evaluate_now):
+    admin = as_role("admin")
+    urls = [f"/admin/stores/{question_set.store_id}/evaluation/", address(question_set), f"{address(question_set)}runs"]
+    start(admin, question_set)
+    evaluate_now()
+    few = [queries_of(admin, url) for url in urls]
+    ids = documents(question_set.store)
+    for n in range(5):
+        judgements = [{"document_id": ids["lunch.txt"], "grade": 1}, {"document_id": ids["leave.txt"], "grade": 2}]
+        services.evaluation_question_add(evaluation_set=question_set, text=f"lunch question {n}", judgements=judgements)
+    services.evaluation_set_create(store=question_set.store, name="another", questions=[])
+    start(admin, question_set)
+    start(admin, question_set, **{"c-run": "on"})
+    evaluate_now()
+    assert [queries_of(admin, url) for url in urls] == few
