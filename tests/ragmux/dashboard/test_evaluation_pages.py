@@ -11,7 +11,8 @@ from playwright.sync_api import expect
 
 from tests.factories import PASSWORD
 from tests.helpers import sign_in
-from tests.ragmux.dashboard.conftest import QUESTIONS
+from tests.ragmux.dashboard.accessibility import assert_accessible
+from tests.ragmux.dashboard.conftest import HANDBOOK, QUESTIONS
 
 pytestmark = pytest.mark.browser
 
@@ -20,6 +21,8 @@ def add_question(page, question: str, answer: str) -> None:
     page.get_by_role("link", name="Add a question").click()
     page.get_by_label("Question").fill(question)
     page.get_by_role("button", name="Search").click()
+    expect(page.locator(".candidate")).to_have_count(len(HANDBOOK))
+    assert_accessible(page)
     candidate = page.locator(".candidate", has_text=answer)
     candidate.get_by_role("checkbox").check()
     candidate.get_by_label(re.compile("^Grade")).select_option("2")
@@ -35,6 +38,7 @@ def test_a_set_built_by_hand_is_evaluated_with_progress_and_read_question_by_que
     expect(page.get_by_role("heading", name="Overview")).to_be_visible()
     page.goto(f"/admin/stores/{handbook.pk}/")
     page.get_by_role("navigation", name="Store").get_by_role("link", name="Evaluation").click()
+    assert_accessible(page)
     create = page.get_by_role("region", name="Create a set")
     create.get_by_label("Name").fill("handbook questions")
     create.get_by_role("button", name="Create the set").click()
