@@ -273,6 +273,25 @@ def rerank_connection(db, fake_upstream):
 
 
 @pytest.fixture
+def processes(subprocess_env, tmp_path):
+    """Real `ragmux worker` / `ragmux scheduler` processes (tests.helpers.Processes) on the test
+    database, with short leases and sweeps; whatever a test started is stopped after it."""
+    from tests.helpers import Processes
+
+    env = {
+        **subprocess_env,
+        "INGEST_LEASE": "3s",
+        "EVALUATION_RUN_LEASE": "3s",
+        "INGEST_REQUEUE_INTERVAL": "1s",
+        "INGEST_WORKERS": "1",
+        "RAGMUX_DATA_DIR": str(tmp_path),
+    }
+    running = Processes(env)
+    yield running
+    running.stop_all()
+
+
+@pytest.fixture
 def ingest_now():
     """Runs ingestion in this process until the queue is empty: the worker's own code,
     without a worker. Tests of the worker processes themselves start real ones."""

@@ -17,20 +17,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def processes(subprocess_env, tmp_path):
-    env = {
-        **subprocess_env,
-        "INGEST_LEASE": "3s",
-        "INGEST_REQUEUE_INTERVAL": "1s",
-        "INGEST_WORKERS": "1",
-        "RAGMUX_DATA_DIR": str(tmp_path),
-    }
-    running = Processes(env)
-    yield running
-    running.stop_all()
-
-
-@pytest.fixture
 def store(fake_connection, fake_upstream):
     created = store_create(
         name="kb", values={"embedding_connection_id": fake_connection.id, "chunk_size": 200, "chunk_overlap": 0}

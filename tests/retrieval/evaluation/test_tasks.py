@@ -12,23 +12,9 @@ from ragmux.celery import app
 from retrieval.evaluation import services
 from retrieval.models import EvaluationRun
 from stores.models import Document
-from tests.helpers import Processes, wait_until, worker_pid_of
+from tests.helpers import wait_until, worker_pid_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def processes(subprocess_env, tmp_path):
-    env = {
-        **subprocess_env,
-        "INGEST_WORKERS": "1",
-        "INGEST_REQUEUE_INTERVAL": "1s",
-        "EVALUATION_RUN_LEASE": "3s",
-        "RAGMUX_DATA_DIR": str(tmp_path),
-    }
-    running = Processes(env)
-    yield running
-    running.stop_all()
 
 
 def start_run(evaluation_set, overrides: dict) -> EvaluationRun:
