@@ -31,7 +31,7 @@ from retrieval.evaluation import services
 from retrieval.evaluation.metrics import NDCG_DEPTH, collapse_to_documents
 from retrieval.evaluation.serializers import QuestionInput, RunsStartInput, SetCreateInput, SetImportInput
 from retrieval.evaluation.views import _text_of  # TEMPORARY until evalapp makes it public
-from retrieval.models import EvaluationQuestion, EvaluationRun, EvaluationSet, RunQuestion, RunStatus
+from retrieval.models import EvaluationQuestion, EvaluationRun, EvaluationSet, Judgement, RunQuestion, RunStatus
 from retrieval.rerank import reranked_search
 from retrieval.search import Hit, matching_words
 from retrieval.serializers import MAX_QUERY_CHARS
@@ -150,7 +150,7 @@ class RunsTable:
         return any(run.status in MOVING for run in self.runs)
 
     @property
-    def finished(self) -> list:
+    def finished(self) -> list[EvaluationRun]:
         return [run for run in self.runs if run.status == RunStatus.DONE]
 
     @property
@@ -158,7 +158,7 @@ class RunsTable:
         return reverse("dashboard:store-evaluation-runs", args=[self.evaluation_set.store_id, self.evaluation_set.pk])
 
 
-def _runs_table(evaluation_set) -> RunsTable:
+def _runs_table(evaluation_set: EvaluationSet) -> RunsTable:
     return RunsTable(
         evaluation_set,
         list(evaluation.evaluation_runs_for(evaluation_set)),
@@ -179,7 +179,7 @@ def _fresh_configurations(store: RagStore) -> tuple[list[Configuration], dict[st
     return configurations, values
 
 
-def _comparison(request, evaluation_set) -> dict[str, Any]:
+def _comparison(request, evaluation_set: EvaluationSet) -> dict[str, Any]:
     """The sentence comparing the two runs the page's query names, when it names two."""
     chosen = [request.GET.get(name, "") for name in ("a", "b")]
     if not all(re.fullmatch(IdConverter.regex, value) for value in chosen):
@@ -188,13 +188,13 @@ def _comparison(request, evaluation_set) -> dict[str, Any]:
     compared = attempt(lambda: evaluation.evaluation_comparison(a=a, b=b))
     if compared.refusal is not None:
         return {"chosen": chosen, "comparison_error": compared.refusal.message}
-    difference, words = compared.result
-    return {"chosen": chosen, "comparison": words, "difference": difference, "compared": (a, b)}
+    _difference, words = compared.result
+    return {"chosen": chosen, "comparison": words}
 
 
 def _set_page(
     request,
-    evaluation_set,
+    evaluation_set: EvaluationSet,
     *,
     configurations: list[Configuration] | None = None,
     form: Form | None = None,
@@ -317,7 +317,7 @@ def _candidates(store: RagStore, query: str) -> tuple[list[Candidate], str]:
     ], ""
 
 
-def _question_page(request, evaluation_set, *, query: str, form: Form | None = None, status: int = 200):
+def _question_page(request, evaluation_set: EvaluationSet, *, query: str, form: Form | None = None, status: int = 200):
     problem = query_problem(query)
     candidates, search_error = _candidates(evaluation_set.store, query) if query and not problem else ([], "")
     return render(
@@ -343,7 +343,8 @@ def evaluation_question_add(request, store_id: int, set_id: int):
     evaluation_set = _evaluation_set(store_id, set_id)
     if request.method != "POST":
         return _question_page(request, evaluation_set, query=request.GET.get("q", "").strip())
-    form = Form(request, names=("text",), lists=("document",))
+    # A refusal of a judgement (`judgements[0].document_id`) is said above the documents.
+    form = Form(request, names=("text",), lists=("document",), nested={"judgements": {"document_id": "document"}})
     grades = {document: request.POST.get(f"grade-{document}", "1") for document in form.values["document"]}
     judgements = [{"document_id": document, "grade": grade} for document, grade in grades.items()]
     save = partial(services.evaluation_question_add, evaluation_set=evaluation_set, user=request.user)
@@ -356,7 +357,6 @@ def evaluation_question_add(request, store_id: int, set_id: int):
             f"judged document{'s' if count != 1 else ''}.",
         )
         return redirect(_set_url(store_id, set_id))
-    form.nested = {"judgements": {}}
     messages.error(request, "The question was not added: see the messages beside the fields.")
     return _question_page(request, evaluation_set, query=form.values["text"].strip(), form=form, status=400)
 
@@ -371,10 +371,12 @@ class Answer:
 
     run: EvaluationRun
     result: RunQuestion
-    missed: list
+    missed: list[Judgement]
 
 
-def _answers(questions: list[EvaluationQuestion], runs: list[EvaluationRun]) -> list[tuple[Any, list[Answer]]]:
+def _answers(
+    questions: list[EvaluationQuestion], runs: list[EvaluationRun]
+) -> list[tuple[EvaluationQuestion, list[Answer]]]:
     """Each question with what each run returned for it, in the set's order."""
     results = {run.pk: {r.question_id: r for r in evaluation.evaluation_run_questions(run)} for run in runs}
     rows = []

@@ -300,6 +300,7 @@ def test_hostile_run_and_document_ids_are_refused_or_ignored_never_a_server_erro
     data = {"text": "Where?", "document": [value], f"grade-{value}": value}
     response = post(admin, f"{address(question_set)}questions/new", data)
     assert response.status_code == 400
+    assert '<p class="error" role="alert">' in response.content.decode()  # beside the documents
     assert EvaluationQuestion.objects.count() == 3
 
 
