@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from pathlib import PurePosixPath
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -55,6 +55,7 @@ MAX_RUNS_PER_START = 10
 # How many unmatched BEIR ids an import names (it counts them all).
 UNMATCHED_SHOWN = 20
 LEASE_EXPIRED = "the worker running it stopped before finishing (its lease expired)"
+EXTERNAL_ID_CHARS = EvaluationQuestion._meta.get_field("external_id").max_length
 # The store setting a search override sets, where the two names differ.
 OVERRIDE_SETTING_NAMES = {"mode": "search_mode", "backend": "search_backend"}
 
@@ -173,6 +174,18 @@ def _documents_by_beir_id(store: RagStore) -> dict[str, int]:
     return by_id
 
 
+def uploaded_text(upload: IO[bytes], *, field: str) -> str:
+    """An uploaded BEIR file's text (the API's and the dashboard's forms): UTF-8, a byte-order
+    mark dropped, and no NUL character (which no text column holds)."""
+    try:
+        text = upload.read().decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{field}: the file is not UTF-8 text", field=field) from None
+    if "\x00" in text:
+        raise InvalidInput(f"{field}: the file holds a NUL character", field=field)
+    return text
+
+
 def _parsed(parse, text: str):
     try:
         return parse(text)
@@ -208,6 +221,12 @@ def evaluation_set_import_beir(
             unmatched_queries.append(query_id)
             continue
         text = queries[query_id].strip()
+        if "\x00" in text or "\x00" in query_id:
+            raise InvalidInput(f"{beir.QUERIES_FILE}: query {query_id!r} holds a NUL character")
+        if len(query_id) > EXTERNAL_ID_CHARS:
+            raise InvalidInput(
+                f"{beir.QUERIES_FILE}: query id {query_id[:40]!r}… is longer than {EXTERNAL_ID_CHARS} characters"
+            )
         if len(text) > MAX_QUERY_CHARS:
             raise InvalidInput(
                 f"{beir.QUERIES_FILE}: query {query_id!r} is {len(text)} characters long, "

@@ -7,7 +7,6 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
 from ingestion.uploads import oversize_upload
-from ragmux.core.errors import InvalidInput
 from ragmux.core.roles import AdminOnly
 from retrieval.evaluation import selectors, services
 from retrieval.evaluation.serializers import (
@@ -85,16 +84,6 @@ class EvaluationSetsApi(StoreEndpoint):
         return Response(_set_body(evaluation_set), status=201)
 
 
-def _text_of(upload, field: str) -> str:
-    try:
-        text = upload.read().decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InvalidInput(f"{field}: the file is not UTF-8 text", field=field) from None
-    if "\x00" in text:
-        raise InvalidInput(f"{field}: the file holds a NUL character", field=field)
-    return text
-
-
 class EvaluationSetImportApi(StoreEndpoint):
     permission_classes = [AdminOnly]
     parser_classes = [MultiPartParser]
@@ -106,8 +95,8 @@ class EvaluationSetImportApi(StoreEndpoint):
         imported = services.evaluation_set_import_beir(
             store=self.store,
             name=data.validated_data["name"],
-            queries_text=_text_of(data.validated_data["queries"], "queries"),
-            qrels_text=_text_of(data.validated_data["qrels"], "qrels"),
+            queries_text=services.uploaded_text(data.validated_data["queries"], field="queries"),
+            qrels_text=services.uploaded_text(data.validated_data["qrels"], field="qrels"),
             user=request.user,
         )
         return Response(

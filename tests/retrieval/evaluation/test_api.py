@@ -218,3 +218,18 @@ def test_unfinished_runs_are_neither_compared_nor_applied(api, evaluation_set):
     assert (compared.status_code, compared.json()["error"]["code"]) == (409, "run_not_done")
     applied = client.post(f"{set_url(evaluation_set)}/runs/{a}/apply")
     assert (applied.status_code, applied.json()["error"]["code"]) == (409, "run_not_done")
+
+
+@pytest.mark.parametrize(
+    ("queries", "message"),
+    [
+        (b"\xff\xfe not UTF-8", "queries: the file is not UTF-8 text"),
+        (b'{"_id": "q1", "text": "a\x00b"}', "queries: the file holds a NUL character"),
+        (b'{"_id": "q1", "text": "a\\u0000b"}', "queries.jsonl: query 'q1' holds a NUL character"),
+    ],
+)
+def test_an_uploaded_file_that_is_no_text_is_refused(api, evaluated_store, queries, message):
+    files = {**beir_files(QUERIES, "q1\tpasta\t1\n"), "queries": ("queries.jsonl", queries, "application/json")}
+    response = api("admin").post(f"{sets_url(evaluated_store)}/import", data={"name": "beir"}, files=files)
+    assert response.status_code == 400, response.text
+    assert message in response.json()["error"]["message"]

@@ -160,3 +160,20 @@ def test_two_runs_are_compared_in_words_and_the_best_is_marked(evaluation_set):
         ("lexical", lexical.summary["ndcg"]),
         ("vector", vector.summary["ndcg"]),
     ]
+
+
+def test_judgements_survive_reprocessing_and_go_with_their_document(evaluation_set, documents, ingest_now):
+    from ingestion.services import document_reprocess
+    from retrieval.models import Judgement
+    from stores.models import Document
+    from stores.services import document_delete
+
+    pasta = Document.objects.get(pk=documents["pasta"])
+    document_reprocess(document=pasta)
+    ingest_now()
+    assert Document.objects.get(pk=pasta.pk).status == "ready"
+    assert Judgement.objects.filter(document_id=pasta.pk).count() == 1
+
+    document_delete(document=Document.objects.get(pk=pasta.pk))
+    assert not Judgement.objects.filter(document_id=pasta.pk).exists()
+    assert Judgement.objects.count() == 2
