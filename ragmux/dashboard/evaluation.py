@@ -30,7 +30,6 @@ from retrieval.evaluation import selectors as evaluation
 from retrieval.evaluation import services
 from retrieval.evaluation.metrics import NDCG_DEPTH, collapse_to_documents
 from retrieval.evaluation.serializers import QuestionInput, RunsStartInput, SetCreateInput, SetImportInput
-from retrieval.evaluation.views import _text_of  # TEMPORARY until evalapp makes it public
 from retrieval.models import EvaluationQuestion, EvaluationRun, EvaluationSet, Judgement, RunQuestion, RunStatus
 from retrieval.rerank import reranked_search
 from retrieval.search import Hit, matching_words
@@ -106,8 +105,8 @@ def evaluation_set_import(request, store_id: int):
         return services.evaluation_set_import_beir(
             store=store,
             name=name,
-            queries_text=_text_of(queries, "queries"),
-            qrels_text=_text_of(qrels, "qrels"),
+            queries_text=services.uploaded_text(queries, field="queries"),
+            qrels_text=services.uploaded_text(qrels, field="qrels"),
             user=request.user,
         )
 
