@@ -225,6 +225,11 @@ def test_the_compare_form_starts_a_run_per_ticked_configuration_and_the_table_po
     assert 'hx-trigger="every 1s"' in table.content.decode()
     assert "0 of 3 questions" in text(table)
     assert "HX-Refresh" not in table
+    # Halfway through, as the worker writes its progress after each question.
+    EvaluationRun.objects.filter(label="bm25").update(status="running", questions_done=2)
+    html = admin.get(f"{address(question_set)}runs", HTTP_HX_REQUEST="true").content.decode()
+    assert '<progress max="3" value="2" aria-label="Progress of bm25">' in html
+    assert "2 of 3 questions" in html and 'hx-trigger="every 1s"' in html
 
 
 def test_refused_configurations_are_said_beside_their_inputs_and_start_nothing(as_role, question_set):
