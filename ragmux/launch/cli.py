@@ -661,7 +661,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-worker", action="store_true", help="start only the web server")
     serve.set_defaults(func=cmd_serve)
 
-    worker = sub.add_parser("worker", help="start a Celery ingestion worker")
+    worker = sub.add_parser("worker", help="start the Celery workers: ingestion, and evaluation runs beside it")
     worker.add_argument(
         "--metrics-port",
         type=int,

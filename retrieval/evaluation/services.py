@@ -551,11 +551,12 @@ def evaluation_run_execute(*, run: EvaluationRun, stop_requested: Callable[[], b
     started = time.monotonic()
     store = run.evaluation_set.store
     questions = _judged_questions(run.evaluation_set)
-    done = set(RunQuestion.objects.filter(run=run).values_list("question_id", flat=True))
+    judged = {question.pk for question, _ in questions}
+    done = judged & set(RunQuestion.objects.filter(run=run).values_list("question_id", flat=True))
     if not _held(run).update(questions_total=len(questions), questions_done=len(done)):
         return
     wants_vector = SearchOptions.for_store(store, run.config).embeds_query(store)
-    vectors = _QuestionVectors(store, [question.pk for question, _ in questions])
+    vectors = _QuestionVectors(store, list(judged))
     limit = settings.EVALUATION_RUN_TIME_LIMIT
     for number, (question, grades) in enumerate(questions, 1):
         if question.pk in done:

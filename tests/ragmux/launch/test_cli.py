@@ -561,3 +561,14 @@ def test_eval_refuses_what_it_cannot_run_saying_why(subprocess_env, evaluation_s
     result = run_ragmux(subprocess_env, "eval", *arguments)
     assert result.returncode != 0
     assert message in result.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_eval_exits_1_saying_why_a_run_failed(subprocess_env, evaluation_set, fake_upstream):
+    fake_upstream.configure("openai.embeddings", status=500)
+    result = run_ragmux(subprocess_env, "eval", "--store", "kb", "--set", "basics", "--config", '{"mode": "vector"}')
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert "ragmux: 'A' failed: question 1 of 3 ('how long to boil spaghetti'): embedding the query failed" in (
+        result.stderr
+    )
