@@ -188,7 +188,21 @@ def subprocess_env(db) -> dict[str, str]:
 
     env = dict(os.environ)
     env["DATABASE_URL"] = env["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"]
+    empty_the_broker()
     return env
+
+
+def empty_the_broker() -> None:
+    """Drops the messages earlier tests sent with no worker to take them: a worker this test
+    starts would take those first, and a stale wake-up claims this test's documents under
+    another request's id (or none)."""
+    from django.conf import settings
+
+    from ragmux.celery import app
+
+    with app.connection_for_write() as broker:
+        for queue in (settings.CELERY_TASK_DEFAULT_QUEUE, settings.EVALUATION_QUEUE):
+            broker.default_channel.queue_purge(queue)
 
 
 @pytest.fixture(autouse=True)

@@ -446,19 +446,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from django.conf import settings
 
         from ragmux.core.errors import InvalidInput
-        from ragmux.launch.first_run import ensure_first_admin, ensure_local_connection
+        from ragmux.launch.first_run import ensure_first_admin, ensure_local_connection, one_start_at_a_time
 
         if not port_is_free(settings.PORT, settings.HOST):
             sys.stderr.write(f"ragmux: {settings.HOST}:{settings.PORT} is already in use (set PORT)\n")
             return 1
-        _migrate()
-        _refuse_a_bad_start()
-        try:
-            admin_notice = ensure_first_admin()
-        except InvalidInput as exc:
-            sys.stderr.write(f"ragmux: RAGMUX_ADMIN_PASSWORD refused: {exc.message}\n")
-            return 1
-        ensure_local_connection()
+        with one_start_at_a_time():
+            _migrate()
+            _refuse_a_bad_start()
+            try:
+                admin_notice = ensure_first_admin()
+            except InvalidInput as exc:
+                sys.stderr.write(f"ragmux: RAGMUX_ADMIN_PASSWORD refused: {exc.message}\n")
+                return 1
+            ensure_local_connection()
         shown_host = "127.0.0.1" if settings.HOST in ("0.0.0.0", "::") else settings.HOST
         base = f"http://{shown_host}:{settings.PORT}"
 

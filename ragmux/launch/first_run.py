@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import connection, transaction
 
 from ragmux.core.accounts import user_create
 from ragmux.core.models import InstanceSetting
 
 LOCAL_CONNECTION_SEEDED = "local_connection_seeded"
+# The PostgreSQL advisory lock key the start-up steps are taken under (any constant no other
+# lock of ragmux uses: "rmxstart" in ASCII).
+START_UP_LOCK = 0x726D787374617274
+
+
+@contextmanager
+def one_start_at_a_time() -> Iterator[None]:
+    """Holds the database's start-up lock: replicas started together on one database would all
+    migrate at once and all create the first admin, and all but one would fail on the unique
+    username. The others wait here, then find the work done."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s)", [START_UP_LOCK])
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [START_UP_LOCK])
 
 
 def ensure_first_admin() -> str | None:
