@@ -236,7 +236,7 @@ def fill_store(store, texts: list[str], vectors: np.ndarray) -> tuple[np.ndarray
         ]
         # The one index writer, a batch of chunks per transaction instead of a document's.
         with transaction.atomic():
-            index.lock_store_stats(store.pk)
+            index.lock_store_for_writing(store.pk)
             batch_ids = index.write_chunks(store_id=store.pk, rows=rows)
             index.write_vectors(
                 store_id=store.pk,

@@ -319,7 +319,7 @@ def _commit(store: RagStore, key: str, document: PreparedDocument, vectors: dict
     ]
     try:
         with transaction.atomic():
-            index.lock_store_stats(store.pk)
+            index.lock_store_for_writing(store.pk)
             if not queue.hold(claim):
                 metrics.increment(metrics.INGEST_JOBS, outcome="lease_lost")
                 return

@@ -1,10 +1,19 @@
 """The one writer of a store's search index: chunks, their vectors, BM25 postings and the
 per-store term statistics, kept in step.
 
-Ingestion, document deletion and the benchmarks write through these functions only. Every
-change that touches a store's statistics runs inside the caller's transaction after
-:func:`lock_store_stats`, so concurrent writers to one store update document frequencies one
-after another and never deadlock.
+Ingestion, document deletion, the lexical rebuild and the benchmarks write through these
+functions only. Every transaction that writes a store's index takes its locks in one order, so
+no two of them deadlock:
+
+1. the store's index lock, before anything else: writers share it
+   (:func:`lock_store_for_writing`), a lexical rebuild holds it alone
+   (:func:`lock_store_for_rebuild`);
+2. the document's row, when a document is written or deleted (ingestion's claim holds it);
+3. the store's statistics row, taken by the functions that change document frequencies and
+   totals just before they do.
+
+So writers into one store insert chunks, postings and vectors (the HNSW insertion, most of a
+document's cost) side by side, and queue only for the counts, which stay exact.
 """
 
 from __future__ import annotations
@@ -17,6 +26,9 @@ from django.db import connection
 from stores.lexical import lexical_text
 from stores.vector_tables import column_type, table_name
 
+# The advisory lock namespace ("rmxi") of stores' index locks; the second key is the store's id.
+_INDEX_LOCK_NAMESPACE = 0x726D7869
+_INDEX_LOCK_SQL = "SELECT {function}(%s, (%s %% 2147483647)::int)"
 # The configuration the store's live lexical index is built with (see RagStore.query_config).
 _INDEXED_CONFIG_SQL = "(SELECT coalesce(nullif(indexed_config, ''), 'simple')::regconfig FROM rag_stores WHERE id = %s)"
 # A chunk's tsvector from its punctuation-split text, and its BM25 length: the lexeme positions
@@ -47,7 +59,25 @@ def format_vector(vector: Sequence[float]) -> str:
     return "[" + ",".join(map(repr, map(float, vector))) + "]"
 
 
-def lock_store_stats(store_id: int) -> None:
+def lock_store_for_writing(store_id: int) -> None:
+    """The first lock of a transaction that writes a store's chunks, shared with other writers.
+    A rebuild in progress holds it alone: the writer waits for the rebuild's commit, and reads the
+    indexed configuration only afterwards (each statement sees the latest commit)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _INDEX_LOCK_SQL.format(function="pg_advisory_xact_lock_shared"), [_INDEX_LOCK_NAMESPACE, store_id]
+        )
+
+
+def lock_store_for_rebuild(store_id: int) -> None:
+    """The store's index lock alone, until the transaction ends: waits for the writers in flight,
+    and keeps new ones out while every chunk is retokenised."""
+    with connection.cursor() as cursor:
+        cursor.execute(_INDEX_LOCK_SQL.format(function="pg_advisory_xact_lock"), [_INDEX_LOCK_NAMESPACE, store_id])
+
+
+def _lock_store_stats(store_id: int) -> None:
+    """Writers of one store change its document frequencies and totals one after another."""
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO store_text_stats (store_id, chunk_count, token_total) VALUES (%s, 0, 0) "
@@ -59,8 +89,8 @@ def lock_store_stats(store_id: int) -> None:
 
 def write_chunks(*, store_id: int, rows: Sequence[ChunkRow]) -> list[int]:
     """Inserts chunks with their tsvectors (the store's indexed configuration, read after the
-    caller took the statistics lock, so a rebuild that just finished is followed), BM25 lengths
-    and postings; returns their ids in the order of ``rows``."""
+    caller took :func:`lock_store_for_writing`, so a rebuild that just finished is followed), BM25
+    lengths and postings; returns their ids in the order of ``rows``."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -109,6 +139,7 @@ def write_vectors(
 
 def add_to_statistics(*, store_id: int, chunk_ids: Sequence[int]) -> None:
     """Counts chunks whose postings are written into the store's document frequencies and totals."""
+    _lock_store_stats(store_id)
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -119,62 +150,89 @@ def add_to_statistics(*, store_id: int, chunk_ids: Sequence[int]) -> None:
             """,
             [store_id, list(chunk_ids)],
         )
-        _shift_totals(cursor, store_id, chunk_ids, sign=1)
-
-
-def _remove_from_statistics(*, store_id: int, chunk_ids: Sequence[int]) -> None:
-    with connection.cursor() as cursor:
-        _shift_totals(cursor, store_id, chunk_ids, sign=-1)
         cursor.execute(
             """
-            UPDATE store_terms s SET df = s.df - gone.n
-            FROM (SELECT term, count(*) AS n FROM chunk_terms WHERE chunk_id = ANY(%s) GROUP BY term) gone
-            WHERE s.store_id = %s AND s.term = gone.term
+            UPDATE store_text_stats s SET chunk_count = s.chunk_count + d.chunks, token_total = s.token_total + d.tokens
+            FROM (SELECT count(*) AS chunks, coalesce(sum(token_count), 0) AS tokens FROM chunks WHERE id = ANY(%s)) d
+            WHERE s.store_id = %s
             """,
             [list(chunk_ids), store_id],
         )
-        cursor.execute("DELETE FROM store_terms WHERE store_id = %s AND df <= 0", [store_id])
 
 
-def _shift_totals(cursor, store_id: int, chunk_ids: Sequence[int], *, sign: int) -> None:
-    cursor.execute(
-        """
-        UPDATE store_text_stats s
-        SET chunk_count = s.chunk_count + %s * d.chunks, token_total = s.token_total + %s * d.tokens
-        FROM (SELECT count(*) AS chunks, coalesce(sum(token_count), 0) AS tokens FROM chunks WHERE id = ANY(%s)) d
-        WHERE s.store_id = %s
-        """,
-        [sign, sign, list(chunk_ids), store_id],
+@dataclass(frozen=True)
+class _Counted:
+    """What deleted chunks counted for in their store's statistics, until it is subtracted."""
+
+    terms: list[str]
+    document_frequencies: list[int]
+    chunks: int
+    tokens: int
+
+
+def _take_out_chunks(document_id: int) -> _Counted | None:
+    """Deletes a document's chunks (their vectors and postings go with them, ON DELETE CASCADE)
+    and returns what they counted for: the statistics lock is taken later, for the subtraction."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM chunks WHERE document_id = %s", [document_id])
+        chunk_ids = [row[0] for row in cursor.fetchall()]
+        if not chunk_ids:
+            return None
+        cursor.execute(
+            "SELECT term, count(*) FROM chunk_terms WHERE chunk_id = ANY(%s) GROUP BY term ORDER BY term", [chunk_ids]
+        )
+        terms = cursor.fetchall()
+        cursor.execute("DELETE FROM chunks WHERE id = ANY(%s) RETURNING token_count", [chunk_ids])
+        token_counts = [row[0] for row in cursor.fetchall()]
+    return _Counted(
+        terms=[term for term, _ in terms],
+        document_frequencies=[df for _, df in terms],
+        chunks=len(token_counts),
+        tokens=sum(token_counts),
     )
 
 
-def _document_chunk_ids(document_id: int) -> list[int]:
+def _subtract_from_statistics(*, store_id: int, counted: _Counted) -> None:
+    _lock_store_stats(store_id)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT id FROM chunks WHERE document_id = %s", [document_id])
-        return [row[0] for row in cursor.fetchall()]
+        cursor.execute(
+            "UPDATE store_text_stats SET chunk_count = chunk_count - %s, token_total = token_total - %s "
+            "WHERE store_id = %s",
+            [counted.chunks, counted.tokens, store_id],
+        )
+        cursor.execute(
+            """
+            UPDATE store_terms s SET df = s.df - gone.df
+            FROM unnest(%s::text[], %s::bigint[]) AS gone(term, df)
+            WHERE s.store_id = %s AND s.term = gone.term
+            """,
+            [counted.terms, counted.document_frequencies, store_id],
+        )
+        cursor.execute(
+            "DELETE FROM store_terms WHERE store_id = %s AND term = ANY(%s) AND df <= 0", [store_id, counted.terms]
+        )
 
 
 def remove_document(*, store_id: int, document_id: int) -> None:
-    """Takes a document's chunks out of the index; their vectors and postings go with them
-    (ON DELETE CASCADE). The caller holds the store's statistics lock."""
-    chunk_ids = _document_chunk_ids(document_id)
-    if not chunk_ids:
-        return
-    _remove_from_statistics(store_id=store_id, chunk_ids=chunk_ids)
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM chunks WHERE id = ANY(%s)", [chunk_ids])
+    """Takes a document's chunks, vectors and postings out of the index and their counts out of
+    the statistics. The caller holds :func:`lock_store_for_writing`, then the document's row."""
+    counted = _take_out_chunks(document_id)
+    if counted is not None:
+        _subtract_from_statistics(store_id=store_id, counted=counted)
 
 
 def replace_document(
     *, store_id: int, dimensions: int, model_key: str, document_id: int, rows: Sequence[ChunkRow], vectors
 ) -> None:
-    """Replaces a document's chunks, vectors and postings. The caller holds the store's
-    statistics lock (and, for ingestion, the document's claim)."""
-    remove_document(store_id=store_id, document_id=document_id)
+    """Replaces a document's chunks, vectors and postings, then its counts in the statistics.
+    The caller holds :func:`lock_store_for_writing`, then the document's row (ingestion: its claim)."""
+    counted = _take_out_chunks(document_id)
     chunk_ids = write_chunks(store_id=store_id, rows=rows)
     write_vectors(
         store_id=store_id, dimensions=dimensions, model_key=model_key, chunk_ids=chunk_ids, rows=rows, vectors=vectors
     )
+    if counted is not None:
+        _subtract_from_statistics(store_id=store_id, counted=counted)
     add_to_statistics(store_id=store_id, chunk_ids=chunk_ids)
 
 
@@ -214,7 +272,9 @@ def retokenise_chunks(*, config: str, chunk_ids: Sequence[int]) -> None:
 
 def recount_statistics(*, store_id: int) -> None:
     """The store's document frequencies and totals counted afresh from its postings and chunks,
-    exactly as building the store from scratch leaves them. The caller holds the statistics lock."""
+    exactly as building the store from scratch leaves them. The caller holds
+    :func:`lock_store_for_rebuild`."""
+    _lock_store_stats(store_id)
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM store_terms WHERE store_id = %s", [store_id])
         cursor.execute(

@@ -4,10 +4,10 @@ again; chunk ids, contents and vectors stay as they are.
 
 The whole rebuild is one transaction, so every search sees the old index, complete, until the
 new one is committed, and a worker killed mid-way leaves the old index in place (the sweep
-starts the rebuild again). It holds the store's statistics lock: a document finishing
-ingestion meanwhile waits for the switch and is then indexed with the new configuration. A
-change of ``index_config`` during a rebuild is noticed between batches: the rebuild rolls back
-and starts over with the newer configuration.
+starts the rebuild again). It holds the store's index lock alone: it waits for the documents
+being written, and a document finishing ingestion meanwhile waits for the switch and is then
+indexed with the new configuration. A change of ``index_config`` during a rebuild is noticed
+between batches: the rebuild rolls back and starts over with the newer configuration.
 
 Progress lives in Redis (every web process reads it); the configurations themselves live in
 the store row, so the state survives any process.
@@ -137,7 +137,7 @@ def _rebuild_once(store_id: int) -> str:
         if RagStore.objects.filter(pk=store_id, indexed_config=config).exists():
             return "current"
         started = time.monotonic()
-        index.lock_store_stats(store_id)
+        index.lock_store_for_rebuild(store_id)
         chunk_ids = index.store_chunk_ids(store_id)
         _write_progress(store_id, config, 0, len(chunk_ids))
         for start in range(0, len(chunk_ids), REBUILD_BATCH):

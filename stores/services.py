@@ -216,7 +216,10 @@ def document_delete(*, document: Document, actor=None) -> None:
     without writing anything.
     """
     with transaction.atomic():
-        index.lock_store_stats(document.store_id)
+        index.lock_store_for_writing(document.store_id)
+        # The document's row next, as ingestion's claim takes it: a commit of its chunks in
+        # flight ends first, and its chunks are then counted out here.
+        Document.objects.select_for_update().filter(pk=document.pk).first()
         index.remove_document(store_id=document.store_id, document_id=document.pk)
         Document.objects.filter(pk=document.pk).delete()
         audit_document(document, actor=actor, action="document.delete", before=document_snapshot(document))

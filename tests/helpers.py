@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -113,6 +114,26 @@ def off_the_main_thread(function, *args):
     ``async_to_sync`` (the test client calling an async view) refuse to start."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(function, *args).result()
+
+
+def in_thread(call) -> tuple[threading.Thread, dict]:
+    """Starts ``call()`` in a thread with database connections of its own; the dict gets its
+    "value" or its "error" once it ends."""
+    from django.db import connections
+
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # reported by the test's assertion, not lost in the thread
+            outcome["error"] = exc
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
 
 
 def chunked(body: bytes, size: int = 64 * 1024) -> Iterator[bytes]:

@@ -16,6 +16,7 @@ from stores import rebuild
 from stores.models import Chunk, RagStore
 from stores.rebuild import lexical_index_rebuild, lexical_index_state
 from stores.services import store_create, store_update
+from tests.helpers import in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -170,22 +171,6 @@ class HeldChunk:
     def __exit__(self, *exc):
         self.release.set()
         self.thread.join(30)
-
-
-def in_thread(call) -> tuple[threading.Thread, dict]:
-    outcome: dict = {}
-
-    def run() -> None:
-        try:
-            outcome["value"] = call()
-        except BaseException as exc:  # reported by the test's assertion, not lost in the thread
-            outcome["error"] = exc
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, outcome
 
 
 def wait_for_progress(store_id: int, done: int) -> None:
