@@ -145,6 +145,13 @@ try:
     RERANK_MAX_TOKENS = env_int("RERANK_MAX_TOKENS", 200, minimum=1, maximum=100000)
     # Stores with at most this many chunks are searched by exact scan instead of the HNSW graph.
     VECTOR_EXACT_SCAN_MAX_CHUNKS = env_int("VECTOR_EXACT_SCAN_MAX_CHUNKS", 20000, minimum=0)
+    # Evaluation runs (retrieval.evaluation): each holds a lease on its row while it works, renewed
+    # at every question; the scheduler puts a run whose lease ran out back in the queue, and fails
+    # it after EVALUATION_MAX_ATTEMPTS claims. A run still going after EVALUATION_RUN_TIME_LIMIT is
+    # stopped and failed.
+    EVALUATION_RUN_LEASE = env_duration("EVALUATION_RUN_LEASE", 120, minimum=3)
+    EVALUATION_MAX_ATTEMPTS = env_int("EVALUATION_MAX_ATTEMPTS", 3, minimum=1)
+    EVALUATION_RUN_TIME_LIMIT = env_duration("EVALUATION_RUN_TIME_LIMIT", 3600, minimum=1)
     # ParadeDB's analyser for the pg_search backend: `default` or `<iso-639-1>_stem`.
     PG_SEARCH_TOKENIZER = env_choice(
         "PG_SEARCH_TOKENIZER",
@@ -369,12 +376,22 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 0.5, "socket_timeout": 0.5}
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.1, "interval_max": 0.1}
 CELERY_TASK_TIME_LIMIT = int(INGEST_JOB_TIMEOUT) + 120
+# Evaluation runs have a queue of their own, served by a worker node of their own (`ragmux worker`
+# starts it beside the ingestion node), so a long run never holds up ingestion.
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+EVALUATION_QUEUE = "evaluation"
+CELERY_TASK_ROUTES = {"retrieval.evaluation_run": {"queue": EVALUATION_QUEUE}}
 CELERY_BEAT_SCHEDULE = {
     "requeue-expired-leases": {"task": "ingestion.requeue_expired", "schedule": INGEST_REQUEUE_INTERVAL},
     "purge-request-logs": {"task": "gateway.purge_request_logs", "schedule": 3600},
     # Minute counters are kept 2 hours, so the sweep runs hourly.
     "purge-usage-counters": {"task": "gateway.purge_usage_counters", "schedule": 3600},
     # Lexical rebuilds a stopped worker left undone (stores.tasks); a running rebuild is not disturbed.
+    # Evaluation runs whose worker stopped (their lease ran out) or whose message was lost.
+    "requeue-expired-evaluation-runs": {
+        "task": "retrieval.evaluation_requeue_expired",
+        "schedule": INGEST_REQUEUE_INTERVAL,
+    },
     "sweep-lexical-indexes": {"task": "stores.sweep_lexical_indexes", "schedule": 300},
     # Audit rows expire by the day, so a daily sweep keeps the table within a day of the retention.
     "purge-audit-entries": {"task": "ragmux.purge_audit", "schedule": 24 * 3600},

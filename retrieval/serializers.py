@@ -13,10 +13,10 @@ RERANK_TARGET_BOTH = "rerank_target_both"
 MAX_QUERY_CHARS = 4000
 
 
-class SearchInput(StrictInput):
-    """A search with per-call overrides; an omitted field uses the store's setting."""
+class SearchOverrides(StrictInput):
+    """What one search may override of its store's settings; an omitted field uses the store's
+    setting. The search endpoint and an evaluation run's configuration share this definition."""
 
-    query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=True)
     top_k = serializers.IntegerField(required=False, min_value=0)
     mode = serializers.ChoiceField(choices=SearchMode.choices, required=False)
     backend = serializers.ChoiceField(choices=SearchBackend.choices, required=False)
@@ -38,6 +38,12 @@ class SearchInput(StrictInput):
                 {"rerank_route_id": "set rerank_connection_id or rerank_route_id, not both"}, code=RERANK_TARGET_BOTH
             )
         return attrs
+
+
+class SearchInput(SearchOverrides):
+    """A search with per-call overrides."""
+
+    query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=True)
 
 
 class CorrectionOutput(serializers.Serializer):

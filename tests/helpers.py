@@ -6,8 +6,10 @@ one another."""
 from __future__ import annotations
 
 import base64
+import os
 import re
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,6 +23,7 @@ from http.cookies import SimpleCookie
 from pathlib import Path
 
 import httpx
+import psutil
 
 # Models and Django's test clients are imported inside the functions, so that importing this
 # module needs no Django set-up (as `tests/fixtures.py`, loaded before it, needs none).
@@ -205,6 +208,81 @@ def run_ragmux(env: dict, *args: str, stdin: str = "") -> subprocess.CompletedPr
         capture_output=True,
         text=True,
         timeout=120,
+    )
+
+
+# --- worker processes ---------------------------------------------------------------------------
+
+
+class Processes:
+    """`ragmux worker` / `ragmux scheduler` subprocesses, stopped (whole trees) at the end."""
+
+    def __init__(self, env):
+        self.env = env
+        self.started: list[subprocess.Popen] = []
+
+    def start(self, command: str, *, output: Path | None = None) -> subprocess.Popen:
+        with open(output or os.devnull, "a") as sink:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "ragmux.launch.cli", command],
+                env=self.env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.started.append(process)
+        return process
+
+    @staticmethod
+    def kill_tree(process: subprocess.Popen) -> None:
+        try:
+            tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return
+        for member in tree:
+            try:
+                member.kill()
+            except psutil.NoSuchProcess:
+                pass
+        process.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for process in self.started:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.started:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill_tree(process)
+
+
+def wait_until(condition, timeout=90, message="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {message}")
+
+
+def worker_pid_of(request, upstream) -> int:
+    """The process on the client side of `request`'s connection to `upstream`.
+
+    The kernel hands out one ephemeral port to several connections with different far ends, so
+    the local port alone can also name this test's own connection to PostgreSQL or Redis; the
+    far end and the pid narrow it to the worker (a match on the port alone once killed pytest).
+    """
+    upstream_port = int(upstream.url.rsplit(":", 1)[1])
+    return next(
+        c.pid
+        for c in psutil.net_connections("tcp")
+        if c.laddr
+        and c.laddr.port == request.client_port
+        and c.raddr
+        and c.raddr.port == upstream_port
+        and c.pid
+        and c.pid != os.getpid()
     )
 
 

@@ -35,7 +35,19 @@ from ragmux.core.models import AuditEntry
 logger = logging.getLogger("ragmux.audit")
 
 # What the trail records changes to (each service passes its own).
-OBJECT_TYPES = ("store", "connection", "price", "route", "project", "gateway_key", "user", "document", "audit")
+OBJECT_TYPES = (
+    "store",
+    "connection",
+    "price",
+    "route",
+    "project",
+    "gateway_key",
+    "user",
+    "document",
+    "audit",
+    "evaluation_set",
+    "evaluation_run",
+)
 SYSTEM = "system"
 # The actor of a sign-in attempt that did not sign anyone in: the name typed is the row's object.
 ANONYMOUS = "anonymous"

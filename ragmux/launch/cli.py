@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import importlib.metadata
+import json
 import os
 import shutil
 import signal
@@ -364,18 +365,48 @@ def _celery(*args: str) -> list[str]:
 WORKER_NAME_PREFIX = "ragmux@"
 
 
+# The evaluation worker node's name starts with this instead (ragmux.settings.EVALUATION_QUEUE).
+EVALUATION_WORKER_NAME_PREFIX = "ragmux-evaluation@"
+
+
 def worker_command() -> list[str]:
+    """The ingestion worker node: the default queue (ingestion and the scheduler's jobs)."""
     from django.conf import settings
 
     return _celery(
         "worker",
         "--loglevel",
         settings.LOG_LEVEL,
+        "--queues",
+        settings.CELERY_TASK_DEFAULT_QUEUE,
         "--concurrency",
         str(settings.INGEST_WORKERS),
         "--hostname",
         f"{WORKER_NAME_PREFIX}{os.uname().nodename}-{os.getpid()}",
     )
+
+
+def evaluation_worker_command() -> list[str]:
+    """The evaluation worker node beside it: one run at a time, on a queue of its own, so that
+    a run never holds up ingestion."""
+    from django.conf import settings
+
+    return _celery(
+        "worker",
+        "--loglevel",
+        settings.LOG_LEVEL,
+        "--queues",
+        settings.EVALUATION_QUEUE,
+        "--concurrency",
+        "1",
+        "--hostname",
+        f"{EVALUATION_WORKER_NAME_PREFIX}{os.uname().nodename}-{os.getpid()}",
+    )
+
+
+def worker_commands() -> dict[str, list[str]]:
+    """What `ragmux worker` (and `ragmux serve`) start: both worker nodes."""
+    return {"worker": worker_command(), "evaluation worker": evaluation_worker_command()}
 
 
 def scheduler_command() -> list[str]:
@@ -452,10 +483,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 return 1
         commands = {"web": web_command()}
         if not args.no_worker:
-            commands["worker"] = worker_command()
+            commands.update(worker_commands())
             commands["scheduler"] = scheduler_command()
         return _run_children(
-            commands, restart=frozenset({"worker", "scheduler"}), on_ready=announce, ready_url=f"{base}/healthz"
+            commands, restart=frozenset(commands) - {"web"}, on_ready=announce, ready_url=f"{base}/healthz"
         )
 
 
@@ -512,7 +543,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             folder = _share_metrics(f"worker-{address[1]}")
             if not _listen_for_metrics(address, _WorkerMetrics(folder)):
                 return 1
-        return _run_children({"worker": worker_command()})
+        return _run_children(worker_commands())
 
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
@@ -549,6 +580,71 @@ def cmd_ingest_dir(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval_configs(texts: list[str], labels: list[str]) -> list[dict]:
+    """Each ``--config`` JSON object as a run's configuration, labelled by its ``--label`` or by
+    its letter (A, B, …); SystemExit with the reason when one is not a valid search override."""
+    from retrieval.serializers import SearchOverrides
+
+    if len(labels) > len(texts):
+        raise SystemExit(f"ragmux: {len(labels)} --label for {len(texts)} --config")
+    configs = []
+    for number, text in enumerate(texts):
+        try:
+            overrides = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SystemExit(f"ragmux: --config {text!r} is not JSON: {exc.msg}") from None
+        data = SearchOverrides(data=overrides)
+        if not data.is_valid():
+            raise SystemExit(f"ragmux: --config {text!r} is not a search configuration: {json.dumps(data.errors)}")
+        label = labels[number] if number < len(labels) else chr(ord("A") + number)
+        configs.append({"label": label, "overrides": data.validated_data})
+    return configs
+
+
+EVAL_COLUMNS = ("nDCG@10", "recall@100", "MRR", "hit rate", "mean ms", "p95 ms")
+
+
+def _eval_row(label: str, summary: dict) -> list[str]:
+    scores = [f"{summary[name]:.4f}" for name in ("ndcg", "recall", "mrr", "hit_rate")]
+    return [label, *scores, *(f"{summary[name]:.1f}" for name in ("latency_mean_ms", "latency_p95_ms"))]
+
+
+def _print_table(rows: list[list[str]]) -> None:
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    with environment():
+        from ingestion.tasks import worker_identity
+        from ragmux.core.errors import ServiceError
+        from retrieval.evaluation import selectors, services
+
+        _refuse_a_bad_start()
+        configs = _eval_configs(args.config, args.label or [])
+        try:
+            evaluation_set = selectors.evaluation_set_named(store_name=args.store, set_name=args.set)
+            runs = services.evaluation_runs_start(evaluation_set=evaluation_set, configs=configs, enqueue=False)
+        except ServiceError as exc:
+            sys.stderr.write(f"ragmux: {exc.message}\n")
+            return 1
+        owner = f"ragmux eval {worker_identity()}"
+        for run in runs:
+            sys.stderr.write(f"evaluating {run.label!r} over {run.questions_total} question(s)\n")
+            services.evaluation_run_execute(run=services.evaluation_run_claim(run_id=run.pk, owner=owner))
+        finished = [selectors.evaluation_run_get(evaluation_set=evaluation_set, run_id=run.pk) for run in runs]
+        done = [run for run in finished if run.status == "done"]
+        if done:
+            _print_table([["configuration", *EVAL_COLUMNS], *(_eval_row(run.label, run.summary) for run in done)])
+        for run in finished:
+            if run.status != "done":
+                sys.stderr.write(f"ragmux: {run.label!r} failed: {run.error}\n")
+        if len(done) == 2:
+            print(selectors.evaluation_comparison(a=done[0], b=done[1])[1])
+    return 0 if len(done) == len(finished) else 1
+
+
 def cmd_manage(args: argparse.Namespace) -> int:
     from django.core.management import execute_from_command_line
 
@@ -565,7 +661,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-worker", action="store_true", help="start only the web server")
     serve.set_defaults(func=cmd_serve)
 
-    worker = sub.add_parser("worker", help="start a Celery ingestion worker")
+    worker = sub.add_parser("worker", help="start the Celery workers: ingestion, and evaluation runs beside it")
     worker.add_argument(
         "--metrics-port",
         type=int,
@@ -621,6 +717,22 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument("file", help="the backup file")
     restore.add_argument("--replace", action="store_true", help="drop what the database holds first")
     restore.set_defaults(func=cmd_restore)
+
+    evaluate = sub.add_parser(
+        "eval", help="evaluate search configurations over a store's evaluation set (in this process)"
+    )
+    evaluate.add_argument("--store", required=True, help="name of the RAG store")
+    evaluate.add_argument("--set", required=True, help="name of the store's evaluation set")
+    evaluate.add_argument(
+        "--config",
+        required=True,
+        action="append",
+        metavar="JSON",
+        help='search overrides as a JSON object, e.g. \'{"mode": "lexical"}\' ({} for the store\'s settings); '
+        "repeat to compare (with two, the second is compared with the first)",
+    )
+    evaluate.add_argument("--label", action="append", help="a name for each --config, in order (default: A, B, …)")
+    evaluate.set_defaults(func=cmd_eval)
 
     manage = sub.add_parser("manage", help="run a Django management command")
     manage.add_argument("rest", nargs=argparse.REMAINDER)

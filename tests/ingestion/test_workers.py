@@ -2,78 +2,18 @@
 
 import os
 import signal
-import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 from django.db import connection
 
 from ingestion.services import IncomingFile, document_upload
 from stores.models import Chunk, Document, StoreTextStats
 from stores.services import store_create
+from tests.helpers import Processes, wait_until, worker_pid_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-class Processes:
-    """`ragmux worker` / `ragmux scheduler` subprocesses, stopped (whole trees) at the end."""
-
-    def __init__(self, env):
-        self.env = env
-        self.started: list[subprocess.Popen] = []
-
-    def start(self, command: str, *, output: Path | None = None) -> subprocess.Popen:
-        with open(output or os.devnull, "a") as sink:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "ragmux.launch.cli", command],
-                env=self.env,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        self.started.append(process)
-        return process
-
-    @staticmethod
-    def kill_tree(process: subprocess.Popen) -> None:
-        try:
-            tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return
-        for member in tree:
-            try:
-                member.kill()
-            except psutil.NoSuchProcess:
-                pass
-        process.wait(timeout=10)
-
-    def stop_all(self) -> None:
-        for process in self.started:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.started:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill_tree(process)
-
-
-@pytest.fixture
-def processes(subprocess_env, tmp_path):
-    env = {
-        **subprocess_env,
-        "INGEST_LEASE": "3s",
-        "INGEST_REQUEUE_INTERVAL": "1s",
-        "INGEST_WORKERS": "1",
-        "RAGMUX_DATA_DIR": str(tmp_path),
-    }
-    running = Processes(env)
-    yield running
-    running.stop_all()
 
 
 @pytest.fixture
@@ -91,37 +31,8 @@ def upload(store, *named_texts):
     return result.documents
 
 
-def wait_until(condition, timeout=90, message="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {message}")
-
-
 def settled(*documents):
     return all(Document.objects.get(pk=d.pk).status in ("ready", "failed") for d in documents)
-
-
-def worker_pid_of(request, upstream) -> int:
-    """The process on the client side of `request`'s connection to `upstream`.
-
-    The kernel hands out one ephemeral port to several connections with different far ends, so
-    the local port alone can also name this test's own connection to PostgreSQL or Redis; the
-    far end and the pid narrow it to the worker (a match on the port alone once killed pytest).
-    """
-    upstream_port = int(upstream.url.rsplit(":", 1)[1])
-    return next(
-        c.pid
-        for c in psutil.net_connections("tcp")
-        if c.laddr
-        and c.laddr.port == request.client_port
-        and c.raddr
-        and c.raddr.port == upstream_port
-        and c.pid
-        and c.pid != os.getpid()
-    )
 
 
 def vector_count(store_id):

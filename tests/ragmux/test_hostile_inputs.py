@@ -140,6 +140,7 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
         ("admin/api/rag-stores/<id:store_id>/search", "post"): Json(
             {"query": "words", "top_k": 3, "rerank": False, "rerank_backend": "llm", "rerank_connection_id": 1}
         ),
+        **evaluation_rows(),
         ("admin/api/documents/<id:document_id>", "get"): NoInput(),
         ("admin/api/documents/<id:document_id>", "delete"): NoInput(),
         ("admin/api/documents/<id:document_id>/download", "get"): NoInput(),
@@ -168,6 +169,28 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
         ("admin/api/usage/summary", "get"): Query({"window": "168h", "days": 7, "compare": 1, "by_project": 1}),
         ("admin/api/request-logs", "get"): Query({**log_filters, "cursor": "YmVmb3JlOjEwMA", "limit": 10}),
         ("admin/api/request-logs.csv", "get"): Query(log_filters),
+    }
+
+
+def evaluation_rows() -> dict[tuple[str, str], object]:
+    sets = "admin/api/rag-stores/<id:store_id>/eval-sets"
+    one = f"{sets}/<id:set_id>"
+    judged = {"text": "a question", "judgements": [{"document_id": 1, "grade": 2}]}
+    return {
+        (sets, "get"): NoInput(),
+        (sets, "post"): Json({"name": "set", "questions": [judged]}),
+        (f"{sets}/import", "post"): Multipart(),
+        (one, "get"): NoInput(),
+        (one, "patch"): Json({"name": "renamed"}),
+        (one, "delete"): NoInput(),
+        (f"{one}/questions", "post"): Json(judged),
+        (f"{one}/questions/<id:question_id>", "patch"): Json(judged, empty_is_valid=True),
+        (f"{one}/questions/<id:question_id>", "delete"): NoInput(),
+        (f"{one}/runs", "get"): NoInput(),
+        (f"{one}/runs", "post"): Json({"configs": [{"label": "A", "overrides": {"mode": "lexical", "top_k": 3}}]}),
+        (f"{one}/runs/<id:run_id>", "get"): NoInput(),
+        (f"{one}/runs/<id:run_id>/apply", "post"): NoInput(),
+        (f"{one}/compare", "get"): Query({"a": 1, "b": 2}),
     }
 
 
@@ -214,6 +237,7 @@ def objects(db, fake_connection, fake_upstream, personas):
     from gateway.connections.models import ModelPrice
     from gateway.connections.services import TargetSpec, route_create
     from ingestion.services import IncomingFile, document_upload
+    from retrieval.evaluation.services import evaluation_runs_start, evaluation_set_create
     from stores.services import store_create
 
     store = store_create(name="kb", values={"embedding_connection_id": fake_connection.pk})
@@ -230,7 +254,14 @@ def objects(db, fake_connection, fake_upstream, personas):
     route = route_create(
         name="table", kind="chat", strategy="ordered", targets=[TargetSpec(connection_id=fake_connection.pk)]
     )
+    evaluation_set = evaluation_set_create(
+        store=store, name="table", questions=[{"text": "q", "judgements": [{"document_id": document.pk}]}]
+    )
+    (run,) = evaluation_runs_start(evaluation_set=evaluation_set, configs=[{"label": "A"}], enqueue=False)
     return {
+        "set_id": evaluation_set.pk,
+        "question_id": evaluation_set.questions.get().pk,
+        "run_id": run.pk,
         "route_id": route.pk,
         "url": f"{fake_upstream.url}/v1",
         "connection": fake_connection.pk,
@@ -245,8 +276,8 @@ def objects(db, fake_connection, fake_upstream, personas):
 
 
 def concrete(route: str, ids: dict) -> str:
-    for name in ("connection_id", "route_id", "store_id", "document_id", "price_id", "project_id", "key_id", "user_id"):
-        route = route.replace(f"<id:{name}>", str(ids[name]))
+    for name, value in ids.items():
+        route = route.replace(f"<id:{name}>", str(value))
     return "/" + route
 
 

@@ -139,9 +139,10 @@ class Served:
         return psutil.Process(self.process.pid).children(recursive=True)
 
     def celery_child(self, kind: str) -> psutil.Process | None:
-        """The running `celery worker` or `celery beat` started by serve itself."""
+        """The running `celery worker` (the ingestion node) or `celery beat` started by serve itself."""
         for child in alive(psutil.Process(self.process.pid).children()):
-            if kind in child.cmdline():
+            command = child.cmdline()
+            if kind in command and "evaluation" not in command:
                 return child
         return None
 
@@ -518,3 +519,56 @@ def test_metrics_settings_that_would_publish_them_or_make_no_sense_stop_the_star
     result = run_ragmux({**subprocess_env, **environment}, "migrate")
     assert result.returncode != 0
     assert f"config: {message}" in result.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_eval_prints_each_configurations_scores_and_their_comparison(subprocess_env, evaluation_set):
+    from retrieval.models import EvaluationRun
+
+    result = run_ragmux(
+        subprocess_env,
+        *("eval", "--store", "kb", "--set", "basics"),
+        *("--config", '{"mode": "lexical"}', "--label", "lexical", "--config", '{"mode": "vector", "top_k": 0}'),
+    )
+
+    assert result.returncode == 0, result.stderr
+    header, lexical, vector, words = result.stdout.splitlines()
+    assert header.split() == ["configuration", "nDCG@10", "recall@100", "MRR", "hit", "rate", "mean", "ms", "p95", "ms"]
+    # Two of the three questions find their document first, by their words.
+    assert lexical.split()[:5] == ["lexical", "0.6667", "0.6667", "0.6667", "0.6667"]
+    assert vector.split()[0] == "B"
+    assert re.fullmatch(r"B is (better|worse) than lexical by 0\.\d{3}.*|B and lexical score the same.*", words)
+    runs = EvaluationRun.objects.order_by("id")
+    assert [(run.label, run.status, run.questions_done) for run in runs] == [("lexical", "done", 3), ("B", "done", 3)]
+    assert "evaluating 'lexical' over 3 question(s)" in result.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (("--store", "nope", "--set", "basics", "--config", "{}"), "ragmux: no store named 'nope'"),
+        (
+            ("--store", "kb", "--set", "nope", "--config", "{}"),
+            "ragmux: the store 'kb' has no evaluation set named 'nope'",
+        ),
+        (("--store", "kb", "--set", "basics", "--config", "{mode"), "ragmux: --config '{mode' is not JSON"),
+        (("--store", "kb", "--set", "basics", "--config", '{"mode": "x"}'), "is not a search configuration"),
+        (("--store", "kb", "--set", "basics", "--config", '{"typo": 1}'), "unknown field"),
+    ],
+)
+def test_eval_refuses_what_it_cannot_run_saying_why(subprocess_env, evaluation_set, arguments, message):
+    result = run_ragmux(subprocess_env, "eval", *arguments)
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_eval_exits_1_saying_why_a_run_failed(subprocess_env, evaluation_set, fake_upstream):
+    fake_upstream.configure("openai.embeddings", status=500)
+    result = run_ragmux(subprocess_env, "eval", "--store", "kb", "--set", "basics", "--config", '{"mode": "vector"}')
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert "ragmux: 'A' failed: question 1 of 3 ('how long to boil spaghetti'): embedding the query failed" in (
+        result.stderr
+    )
