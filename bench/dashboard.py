@@ -18,7 +18,9 @@ import argparse
 import hashlib
 import time
 
-from harness import BenchEnvironment, percentile, print_table, report
+from harness import BenchEnvironment, print_table, report
+
+from retrieval.evaluation.metrics import percentile
 
 STATUSES = ("ready", "ready", "ready", "pending", "processing", "failed")
 TARGET_MS = 300

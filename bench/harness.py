@@ -141,21 +141,12 @@ def fresh_store(name: str, connection, **values):
 
 
 def load_beir(dataset: Path, *, limit: int | None = None):
-    """(corpus, queries, qrels) of a BEIR-layout folder; corpus keeps file order."""
-    corpus = []
-    with open(dataset / "corpus.jsonl") as handle:
-        for line in handle:
-            corpus.append(json.loads(line))
-            if limit and len(corpus) >= limit:
-                break
-    queries = [json.loads(line) for line in open(dataset / "queries.jsonl")]
-    qrels: dict[str, dict[str, int]] = {}
-    with open(dataset / "qrels" / "test.tsv") as handle:
-        next(handle)
-        for line in handle:
-            query_id, corpus_id, score = line.rstrip("\n").split("\t")
-            qrels.setdefault(query_id, {})[corpus_id] = int(score)
-    return corpus, queries, qrels
+    """(corpus, query id → text, qrels) of a BEIR-layout folder, read by the product's reader
+    (retrieval.evaluation.beir); the corpus in file order, its first ``limit`` documents."""
+    from retrieval.evaluation.beir import read_collection
+
+    corpus, queries, qrels = read_collection(dataset)
+    return corpus[:limit] if limit else corpus, queries, qrels
 
 
 def document_text(document: dict) -> str:
@@ -204,18 +195,6 @@ def wait_for(condition, *, timeout: float, poll: float = 0.5) -> bool:
             return True
         time.sleep(poll)
     return False
-
-
-def percentile(values, q: float) -> float:
-    """The ``q``-th percentile (0–100) of ``values``, interpolated linearly between the closest
-    ranks (numpy's default method), so p50 of an even count is the mean of the middle two."""
-    ordered = sorted(values)
-    if not ordered:
-        raise ValueError("percentile of no values")
-    position = (len(ordered) - 1) * q / 100
-    lower = int(position)
-    upper = min(lower + 1, len(ordered) - 1)
-    return ordered[lower] + (ordered[upper] - ordered[lower]) * (position - lower)
 
 
 def rebuild_lexical_index(store, config: str) -> float:

@@ -27,12 +27,13 @@ from harness import (
     fresh_store,
     load_beir,
     local_connection,
-    percentile,
     print_table,
     rebuild_lexical_index,
     report,
 )
 from search_latency import DIMENSIONS, fill_store, unit_rows
+
+from retrieval.evaluation.metrics import percentile
 
 SMOKE_CHUNKS = 300
 QUERIES = ("heat transfer in composite slabs", "boundary layer policies", "pressure distribution on wings")

@@ -49,24 +49,23 @@ from quality import (
     EMBED_BATCH,
     NAIVE_WHOLE,
     NAIVE_WINDOWS,
-    POOL,
     RRF_K,
     SMOKE_DOCUMENTS,
     SMOKE_QUERIES,
     bm25s_index,
     bm25s_top,
-    collapse_to_documents,
     evaluate,
     evaluation_set,
     exact_dense_rankings,
     naive_rankings,
     naive_whole_documents,
     naive_windows,
-    paired_difference,
     per_query_ndcg,
     reciprocal_rank_fusion,
     unit_rows,
 )
+
+from retrieval.evaluation.metrics import POOL, collapse_to_documents, paired_bootstrap
 
 K1 = 1.2
 B = 0.75
@@ -220,8 +219,11 @@ class Study:
                 ours, theirs = self.per_query.get((row["row"], side)), self.per_query.get((reference, side))
                 if row["row"] == reference or ours is None or theirs is None:
                     continue
-                difference, low, high = paired_difference(ours, theirs)
-                row[f"{side}_vs_simple"] = {"difference": round(difference, 4), "ci95": [round(low, 4), round(high, 4)]}
+                difference = paired_bootstrap(ours, theirs)
+                row[f"{side}_vs_simple"] = {
+                    "difference": round(difference.mean, 4),
+                    "ci95": [round(difference.low, 4), round(difference.high, 4)],
+                }
 
 
 def main() -> None:

@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import re
 from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
@@ -69,9 +68,15 @@ from harness import (
 )
 from ingest import upload_paced
 
-POOL = 100  # candidates per side, and chunks kept per ranking
-NDCG_DEPTH = 10
-RECALL_DEPTH = 100
+from retrieval.evaluation.metrics import (
+    BOOTSTRAP_RESAMPLES,
+    POOL,
+    collapse_to_documents,
+    ndcg,
+    paired_bootstrap,
+    recall,
+)
+
 RRF_K = 60
 SMOKE_DOCUMENTS = 30
 SMOKE_QUERIES = 10
@@ -80,7 +85,6 @@ INGEST_PATHS = {
     "text": "text ingest titled by each document's BEIR title (file name <title>.txt)",
 }
 WEIGHTED = {"vector": 1.0, "lexical": 1.5}
-BOOTSTRAP_RESAMPLES = 10_000
 EMBED_BATCH = 32
 
 HEADLINE = "hybrid bm25"  # the default store's own search, the one the acceptance figures judge
@@ -121,27 +125,8 @@ REBUILT_CONFIGURATIONS = [("lexical bm25", LEXICAL_OVERRIDES), (HEADLINE, HEADLI
 
 
 # --------------------------------------------------------------------------------------------
-# Evaluation: pure functions
+# Evaluation: pure functions (the metrics themselves are the product's, retrieval.evaluation.metrics)
 # --------------------------------------------------------------------------------------------
-
-
-def collapse_to_documents(sources: Iterable[str]) -> list[str]:
-    """The documents of a chunk ranking, each at its best chunk (order of first appearance)."""
-    return list(dict.fromkeys(sources))
-
-
-def ndcg(ranking: Sequence[str], judgements: dict[str, int], depth: int = NDCG_DEPTH) -> float:
-    """nDCG with graded (linear) gains and a log2 discount; the ideal ranking orders every
-    judged document of the query, retrieved or not."""
-    dcg = sum(max(judgements.get(doc, 0), 0) / math.log2(rank + 1) for rank, doc in enumerate(ranking[:depth], 1))
-    ideal_gains = sorted((gain for gain in judgements.values() if gain > 0), reverse=True)[:depth]
-    ideal = sum(gain / math.log2(rank + 1) for rank, gain in enumerate(ideal_gains, 1))
-    return dcg / ideal if ideal else 0.0
-
-
-def recall(ranking: Sequence[str], judgements: dict[str, int], depth: int = RECALL_DEPTH) -> float:
-    relevant = {doc for doc, gain in judgements.items() if gain > 0}
-    return len(relevant.intersection(ranking[:depth])) / len(relevant) if relevant else 0.0
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence], k: int = RRF_K) -> list:
@@ -173,18 +158,6 @@ def evaluate(rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -
         "recall@100": sum(recall(ranking, judged) for ranking, judged in ranked) / len(ranked),
         "documents_ranked": sum(len(ranking) for ranking, _ in ranked) / len(ranked),
     }
-
-
-def paired_difference(
-    ours: Sequence[float], theirs: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0
-) -> tuple[float, float, float]:
-    """Mean of ``ours − theirs`` over paired per-query scores and its 95 % confidence interval by
-    the percentile bootstrap over queries: (difference, low, high)."""
-    differences = np.asarray(ours, dtype=np.float64) - np.asarray(theirs, dtype=np.float64)
-    resampled = np.random.default_rng(seed).integers(0, len(differences), size=(resamples, len(differences)))
-    means = differences[resampled].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return float(differences.mean()), float(low), float(high)
 
 
 def without_search_operators(query: str) -> str:
@@ -234,24 +207,17 @@ def store_settings(store) -> dict:
 def ragmux_rankings(
     store, queries: dict[str, str], vectors: dict[str, list[float]], overrides: dict, outcomes: list | None = None
 ):
-    """Each query's document ranking; with reranking on in ``overrides``, each search is reranked
-    as a dashboard search is (its outcome appended to ``outcomes``)."""
-    from retrieval.rerank import rerank, store_rerank_connection
-    from retrieval.search import store_search
+    """Each query's ranking of BEIR ids (the documents' sources) through the product's evaluation
+    ranking; with reranking on in ``overrides``, each search is reranked as a dashboard search is
+    (its outcome appended to ``outcomes``)."""
+    from retrieval.evaluation.ranking import rank_documents
 
     rankings = {}
     for query_id, text in queries.items():
-        result = store_search(
-            store=store,
-            query=text,
-            overrides={**overrides, "top_k": POOL},
-            candidates=POOL,
-            query_vector=vectors[query_id],
-        )
-        if overrides.get("rerank"):
-            rerank(result, query=text, choice=store_rerank_connection(store, result))
-            outcomes.append(result.rerank)
-        rankings[query_id] = collapse_to_documents(hit.source for hit in result.hits)
+        ranked = rank_documents(store=store, query=text, overrides=overrides, query_vector=vectors[query_id])
+        if ranked.rerank is not None and outcomes is not None:
+            outcomes.append(ranked.rerank)
+        rankings[query_id] = ranked.sources
     return rankings
 
 
@@ -465,10 +431,9 @@ def naive_rankings(units: list[tuple[str, str]], query_text: dict[str, str]) -> 
 # --------------------------------------------------------------------------------------------
 
 
-def evaluation_set(queries: list[dict], qrels: dict[str, dict[str, int]], loaded: set[str], smoke: bool):
+def evaluation_set(text: dict[str, str], qrels: dict[str, dict[str, int]], loaded: set[str], smoke: bool):
     """(query id → text, query id → judgements) to evaluate. The smoke run keeps the first few
     queries judging a loaded document, with their judgements cut to the loaded documents."""
-    text = {query["_id"]: query["text"] for query in queries}
     if not smoke:
         return {query_id: text[query_id] for query_id in qrels}, qrels
     kept = {}
@@ -694,14 +659,12 @@ def rebuilt_name(name: str, config: str) -> str:
 
 def compare(ours: str, theirs: str, rankings: dict, qrels: dict) -> dict:
     """``ours`` − ``theirs`` in nDCG@10, query by query, with its bootstrap interval."""
-    difference, low, high = paired_difference(
-        per_query_ndcg(rankings[ours], qrels), per_query_ndcg(rankings[theirs], qrels)
-    )
+    difference = paired_bootstrap(per_query_ndcg(rankings[ours], qrels), per_query_ndcg(rankings[theirs], qrels))
     return {
         "config": ours,
         "against": theirs,
-        "ndcg@10_difference": round(difference, 4),
-        "ci95": [round(low, 4), round(high, 4)],
+        "ndcg@10_difference": round(difference.mean, 4),
+        "ci95": [round(difference.low, 4), round(difference.high, 4)],
     }
 
 

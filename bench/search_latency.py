@@ -38,7 +38,9 @@ from functools import partial
 from unittest import mock
 
 import numpy as np
-from harness import BenchEnvironment, fresh_store, local_connection, percentile, print_table, report
+from harness import BenchEnvironment, fresh_store, local_connection, print_table, report
+
+from retrieval.evaluation.metrics import percentile
 
 DIMENSIONS = 384
 VOCABULARY = 30000

@@ -324,6 +324,26 @@ def test_dashboard_smoke_reports_every_page_and_leaves_nothing_running(run_tmpdi
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
 
 
+@pytest.mark.slow
+def test_evaluation_smoke_runs_the_set_on_the_evaluation_worker_while_pages_are_timed(run_tmpdir):
+    workers_before = running_workers()
+
+    finished = run_bench("evaluation.py", run_tmpdir, "--smoke")
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert result["bench"] == "evaluation"
+    # The run went through the API and the evaluation worker, and scored every question.
+    assert result["run"]["status"] == "done" and result["run"]["questions_done"] == result["questions"] == 5
+    assert result["run"]["summary"]["questions"] == 5 and 0 < result["run"]["summary"]["recall"] <= 1
+    assert {"overview", "store page", "search compare"} <= set(result["pages_idle"])
+    assert set(result["pages_during_run"]) == {*result["pages_idle"], "run progress (API)"}
+    assert all(page["requests"] >= 1 for page in result["pages_during_run"].values())
+    time.sleep(1)
+    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert list(run_tmpdir.glob("ragmux-bench-*")) == []
+
+
 def test_upload_memory_smoke_reports_every_upload_and_leaves_nothing_running(run_tmpdir):
     workers_before = running_workers()
 

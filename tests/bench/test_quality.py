@@ -1,9 +1,8 @@
-"""The quality bench's own arithmetic: the whole-document reference and the paired comparison with it."""
+"""The quality bench's own arithmetic: the whole-document reference and the naive baselines (the metrics and
+the paired comparison are the product's: tests/retrieval/evaluation/test_metrics.py)."""
 
 import sys
 from pathlib import Path
-
-import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
@@ -14,40 +13,9 @@ from quality import (  # noqa: E402  (the bench folder is not a package)
     naive_rankings,
     naive_whole_documents,
     naive_windows,
-    paired_difference,
     reference_dense_rankings,
     reference_rankings,
 )
-
-
-def test_paired_difference_of_identical_scores_is_exactly_zero():
-    assert paired_difference([0.2, 0.5, 0.9], [0.2, 0.5, 0.9]) == (0.0, 0.0, 0.0)
-
-
-def test_paired_difference_of_a_constant_shift_is_that_shift_with_no_spread():
-    difference, low, high = paired_difference([0.3, 0.6, 0.8, 0.1], [0.2, 0.5, 0.7, 0.0])
-
-    assert difference == pytest.approx(0.1) and low == pytest.approx(0.1) and high == pytest.approx(0.1)
-
-
-def test_paired_difference_interval_excludes_zero_only_when_every_query_agrees():
-    better_everywhere = paired_difference([0.5 + 0.01 * n for n in range(40)], [0.4 + 0.005 * n for n in range(40)])
-    # Half the queries gain 0.1, half lose 0.1: the mean is 0, and the interval straddles it.
-    even = paired_difference([0.6, 0.4] * 20, [0.5, 0.5] * 20)
-
-    assert better_everywhere[1] > 0
-    assert even[0] == pytest.approx(0.0)
-    assert even[1] < 0 < even[2]
-
-
-def test_paired_difference_is_reproducible_and_pairs_queries_rather_than_pooling_them():
-    ours = [0.9, 0.1, 0.5, 0.7, 0.3, 0.2, 0.8, 0.6]
-    theirs = [score - 0.01 for score in ours]
-
-    # Unpaired, these two lists would be indistinguishable; paired, every query is 0.01 better.
-    assert paired_difference(ours, theirs) == paired_difference(ours, theirs)
-    assert paired_difference(ours, theirs)[1] == pytest.approx(0.01)
-
 
 CORPUS = [
     {"_id": "d1", "title": "", "text": "alpha beta"},
