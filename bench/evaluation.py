@@ -151,7 +151,14 @@ def main() -> None:
         base = f"http://127.0.0.1:{port}"
         session = {settings.SESSION_COOKIE_NAME: signed_in.cookies[settings.SESSION_COOKIE_NAME].value}
         api = f"/admin/api/rag-stores/{store.pk}/eval-sets/{evaluation_set.pk}"
-        urls = dashboard_pages(store)
+        evaluation_pages = f"/admin/stores/{store.pk}/evaluation/"
+        urls = {
+            **dashboard_pages(store),
+            "evaluation tab": evaluation_pages,
+            "evaluation set": f"{evaluation_pages}{evaluation_set.pk}/",
+            "evaluation runs (poll)": f"{evaluation_pages}{evaluation_set.pk}/runs",
+            "question by question": f"{evaluation_pages}{evaluation_set.pk}/answers",
+        }
         with (
             started(
                 web_command(),

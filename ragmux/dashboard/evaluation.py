@@ -16,6 +16,8 @@ from django.urls import reverse
 
 from ingestion.uploads import oversize_upload
 from ragmux.core.converters import IdConverter
+from ragmux.core.paging import FIRST_PAGE
+from ragmux.core.serializers import PageQuery
 from ragmux.dashboard.access import page
 from ragmux.dashboard.compare import (
     Configuration,
@@ -26,6 +28,7 @@ from ragmux.dashboard.compare import (
     snippet,
 )
 from ragmux.dashboard.forms import Form, attempt
+from ragmux.dashboard.pager import pager
 from retrieval.evaluation import selectors as evaluation
 from retrieval.evaluation import services
 from retrieval.evaluation.metrics import NDCG_DEPTH, collapse_to_documents
@@ -210,7 +213,13 @@ def _set_page(
         {
             "store": store,
             "evaluation_set": evaluation_set,
-            "questions": list(evaluation.evaluation_questions(evaluation_set)),
+            # A page of them: a set imported from a collection holds hundreds.
+            "questions": pager(
+                evaluation.evaluation_questions(evaluation_set),
+                _page_asked(request),
+                address=_set_url(store.pk, evaluation_set.pk),
+                filters={},
+            ),
             "configurations": [
                 (c, form.values.get(f"{c.side}-run"), form.values.get(f"{c.side}-label", "")) for c in configurations
             ],
@@ -222,6 +231,11 @@ def _set_page(
         },
         status=status,
     )
+
+
+def _page_asked(request) -> dict:
+    checked = PageQuery(data={"page": request.GET.get("page") or 1})
+    return checked.validated_data if checked.is_valid() else FIRST_PAGE
 
 
 def _history(evaluation_set: EvaluationSet) -> dict[str, list]:

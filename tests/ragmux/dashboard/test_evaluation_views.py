@@ -333,3 +333,19 @@ def test_the_pages_run_the_same_queries_however_many_questions_and_runs(as_role,
     start(admin, question_set, **{"c-run": "on"})
     evaluate_now()
     assert [queries_of(admin, url) for url in urls] == few
+
+
+def test_a_large_set_shows_its_questions_a_page_at_a_time(as_role, question_set):
+    judged = [{"document_id": next(iter(documents(question_set.store).values())), "grade": 1}]
+    for number in range(4, 53):
+        services.evaluation_question_add(
+            evaluation_set=question_set, text=f"question {number:02}", judgements=judged, user=None
+        )
+    admin = as_role("admin")
+    first = text(admin.get(address(question_set)))
+    assert "Questions (52)" in first and "Page 1 of 2" in first
+    assert "question 50" in first and "question 51" not in first
+    second = text(admin.get(f"{address(question_set)}?page=2"))
+    assert "question 51" in second and "question 52" in second and "question 50" not in second
+    # A page number that is not one shows the first page.
+    assert "question 50" in text(admin.get(f"{address(question_set)}?page=x%00"))
