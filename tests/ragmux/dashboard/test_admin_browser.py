@@ -173,10 +173,16 @@ def dashboard_routes() -> list[str]:
 
 def test_every_page_passes_axe_for_an_admin_and_a_viewer(wide_page, personas, fake_connection):
     from gateway.connections.models import ModelPrice
+    from retrieval.evaluation import services as evaluation
     from stores.services import store_create
 
     store = store_create(name="kb", values={"embedding_connection_id": fake_connection.pk})
     document = DocumentFactory(store=store, status="failed", error="no text found", error_stage="parse")
+    question = {"text": "what was found?", "judgements": [{"document_id": document.pk, "grade": 1}]}
+    evaluation_set = evaluation.evaluation_set_create(store=store, name="checks", questions=[question])
+    (run,) = evaluation.evaluation_runs_start(
+        evaluation_set=evaluation_set, configs=[{"label": "defaults", "overrides": {}}], enqueue=False
+    )
     project = ProjectFactory(name="support", chat_connection=fake_connection, store=store)
     api_key = GatewayKeyFactory(project=project, name="app")
     call = RequestLogFactory(project=project, key=api_key, rag_hits=2)
@@ -190,6 +196,8 @@ def test_every_page_passes_axe_for_an_admin_and_a_viewer(wide_page, personas, fa
         "key_id": api_key.pk,
         "log_id": call.pk,
         "route_id": RouteTargetFactory(connection=fake_connection).route.pk,
+        "set_id": evaluation_set.pk,
+        "run_id": run.pk,
     }
     page = wide_page
     page.goto("/admin/login/")
@@ -211,7 +219,7 @@ def test_every_page_passes_axe_for_an_admin_and_a_viewer(wide_page, personas, fa
                 continue
             assert_accessible(page)
             checked.append((persona, route))
-    assert len({route for _, route in checked}) >= 17
+    assert len({route for _, route in checked}) >= 21
     page.goto("/admin/no-such-page")
     assert_accessible(page)
 
