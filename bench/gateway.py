@@ -38,7 +38,9 @@ from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
-from harness import BenchEnvironment, answers, fresh_store, percentile, print_table, report, started
+from harness import BenchEnvironment, answers, fresh_store, print_table, report, started
+
+from retrieval.evaluation.metrics import percentile
 
 BENCH = Path(__file__).resolve().parent
 BODY = {"model": "bench", "messages": [{"role": "user", "content": "Say something short."}]}
