@@ -389,10 +389,20 @@ def main() -> int:
             return args.documents / (time.monotonic() - started_at)
 
         from ragmux.celery import app
+        from ragmux.launch.cli import EVALUATION_WORKER_NAME_PREFIX, WORKER_NAME_PREFIX
 
         def workers_up(count: int) -> None:
-            # A round starts once its workers answer, or the first one up would take all of it.
-            if not wait_for(lambda: len(app.control.ping(timeout=1)) >= count, timeout=60):
+            # A round starts once its workers answer, or the first one up would take all of it. A
+            # worker host runs an ingestion node and an evaluation node: both must be up, or the
+            # one still starting would share the cores with the round.
+            def up() -> bool:
+                names = [name for reply in app.control.ping(timeout=1) for name in reply]
+                return all(
+                    sum(name.startswith(prefix) for name in names) >= count
+                    for prefix in (WORKER_NAME_PREFIX, EVALUATION_WORKER_NAME_PREFIX)
+                )
+
+            if not wait_for(up, timeout=60):
                 raise SystemExit(f"worker{count} did not start:\n{hosts.log_tail(f'worker{count}')}")
 
         rows, result = [], {"bench": "scaleout", "documents_per_round": args.documents}
