@@ -4,8 +4,9 @@
 
 `POST /v1/chat/completions` answers at once, as JSON or (``"stream": true``) as a chunked
 server-sent event stream with the usage as its last event; `POST /v1/embeddings` answers
-deterministic unit vectors of ``DIMENSIONS``. `POST /v2/rerank` (Cohere's format) and
-`POST /v1/rerank` (Voyage's) rank the documents in reverse order, the worst reranker there is,
+deterministic unit vectors of ``DIMENSIONS``, clustered by topic (``vector``). `POST
+/v2/rerank` (Cohere's format) and `POST /v1/rerank` (Voyage's) rank the documents in reverse
+order, the worst reranker there is,
 so that bench/quality.py's reranked rows show the wiring moves the figures. Each answer,
 headers and body, goes out in one write: in two, the second waits for the client's delayed ACK
 (about 40 ms on Linux), an artefact that is not the gateway's. ``--embed-latency-ms`` holds every
@@ -24,8 +25,11 @@ import json
 
 import numpy as np
 import uvloop
+from search_latency import CLUSTER_SPREAD, DIMENSIONS
 
-DIMENSIONS = 384
+# The embeddings' topics; how far a text's vector lies from its topic's centre is
+# search_latency's CLUSTER_SPREAD.
+TOPICS = 200
 ANSWER = ["The", " launch", " code", " is", " AMBER-7731", "."]
 USAGE = {"prompt_tokens": 12, "completion_tokens": len(ANSWER), "total_tokens": 12 + len(ANSWER)}
 
@@ -69,9 +73,20 @@ def stream(model: str) -> bytes:
     return _head("200 OK", "text/event-stream", None) + b"".join(_chunk(f) for f in frames) + b"0\r\n\r\n"
 
 
+@functools.cache
+def _topic_centre(topic: int) -> np.ndarray:
+    centre = np.random.default_rng(topic).standard_normal(DIMENSIONS)
+    return centre / np.linalg.norm(centre)
+
+
 def vector(text: str) -> list[float]:
+    """A unit vector near one of ``TOPICS`` centres, chosen by the text's hash: embeddings of
+    texts on one subject sit close together, as bench/search_latency.py models them. Uniformly
+    random vectors, which this returned before, are unlike any model's, and made two workers'
+    HNSW insertions slow each other by half (docs/benchmarks.md, "Scale-out")."""
     seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
-    values = np.random.default_rng(seed).standard_normal(DIMENSIONS)
+    noise = np.random.default_rng(seed).standard_normal(DIMENSIONS) * (CLUSTER_SPREAD / np.sqrt(DIMENSIONS))
+    values = _topic_centre(seed % TOPICS) + noise
     return (values / np.linalg.norm(values)).tolist()
 
 

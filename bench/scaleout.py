@@ -12,7 +12,8 @@ listening on the bridge; the hosts reach them as remote machines would, through
 ``DATABASE_URL`` / ``REDIS_URL``, sharing the encryption and secret keys and nothing else (each
 has its own data folder).
 
-Three rounds of ``--documents`` documents each, uploaded at once:
+Three rounds of ``--documents`` documents each (256 by default: in shorter rounds the workers' start
+weighs on the ratio), uploaded at once:
 
 1. one worker: its ingestion rate;
 2. two workers: theirs, and the ratio to one (the target is >= 1.6);
@@ -226,13 +227,13 @@ class ChatLoad:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--documents", type=int, help="documents per round (default 120; 48 with --smoke)")
+    parser.add_argument("--documents", type=int, help="documents per round (default 256; 48 with --smoke)")
     parser.add_argument("--paragraphs", type=int, default=4, help="chunks' worth of text per document")
     parser.add_argument("--embed-latency-ms", type=float, default=50.0)
     parser.add_argument("--v1-clients", type=int, default=2)
     parser.add_argument("--smoke", action="store_true", help="a small run (the suite's)")
     args = parser.parse_args()
-    args.documents = args.documents or (48 if args.smoke else 120)
+    args.documents = args.documents or (48 if args.smoke else 256)
 
     reason = cannot_make_namespaces()
     if reason:
