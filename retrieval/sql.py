@@ -116,6 +116,13 @@ BM25_EXACT_POSTINGS = 60000
 BM25_EXACT_RESCORED = 1000
 
 
+def _density_order(table: str = "") -> str:
+    """The order of a term's postings in the `chunk_terms_by_density` index (migration 0005),
+    densest first: written once, as a statement must spell it for the planner to use the index.
+    ``table`` qualifies the columns ("ct." in a join)."""
+    return f"{table}tf::float8 / greatest({table}chunk_length, 1) DESC, {table}chunk_id"
+
+
 def _contribution(idf: str) -> str:
     """One posting's share of the score; ``idf`` is the term's idf, `ct` the posting. The
     constants are float8 parameters: as bare literals they would be numeric, and numeric
@@ -247,7 +254,7 @@ def _bm25_statement(*, filtered: bool) -> str:
             FROM weights w CROSS JOIN stats CROSS JOIN LATERAL (
                 SELECT chunk_id, tf, chunk_length FROM chunk_terms
                 WHERE store_id = %(store)s AND term = w.term
-                ORDER BY tf::float8 / greatest(chunk_length, 1) DESC, chunk_id LIMIT w.depth
+                ORDER BY {_density_order()} LIMIT w.depth
             ) ct
         ), unseen AS MATERIALIZED (
             -- What a term read only in part is expected to add to a chunk not among its postings
@@ -339,7 +346,7 @@ def _bm25_exact_statement(*, filtered: bool) -> str:
                 -- joined instead, a small table's plan may scan every term's postings.
                 SELECT chunk_id, tf, chunk_length FROM chunk_terms
                 WHERE store_id = %(store)s AND term = d.term
-                ORDER BY tf::float8 / greatest(chunk_length, 1) DESC, chunk_id
+                ORDER BY {_density_order()}
             ) ct
             -- An uncorrelated condition: checked once, before any posting is read.
             WHERE (SELECT affordable FROM plan)
@@ -448,7 +455,7 @@ def surface_forms(store_id: int, terms: list[str], config: str, *, chunks: int) 
             "FROM unnest(%s::text[]) AS t(term), "
             "LATERAL (SELECT c.content FROM chunk_terms ct JOIN chunks c ON c.id = ct.chunk_id "
             "WHERE ct.store_id = %s AND ct.term = t.term "
-            "ORDER BY ct.tf::float8 / greatest(ct.chunk_length, 1) DESC, ct.chunk_id LIMIT %s) held, "
+            f"ORDER BY {_density_order('ct.')} LIMIT %s) held, "
             "LATERAL ts_debug(%s::regconfig, held.content) d WHERE t.term = ANY(d.lexemes) "
             "GROUP BY t.term, lower(d.token) ORDER BY t.term, count(*) DESC, lower(d.token)",
             [terms, store_id, chunks, config],
