@@ -112,8 +112,14 @@ BM25_FILTER_CHECKS_PER_CANDIDATE = 4
 # postings of every term that can still decide the top ``limit`` in full, if they number at most
 # this many; beyond, the budget's approximation stands.
 BM25_EXACT_POSTINGS = 60000
+# The exact pass also reads in full, rarest first, the terms it could skip while their postings
+# and every rarer term's number at most this many: a posting read in a row costs far less than
+# the probe of each chunk that a skipped term's idf would leave to rescore.
+BM25_EXACT_READ_AHEAD = 12000
 # The exact pass rescores at most this many of those chunks (one probe each), best bound first.
 BM25_EXACT_RESCORED = 1000
+# Relative: far above the error of adding a query's terms' parts in float8 in any order.
+_ROUNDING_SLACK = 1e-9
 
 
 def _density_order(table: str = "") -> str:
@@ -173,14 +179,19 @@ def bm25_candidates(
         bounded = cursor.fetchall()
         if not bounded or all(complete for _, _, complete in bounded):
             return [(chunk_id, score) for chunk_id, score, _ in bounded]
-        threshold = bounded[-1][1] if len(bounded) >= limit else 0.0
+        # Lowered by a hair: the exact pass's bounds add the same parts in another order, and a
+        # chunk whose bound is its exact score (every term read) must not fall below its own score
+        # by a rounding. A lower threshold only reads and rescores a little more.
+        threshold = bounded[-1][1] * (1 - _ROUNDING_SLACK) if len(bounded) >= limit else 0.0
         cursor.execute(
             _bm25_exact_statement(filtered=bool(filter_query)),
             {
                 **parameters,
                 "threshold": threshold,
                 "max_postings": BM25_EXACT_POSTINGS,
+                "read_ahead": BM25_EXACT_READ_AHEAD,
                 "rescored": BM25_EXACT_RESCORED,
+                "checks": BM25_FILTER_CHECKS_PER_CANDIDATE * BM25_EXACT_RESCORED,
             },
         )
         exact = cursor.fetchall()
@@ -313,16 +324,24 @@ def _bm25_exact_statement(*, filtered: bool) -> str:
     """The exact top-n once a ``threshold`` is known (the n-th score of chunks scored exactly),
     in the manner of MaxScore.
 
-    A term adds less than its idf to any chunk (tf / (tf + k1 · …) < 1). The query's terms are
-    taken by idf, lowest first, while their idfs sum below ``threshold``: a chunk holding none
-    but those scores below the threshold and cannot be in the top n. Every other term — the
-    deciding ones, the rarer — is read in full (when their postings number at most
-    ``max_postings``; else nothing is returned), each chunk found is bounded by what those
-    postings add plus the sum of the skipped terms' idfs, and the chunks whose bound reaches the
-    threshold, best bound first (at most ``rescored``, and only those passing the filter), are
-    rescored exactly over every term. The best n of those are exactly full scoring's.
+    A term adds less than its idf to any chunk (tf / (tf + k1 · …) < 1). Only the query's most
+    frequent terms may be skipped, and only while their idfs sum below ``threshold``: a chunk
+    holding none but those scores below the threshold and cannot be in the top n. Every other
+    term is read in full: the deciding ones, which must be (when their postings number at most
+    ``max_postings``; else nothing is returned), and, rarest first, the skippable ones whose
+    postings and every rarer term's still fit ``read_ahead``. Each chunk found is bounded by what
+    those postings add plus the skipped terms' idfs, and the chunks whose bound reaches the
+    threshold, best bound first (at most ``rescored``; with a filter, those passing it among the
+    first ``checks``), are rescored exactly over every term. The best n of those are exactly full
+    scoring's.
+
+    Reading ahead is what keeps the rescoring small: a rescored chunk costs one probe of the
+    postings' primary key, as much as a few dozen postings read in a row, and every term skipped
+    adds its idf to every chunk's bound. Skipping all a MaxScore may leaves the skipped idfs close
+    to the threshold itself, so that almost every chunk found would have to be rescored.
     """
     passes_filter = _passes_filter("bounded") if filtered else ""
+    checked = "LIMIT %(checks)s" if filtered else ""
     return f"""
         {_QUERY_TERMS_AND_STATS}, terms AS MATERIALIZED (
             SELECT st.term, st.df, ln(1 + (stats.n - st.df + 0.5) / (st.df + 0.5)) AS idf,
@@ -330,22 +349,26 @@ def _bm25_exact_statement(*, filtered: bool) -> str:
             FROM store_terms st, stats
             WHERE st.store_id = %(store)s AND st.term IN (SELECT term FROM query_terms)
         ), bounds AS MATERIALIZED (
-            -- bound_through: the idfs of this term and of every more frequent one.
-            SELECT term, df, idf, rarity, sum(idf) OVER (ORDER BY idf, term) AS bound_through FROM terms
-        ), deciding AS MATERIALIZED (
-            SELECT term, idf, rarity FROM bounds WHERE bound_through >= %(threshold)s::float8
+            -- bound_through: the idfs of this term and of every more frequent one;
+            -- postings_through: the postings of this term and of every rarer one.
+            SELECT term, df, idf, rarity, sum(idf) OVER (ORDER BY idf, term) AS bound_through,
+                   sum(df) OVER (ORDER BY rarity) AS postings_through
+            FROM terms
+        ), read AS MATERIALIZED (
+            SELECT term, idf, rarity, df, bound_through >= %(threshold)s::float8 AS deciding FROM bounds
+            WHERE bound_through >= %(threshold)s::float8 OR postings_through <= %(read_ahead)s
         ), plan AS MATERIALIZED (
-            SELECT coalesce((SELECT max(bound_through) FROM bounds WHERE bound_through < %(threshold)s::float8), 0)
+            SELECT coalesce((SELECT sum(idf) FROM terms WHERE term NOT IN (SELECT term FROM read)), 0)
                        AS skipped_bound,
-                   coalesce((SELECT sum(df) FROM bounds WHERE bound_through >= %(threshold)s::float8), 0)
-                       <= %(max_postings)s AS affordable
+                   coalesce((SELECT sum(df) FROM read WHERE deciding), 0) <= %(max_postings)s AS affordable
         ), seen AS MATERIALIZED (
-            SELECT ct.chunk_id, sum({_contribution("d.idf")} ORDER BY d.rarity) AS score
-            FROM deciding d CROSS JOIN stats CROSS JOIN LATERAL (
+            -- A bound needs no particular order of addition: a plain sum, hashed, not sorted.
+            SELECT ct.chunk_id, sum({_contribution("r.idf")}) AS score
+            FROM read r CROSS JOIN stats CROSS JOIN LATERAL (
                 -- Each term's postings through the density index, as the bounded pass reads them:
                 -- joined instead, a small table's plan may scan every term's postings.
                 SELECT chunk_id, tf, chunk_length FROM chunk_terms
-                WHERE store_id = %(store)s AND term = d.term
+                WHERE store_id = %(store)s AND term = r.term
                 ORDER BY {_density_order()}
             ) ct
             -- An uncorrelated condition: checked once, before any posting is read.
@@ -356,7 +379,9 @@ def _bm25_exact_statement(*, filtered: bool) -> str:
             FROM seen s CROSS JOIN plan
             WHERE s.score + plan.skipped_bound >= %(threshold)s::float8
         ), kept AS MATERIALIZED (
-            SELECT chunk_id FROM (SELECT chunk_id, bound FROM bounded ORDER BY bound DESC, chunk_id OFFSET 0) bounded
+            SELECT chunk_id FROM (
+                SELECT chunk_id, bound FROM bounded ORDER BY bound DESC, chunk_id {checked} OFFSET 0
+            ) bounded
             {passes_filter}
             ORDER BY bound DESC, chunk_id LIMIT %(rescored)s
         ), query AS MATERIALIZED (

@@ -126,10 +126,9 @@ def test_over_the_budget_the_exact_pass_finds_full_scorings_top_n(zipf_store, sm
     assert over_budget >= 10
 
 
-def test_the_exact_pass_skips_the_terms_that_cannot_decide_the_top_n(zipf_store, small_budget):
-    # A rare word and the store's most frequent ones: the threshold set by the chunks holding the
-    # rare word is out of the frequent words' reach, so their postings are not read in full.
-    query = f"{WORDS[-1]} {WORDS[0]} {WORDS[1]} {WORDS[2]}"
+def exact_pass_plan(store: RagStore, query: str, limit: int) -> dict:
+    """The exact pass's plan, run again under EXPLAIN ANALYZE, after checking the search's top
+    ``limit`` against full scoring."""
     statements = []
 
     def record(execute, sql_text, params, many, context):
@@ -137,27 +136,101 @@ def test_the_exact_pass_skips_the_terms_that_cannot_decide_the_top_n(zipf_store,
         return execute(sql_text, params, many, context)
 
     with connection.execute_wrapper(record):
-        assert_same_top(zipf_store, query, 3)
+        assert_same_top(store, query, limit)
     exact_pass = [(text, params) for text, params in statements if "bound_through" in text]
     assert len(exact_pass) == 1
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + exact_pass[0][0], exact_pass[0][1])
         plan = cursor.fetchone()[0]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    return plan[0]["Plan"]
+
+
+def postings_scanned(node: dict, index: str | None = None) -> int:
+    """Rows the plan read from chunk_terms (through ``index`` only, if given), those a filter
+    removed included, every loop counted."""
+    own = 0
+    if node.get("Relation Name") == "chunk_terms" and index in (None, node.get("Index Name")):
+        own = (node["Actual Rows"] + node.get("Rows Removed by Filter", 0)) * node["Actual Loops"]
+    return own + sum(postings_scanned(child, index) for child in node.get("Plans", []))
+
+
+def chunks_rescored(node: dict) -> int:
+    """Probes of the postings' primary key: one per chunk rescored."""
+    own = node["Actual Loops"] if node.get("Index Name") == "chunk_terms_pkey" else 0
+    return own + sum(chunks_rescored(child) for child in node.get("Plans", []))
+
+
+def test_the_exact_pass_skips_the_terms_that_cannot_decide_the_top_n(zipf_store, small_budget, monkeypatch):
+    # A rare word and the store's most frequent ones: the threshold set by the chunks holding the
+    # rare word is out of the frequent words' reach, so their postings are not read in full when
+    # reading ahead is not affordable.
+    monkeypatch.setattr(sql, "BM25_EXACT_READ_AHEAD", 0)
+    query = f"{WORDS[-1]} {WORDS[0]} {WORDS[1]} {WORDS[2]}"
+    plan = exact_pass_plan(zipf_store, query, 3)
+    with connection.cursor() as cursor:
         cursor.execute(
             "SELECT sum(df) FILTER (WHERE term = %s), sum(df) FROM store_terms WHERE store_id = %s AND term = ANY(%s)",
             [WORDS[-1], zipf_store.pk, WORDS[:3] + [WORDS[-1]]],
         )
         rare_postings, all_postings = cursor.fetchone()
+    assert postings_scanned(plan) < all_postings - rare_postings
+
+
+def test_reading_ahead_the_skippable_terms_rescores_fewer_chunks(zipf_store, small_budget, monkeypatch):
+    # Frequent words and a few less frequent ones. Skipped, the frequent words' idfs add up to
+    # nearly the threshold, so almost every chunk holding another word must be rescored; read
+    # (the whole query's postings fit the read-ahead), each chunk's bound is its score and only
+    # the top n reach the threshold. Both give full scoring's top n.
+    words = [WORDS[rank] for rank in (0, 1, 2, 5, 8, 12)]
+    monkeypatch.setattr(sql, "BM25_EXACT_READ_AHEAD", 0)
+    skipping = exact_pass_plan(zipf_store, " ".join(words), 10)
+    monkeypatch.setattr(sql, "BM25_EXACT_READ_AHEAD", 10**6)
+    reading = exact_pass_plan(zipf_store, " ".join(words), 10)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT sum(df) FROM store_terms WHERE store_id = %s AND term = ANY(%s)", [zipf_store.pk, words])
+        (query_postings,) = cursor.fetchone()
+    assert round(postings_scanned(reading, "chunk_terms_by_density")) == query_postings
+    assert postings_scanned(skipping, "chunk_terms_by_density") < query_postings
+    assert chunks_rescored(reading) == 10
+    assert chunks_rescored(skipping) > 5 * 10
+
+
+def test_the_exact_pass_checks_a_phrase_on_a_bounded_number_of_chunks(zipf_store, small_budget, monkeypatch):
+    # A phrase few chunks hold, with frequent words: nearly every chunk the exact pass finds
+    # fails the filter. It checks at most BM25_FILTER_CHECKS_PER_CANDIDATE times the chunks it
+    # may rescore, best bound first, and what passes is still exactly scored.
+    monkeypatch.setattr(sql, "BM25_EXACT_READ_AHEAD", 0)
+    monkeypatch.setattr(sql, "BM25_EXACT_RESCORED", 5)
+    statements = []
+
+    def record(execute, sql_text, params, many, context):
+        statements.append((sql_text, params))
+        return execute(sql_text, params, many, context)
+
+    query = f'"{WORDS[1]} {WORDS[0]}" {WORDS[0]} {WORDS[1]} {WORDS[2]} {WORDS[25]}'
+    with connection.execute_wrapper(record):
+        result = store_search(
+            store=zipf_store, query=query, overrides={"mode": "lexical", "backend": "bm25", "top_k": 3}, candidates=3
+        )
+    exact_pass = [(text, params) for text, params in statements if "bound_through" in text]
+    assert len(exact_pass) == 1
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + exact_pass[0][0], exact_pass[0][1])
+        plan = cursor.fetchone()[0]
     plan = json.loads(plan) if isinstance(plan, str) else plan
 
-    def postings_scanned(node) -> int:
-        """Rows the plan read from chunk_terms, those a filter removed included, every loop counted."""
-        own = 0
-        if node.get("Relation Name") == "chunk_terms":
-            own = (node["Actual Rows"] + node.get("Rows Removed by Filter", 0)) * node["Actual Loops"]
-        return own + sum(postings_scanned(child) for child in node.get("Plans", []))
+    def filter_checks(node: dict) -> float:
+        own = node["Actual Loops"] if node.get("Relation Name") == "chunks" else 0
+        return own + sum(filter_checks(child) for child in node.get("Plans", []))
 
-    assert postings_scanned(plan[0]["Plan"]) < all_postings - rare_postings
+    failing = matching_chunks(zipf_store, f"{WORDS[0]} or {WORDS[1]}") - matching_chunks(zipf_store, query)
+    assert len(failing) > 2 * sql.BM25_FILTER_CHECKS_PER_CANDIDATE * 5
+    assert 0 < filter_checks(plan[0]["Plan"]) <= sql.BM25_FILTER_CHECKS_PER_CANDIDATE * 5
+    expected = dict(expected_top(zipf_store, query, 1000))
+    assert result.hits
+    for hit in result.hits:
+        assert hit.lex_score == pytest.approx(expected[hit.chunk_id], abs=1e-4)
 
 
 @pytest.mark.parametrize("query_class", ["typical", "common", "paragraph", "phrase"])
