@@ -126,9 +126,9 @@ def test_over_the_budget_the_exact_pass_finds_full_scorings_top_n(zipf_store, sm
     assert over_budget >= 10
 
 
-def exact_pass_plan(store: RagStore, query: str, limit: int) -> dict:
-    """The exact pass's plan, run again under EXPLAIN ANALYZE, after checking the search's top
-    ``limit`` against full scoring."""
+def explain_exact_pass(search):
+    """Runs ``search``, then the one exact pass it issued again under EXPLAIN ANALYZE: (what
+    ``search`` returned, the plan's root)."""
     statements = []
 
     def record(execute, sql_text, params, many, context):
@@ -136,14 +136,19 @@ def exact_pass_plan(store: RagStore, query: str, limit: int) -> dict:
         return execute(sql_text, params, many, context)
 
     with connection.execute_wrapper(record):
-        assert_same_top(store, query, limit)
+        returned = search()
     exact_pass = [(text, params) for text, params in statements if "bound_through" in text]
     assert len(exact_pass) == 1
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + exact_pass[0][0], exact_pass[0][1])
         plan = cursor.fetchone()[0]
     plan = json.loads(plan) if isinstance(plan, str) else plan
-    return plan[0]["Plan"]
+    return returned, plan[0]["Plan"]
+
+
+def exact_pass_plan(store: RagStore, query: str, limit: int) -> dict:
+    """The exact pass's plan, after checking the search's top ``limit`` against full scoring."""
+    return explain_exact_pass(lambda: assert_same_top(store, query, limit))[1]
 
 
 def postings_scanned(node: dict, index: str | None = None) -> int:
@@ -202,23 +207,11 @@ def test_the_exact_pass_checks_a_phrase_on_a_bounded_number_of_chunks(zipf_store
     # may rescore, best bound first, and what passes is still exactly scored.
     monkeypatch.setattr(sql, "BM25_EXACT_READ_AHEAD", 0)
     monkeypatch.setattr(sql, "BM25_EXACT_RESCORED", 5)
-    statements = []
-
-    def record(execute, sql_text, params, many, context):
-        statements.append((sql_text, params))
-        return execute(sql_text, params, many, context)
-
     query = f'"{WORDS[1]} {WORDS[0]}" {WORDS[0]} {WORDS[1]} {WORDS[2]} {WORDS[25]}'
-    with connection.execute_wrapper(record):
-        result = store_search(
-            store=zipf_store, query=query, overrides={"mode": "lexical", "backend": "bm25", "top_k": 3}, candidates=3
-        )
-    exact_pass = [(text, params) for text, params in statements if "bound_through" in text]
-    assert len(exact_pass) == 1
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + exact_pass[0][0], exact_pass[0][1])
-        plan = cursor.fetchone()[0]
-    plan = json.loads(plan) if isinstance(plan, str) else plan
+    overrides = {"mode": "lexical", "backend": "bm25", "top_k": 3}
+    result, plan = explain_exact_pass(
+        lambda: store_search(store=zipf_store, query=query, overrides=overrides, candidates=3)
+    )
 
     def filter_checks(node: dict) -> float:
         own = node["Actual Loops"] if node.get("Relation Name") == "chunks" else 0
@@ -226,7 +219,7 @@ def test_the_exact_pass_checks_a_phrase_on_a_bounded_number_of_chunks(zipf_store
 
     failing = matching_chunks(zipf_store, f"{WORDS[0]} or {WORDS[1]}") - matching_chunks(zipf_store, query)
     assert len(failing) > 2 * sql.BM25_FILTER_CHECKS_PER_CANDIDATE * 5
-    assert 0 < filter_checks(plan[0]["Plan"]) <= sql.BM25_FILTER_CHECKS_PER_CANDIDATE * 5
+    assert 0 < filter_checks(plan) <= sql.BM25_FILTER_CHECKS_PER_CANDIDATE * 5
     expected = dict(expected_top(zipf_store, query, 1000))
     assert result.hits
     for hit in result.hits:
