@@ -332,8 +332,8 @@ def _bm25_exact_statement(*, filtered: bool) -> str:
     postings and every rarer term's still fit ``read_ahead``. Each chunk found is bounded by what
     those postings add plus the skipped terms' idfs, and the chunks whose bound reaches the
     threshold, best bound first (at most ``rescored``; with a filter, those passing it among the
-    first ``checks``), are rescored exactly over every term. The best n of those are exactly full
-    scoring's.
+    first ``checks``), are rescored exactly over every term. When neither cap cuts the chunks
+    short, the best n of those are exactly full scoring's.
 
     Reading ahead is what keeps the rescoring small: a rescored chunk costs one probe of the
     postings' primary key, as much as a few dozen postings read in a row, and every term skipped
