@@ -271,9 +271,11 @@ def _corrections(store: RagStore, query: str) -> list[Correction]:
     words = sql.word_lexemes(list(typed), config)
     unknown = set(sql.unknown_terms(store.pk, [lexeme for _, lexeme in words]))
     correctable = [(word, lexeme) for word, lexeme in words if lexeme in unknown and typo_limit(word, lexeme)]
+    correctable = correctable[:MAX_TYPO_CORRECTIONS]
+    similar = sql.similar_terms(store.pk, [lexeme for _, lexeme in correctable], config)
     found = []
-    for word, lexeme in correctable[:MAX_TYPO_CORRECTIONS]:
-        correction = best_correction(word, lexeme, sql.similar_terms(store.pk, lexeme, config))
+    for word, lexeme in correctable:
+        correction = best_correction(word, lexeme, similar[lexeme])
         if correction is not None:
             found.append(correction)
     if not found:
