@@ -510,6 +510,8 @@ def similar_terms(store_id: int, lexemes: list[str], config: str, limit: int = 5
     edit-distance check), most similar first, with their document frequencies; one statement
     for all, not one per misspelt word. Only terms that ``config`` parses back to themselves: a
     correction is put into the query as text, and a stem that stems further would miss."""
+    # Two misspellings may share a lexeme: each lexeme is looked up once.
+    similar: dict[str, list[tuple[str, int]]] = {lexeme: [] for lexeme in lexemes}
     with connection.cursor() as cursor:
         cursor.execute("SELECT set_config('pg_trgm.similarity_threshold', '0.2', false)")
         cursor.execute(
@@ -519,9 +521,8 @@ def similar_terms(store_id: int, lexemes: list[str], config: str, limit: int = 5
             "AND ARRAY(SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, term))) = ARRAY[term] "
             "ORDER BY closeness DESC, df DESC LIMIT %s) s "
             "ORDER BY l.position, s.closeness DESC, s.df DESC",
-            [lexemes, store_id, config, limit],
+            [list(similar), store_id, config, limit],
         )
-        similar: dict[str, list[tuple[str, int]]] = {lexeme: [] for lexeme in lexemes}
         for lexeme, term, df in cursor.fetchall():
             similar[lexeme].append((term, df))
         return similar

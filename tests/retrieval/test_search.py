@@ -213,6 +213,17 @@ def test_a_corrected_stem_is_shown_as_its_most_frequent_word_in_the_indexed_text
     ]
 
 
+def test_two_misspellings_of_one_stem_are_both_corrected(build_store):
+    # Their candidates are looked up once, for the stem they share.
+    store = build_store({"a.txt": "policy policies annex", "b.txt": "police station"}, index_config="english")
+    result = store_search(store=store, query="polcy polcies", overrides={"mode": "lexical", "typo_tolerance": True})
+    assert [(c.original, c.corrected, c.distance) for c in result.corrections] == [
+        ("polcy", "polici", 1),
+        ("polcies", "polici", 1),
+    ]
+    assert {hit.filename for hit in result.hits} == {"a.txt"}
+
+
 def test_the_shown_word_changes_neither_the_chosen_correction_nor_the_ranking(build_store):
     """The word is looked up after the choice: the same store, searched with and without
     typo tolerance for the corrected stem itself, ranks the same hits in the same order."""
