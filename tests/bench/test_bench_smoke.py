@@ -235,6 +235,19 @@ def test_search_latency_smoke_reports_every_mode_and_backend_and_leaves_nothing_
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
 
 
+def test_pruning_bounds_need_fewer_postings_the_tighter_the_bound(run_tmpdir):
+    finished = run_bench("bm25_pruning_bounds.py", run_tmpdir, "--chunks", "3000", "--queries", "3")
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    medians = {scheme: figures["median"] for scheme, figures in result["summary"].items()}
+    # A term's largest contribution is below its idf, so fewer terms can decide the top.
+    assert 0 < medians["largest"] <= medians["idf"] <= medians["postings"]
+    # A smaller share of the threshold left to the unread postings means reading further.
+    assert 0 < medians["density 0.95"] <= medians["density 0.7"] <= medians["density 0.4"] <= medians["postings"]
+    assert medians["rescored 0.4"] <= medians["rescored 0.95"]
+
+
 @pytest.mark.slow
 def test_ingest_smoke_reports_throughput_and_leaves_nothing_running(run_tmpdir):
     workers_before = running_workers()
