@@ -3,6 +3,7 @@ edit distance used by typo correction. No database here."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,13 @@ RRF_K = 60
 MAX_TYPO_CORRECTIONS = 32
 # A corrected stem's word is its most frequent form in this many of the chunks holding it most.
 SURFACE_FORM_CHUNKS = 10
+# The trigram similarity (pg_trgm's) a vocabulary term needs to be a candidate correction at all.
+TYPO_SIMILARITY_FLOOR = 0.2
+# Candidate lookups run one statement per similarity threshold, rounded down to this step, so a
+# page of misspellings costs a handful of statements.
+TYPO_SIMILARITY_STEP = 0.05
 _WORD = re.compile(r"\S+")
+_TRIGRAM_WORD = re.compile(r"[a-z0-9]+")
 
 
 def uses_websearch_syntax(query: str) -> bool:
@@ -133,6 +140,28 @@ def typo_limit(word: str, lexeme: str) -> int:
     under `simple`; its stem under a stemming configuration): what both lengths allow, so a short
     stem of a longer word is not loosened by its lost ending."""
     return min(allowed_typos(word), allowed_typos(lexeme))
+
+
+def correction_similarity(lexeme: str, edits: int) -> float:
+    """The trigram similarity every term within ``edits`` edits of ``lexeme`` reaches, rounded
+    down to TYPO_SIMILARITY_STEP and at least TYPO_SIMILARITY_FLOOR: looking up only the terms at
+    or above it finds the same corrections while the trigram index rechecks far fewer terms.
+
+    pg_trgm pads a word to "  word " and compares sets of trigrams: similarity = shared / (|A| +
+    |B| − shared). An edit touches at most three of the lexeme's trigrams, so a term within
+    ``edits`` keeps at least |A| − 3 · edits of them, and has at most len + edits + 1 trigrams of its
+    own: similarity ≥ (|A| − 3 · edits) / (len + 4 · edits + 1). A 7-letter stem one edit away
+    is at least 0.4 similar. Only for lowercase ASCII letters and digits: which other characters
+    pg_trgm splits words at depends on the database's locale."""
+    if not _TRIGRAM_WORD.fullmatch(lexeme):
+        return TYPO_SIMILARITY_FLOOR
+    padded = f"  {lexeme} "
+    trigrams = len({padded[i : i + 3] for i in range(len(padded) - 2)})
+    bound = (trigrams - 3 * edits) / (len(lexeme) + 4 * edits + 1)
+    # Strictly below the bound: pg_trgm computes similarity in single precision, and 7/20 in
+    # float4 is a little under 0.35.
+    steps = math.floor((bound - 1e-6) / TYPO_SIMILARITY_STEP)
+    return max(TYPO_SIMILARITY_FLOOR, round(steps * TYPO_SIMILARITY_STEP, 2))
 
 
 def best_correction(word: str, lexeme: str, candidates: Iterable[tuple[str, int]]) -> Correction | None:

@@ -24,6 +24,7 @@ from retrieval.ranking import (
     Correction,
     apply_corrections,
     best_correction,
+    correction_similarity,
     fuse,
     or_query,
     phrase_and_exclusion_filter,
@@ -272,7 +273,12 @@ def _corrections(store: RagStore, query: str) -> list[Correction]:
     unknown = set(sql.unknown_terms(store.pk, [lexeme for _, lexeme in words]))
     correctable = [(word, lexeme) for word, lexeme in words if lexeme in unknown and typo_limit(word, lexeme)]
     correctable = correctable[:MAX_TYPO_CORRECTIONS]
-    similar = sql.similar_terms(store.pk, [lexeme for _, lexeme in correctable], config)
+    # Two misspellings may share a lexeme: it is looked up once, with the looser threshold.
+    thresholds: dict[str, float] = {}
+    for word, lexeme in correctable:
+        threshold = correction_similarity(lexeme, typo_limit(word, lexeme))
+        thresholds[lexeme] = min(threshold, thresholds.get(lexeme, threshold))
+    similar = sql.similar_terms(store.pk, thresholds, config)
     found = []
     for word, lexeme in correctable:
         correction = best_correction(word, lexeme, similar[lexeme])

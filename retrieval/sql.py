@@ -511,24 +511,34 @@ def surface_forms(store_id: int, terms: list[str], config: str, *, chunks: int) 
         return dict(cursor.fetchall())
 
 
-def similar_terms(store_id: int, lexemes: list[str], config: str, limit: int = 50) -> dict[str, list[tuple[str, int]]]:
-    """For each of ``lexemes``, the vocabulary terms sharing trigrams with it (candidates for an
-    edit-distance check), most similar first, with their document frequencies; one statement
-    for all, not one per misspelt word. Only terms that ``config`` parses back to themselves: a
-    correction is put into the query as text, and a stem that stems further would miss."""
-    # Two misspellings may share a lexeme: each lexeme is looked up once.
-    similar: dict[str, list[tuple[str, int]]] = {lexeme: [] for lexeme in lexemes}
+def similar_terms(
+    store_id: int, thresholds: dict[str, float], config: str, limit: int = 50
+) -> dict[str, list[tuple[str, int]]]:
+    """For each lexeme of ``thresholds``, the vocabulary terms at least that similar to it in
+    trigrams (candidates for an edit-distance check), most similar first, with their document
+    frequencies. Only terms that ``config`` parses back to themselves: a correction is put into
+    the query as text, and a stem that stems further would miss.
+
+    The trigram index applies one threshold a statement (a setting), so there is one statement
+    per distinct threshold, not one per misspelt word: the index rechecks every term sharing
+    enough trigrams to reach the threshold, and a threshold as high as a lexeme allows
+    (ranking.correction_similarity) spares it most of them."""
+    similar: dict[str, list[tuple[str, int]]] = {lexeme: [] for lexeme in thresholds}
+    groups: dict[float, list[str]] = {}
+    for lexeme, threshold in thresholds.items():
+        groups.setdefault(threshold, []).append(lexeme)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT set_config('pg_trgm.similarity_threshold', '0.2', false)")
-        cursor.execute(
-            "SELECT l.lexeme, s.term, s.df FROM unnest(%s::text[]) WITH ORDINALITY AS l(lexeme, position), "
-            "LATERAL (SELECT term, df, similarity(term, l.lexeme) AS closeness FROM store_terms "
-            "WHERE store_id = %s AND term %% l.lexeme "
-            "AND ARRAY(SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, term))) = ARRAY[term] "
-            "ORDER BY closeness DESC, df DESC LIMIT %s) s "
-            "ORDER BY l.position, s.closeness DESC, s.df DESC",
-            [list(similar), store_id, config, limit],
-        )
-        for lexeme, term, df in cursor.fetchall():
-            similar[lexeme].append((term, df))
-        return similar
+        for threshold, lexemes in sorted(groups.items()):
+            cursor.execute("SELECT set_config('pg_trgm.similarity_threshold', %s, false)", [str(threshold)])
+            cursor.execute(
+                "SELECT l.lexeme, s.term, s.df FROM unnest(%s::text[]) AS l(lexeme), "
+                "LATERAL (SELECT term, df, similarity(term, l.lexeme) AS closeness FROM store_terms "
+                "WHERE store_id = %s AND term %% l.lexeme "
+                "AND ARRAY(SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, term))) = ARRAY[term] "
+                "ORDER BY closeness DESC, df DESC LIMIT %s) s "
+                "ORDER BY s.closeness DESC, s.df DESC",
+                [lexemes, store_id, config, limit],
+            )
+            for lexeme, term, df in cursor.fetchall():
+                similar[lexeme].append((term, df))
+    return similar

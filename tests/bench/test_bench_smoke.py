@@ -209,6 +209,8 @@ SEARCH_LATENCY_CONFIGS = [
     ("phrase", "hybrid", "bm25"),
     ("unknown", "lexical", "bm25"),
     ("unknown", "hybrid", "bm25"),
+    ("misspelt", "lexical", "bm25"),
+    ("misspelt", "hybrid", "bm25"),
 ]
 
 

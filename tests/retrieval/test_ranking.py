@@ -6,6 +6,7 @@ from retrieval.ranking import (
     allowed_typos,
     apply_corrections,
     best_correction,
+    correction_similarity,
     edit_distance,
     fuse,
     or_query,
@@ -145,3 +146,21 @@ def test_a_stemmed_word_is_compared_by_its_stem_within_what_both_lengths_allow()
 def test_corrections_replace_whole_words_case_insensitively():
     fixed = apply_corrections("Prnter tray prnterX", [Correction("prnter", "printer", 1)])
     assert fixed == "printer tray prnterX"
+
+
+@pytest.mark.parametrize(
+    ("lexeme", "edits", "threshold"),
+    [
+        ("prnter", 1, 0.35),  # 7 trigrams: (7 - 3) / (6 + 4 + 1) = 0.36
+        ("printer", 1, 0.4),  # (8 - 3) / (7 + 5) = 0.42
+        ("polic", 1, 0.25),  # (6 - 3) / (5 + 5) = 0.3 exactly: kept strictly below it
+        ("tray", 1, 0.2),  # (5 - 3) / (4 + 5) = 0.22: the floor
+        ("confgiuration", 2, 0.35),  # (14 - 6) / (13 + 9) = 0.36
+        ("printers", 2, 0.2),  # (9 - 6) / (8 + 9) = 0.18: the floor
+        ("aaaaaaaa", 2, 0.2),  # four distinct trigrams only
+        ("café", 1, 0.2),  # not ASCII: where pg_trgm splits it depends on the locale
+        ("re-run", 1, 0.2),
+    ],
+)
+def test_correction_similarity_is_the_least_a_term_within_the_edits_can_have(lexeme, edits, threshold):
+    assert correction_similarity(lexeme, edits) == threshold

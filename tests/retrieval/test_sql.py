@@ -1,10 +1,14 @@
 """The raw statements of retrieval.sql that no search test pins down on its own."""
 
+import random
+import string
+
 import pytest
 from django.db import connection
 
 from ingestion.services import IncomingFile, document_upload
 from retrieval import sql
+from retrieval.ranking import TYPO_SIMILARITY_FLOOR, correction_similarity
 from stores.models import RagStore
 from stores.services import store_create
 
@@ -58,3 +62,41 @@ def test_surface_forms_read_the_words_as_the_dictionaries_do(fake_connection, in
         assert forms["run"] == "running"
         assert forms["polici"] in {"policies", "policy"}
         assert forms["well"] == "well"
+
+
+def edited(word: str, edits: int, rng: random.Random) -> str:
+    """``word`` after ``edits`` random insertions, deletions or substitutions."""
+    alphabet = string.ascii_lowercase + string.digits
+    for _ in range(edits):
+        position = rng.randrange(len(word) + 1)
+        kind = rng.choice(("insert", "delete", "substitute") if position < len(word) else ("insert",))
+        if kind == "insert":
+            word = word[:position] + rng.choice(alphabet) + word[position:]
+        else:
+            word = word[:position] + ("" if kind == "delete" else rng.choice(alphabet)) + word[position + 1 :]
+    return word
+
+
+def test_no_term_within_the_allowed_edits_falls_below_the_correction_similarity():
+    """A threshold the typo lookup raises above the floor must never hide a term it could correct
+    to: checked against pg_trgm itself on random words, including words spelt with few letters
+    (repeated trigrams) and edits spaced to break the most trigrams. (At the floor, terms less
+    similar than it are not looked up, within the edits or not: the rule the lookup always had.)"""
+    rng = random.Random(20261203)
+    pairs = []
+    for _ in range(3000):
+        letters = rng.choice((string.ascii_lowercase, "ab", "abc0"))
+        lexeme = "".join(rng.choice(letters) for _ in range(rng.randint(4, 16)))
+        edits = 1 if len(lexeme) <= 7 else 2
+        pairs.append((lexeme, edited(lexeme, rng.randint(1, edits), rng), correction_similarity(lexeme, edits)))
+    for lexeme in ("abcdefghijkl", "abcdefghijklmno"):  # substitutions three apart: six trigrams broken
+        pairs.append((lexeme, "x" + lexeme[1:3] + "x" + lexeme[4:], correction_similarity(lexeme, 2)))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT p.lexeme, p.term, similarity(p.term, p.lexeme), p.threshold "
+            "FROM unnest(%s::text[], %s::text[], %s::float8[]) AS p(lexeme, term, threshold) "
+            "WHERE p.threshold > %s AND similarity(p.term, p.lexeme) < p.threshold",
+            [[p[0] for p in pairs], [p[1] for p in pairs], [p[2] for p in pairs], TYPO_SIMILARITY_FLOOR],
+        )
+        assert cursor.fetchall() == []
+    assert sum(threshold > TYPO_SIMILARITY_FLOOR for _, _, threshold in pairs) > 1000
