@@ -151,11 +151,11 @@ def test_corrections_replace_whole_words_case_insensitively():
 @pytest.mark.parametrize(
     ("lexeme", "edits", "threshold"),
     [
-        ("prnter", 1, 0.35),  # 7 trigrams: (7 - 3) / (6 + 4 + 1) = 0.36
-        ("printer", 1, 0.4),  # (8 - 3) / (7 + 5) = 0.42
-        ("polic", 1, 0.25),  # (6 - 3) / (5 + 5) = 0.3 exactly: kept strictly below it
-        ("tray", 1, 0.2),  # (5 - 3) / (4 + 5) = 0.22: the floor
-        ("confgiuration", 2, 0.35),  # (14 - 6) / (13 + 9) = 0.36
+        ("prnter", 1, 0.36),  # 7 trigrams: (7 - 3) / (6 + 4 + 1) = 0.364
+        ("printer", 1, 0.41),  # (8 - 3) / (7 + 5) = 0.417
+        ("polic", 1, 0.29),  # (6 - 3) / (5 + 5) = 0.3 exactly: kept strictly below it
+        ("tray", 1, 0.22),  # (5 - 3) / (4 + 5) = 0.222
+        ("confgiuration", 2, 0.36),  # (14 - 6) / (13 + 9) = 0.364
         ("printers", 2, 0.2),  # (9 - 6) / (8 + 9) = 0.18: the floor
         ("aaaaaaaa", 2, 0.2),  # four distinct trigrams only
         ("café", 1, 0.2),  # not ASCII: where pg_trgm splits it depends on the locale
