@@ -37,6 +37,10 @@ COUNTED_TABLES = {
     "chunks": "chunks",
     "connections": "model_connections",
 }
+# Tables whose rows a backup leaves out (their definitions stay): a dashboard session's key is
+# its cookie, so a backup holding them would be a login to whoever reads it. Sign-in throttle
+# state lives in Redis and is never in a backup either.
+UNSAVED_TABLE_DATA = ("django_session",)
 
 
 class BackupFailed(Exception):
@@ -151,7 +155,10 @@ def backup_create(*, target: Path, version: str) -> tuple[Path, dict]:
     arguments, env = _libpq_arguments()
     with tempfile.TemporaryDirectory(prefix=".ragmux-backup-", dir=path.parent) as work:
         dump = Path(work) / DUMP_NAME
-        _run([pg_dump.path, "--format=custom", "--no-owner", "--file", str(dump), *arguments], env, "pg_dump")
+        unsaved = [f"--exclude-table-data={table}" for table in UNSAVED_TABLE_DATA]
+        _run(
+            [pg_dump.path, "--format=custom", "--no-owner", *unsaved, "--file", str(dump), *arguments], env, "pg_dump"
+        )
         manifest = {
             "format": FORMAT,
             "created_at": now.isoformat().replace("+00:00", "Z"),

@@ -6,6 +6,7 @@ import stat
 import tarfile
 import uuid
 
+import httpx
 import psycopg
 import pytest
 
@@ -13,7 +14,7 @@ from ingestion.services import IncomingFile, document_upload
 from ragmux.core.crypto import generate_key
 from ragmux.launch.backup import BackupFailed, find_pg_tool, read_backup
 from stores.services import store_create
-from tests.helpers import run_ragmux
+from tests.helpers import run_ragmux, web_process
 
 RESTORED_CHECK = """
 import json
@@ -114,3 +115,27 @@ def test_an_archive_that_is_not_a_backup_is_refused(tmp_path):
 def test_no_dump_tool_older_than_the_server_is_used():
     with pytest.raises(BackupFailed, match="no pg_dump of PostgreSQL 99 or newer"):
         find_pg_tool("pg_dump", 99)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_restored_backup_holds_no_dashboard_session(subprocess_env, empty_database, personas, tmp_path):
+    from django.conf import settings
+    from django.test import Client
+
+    browser = Client()
+    browser.force_login(personas["admin"])
+    cookie = browser.cookies[settings.SESSION_COOKIE_NAME].value
+    with web_process(subprocess_env) as web:
+        live = httpx.get(f"{web.url}/admin/", cookies={settings.SESSION_COOKIE_NAME: cookie})
+    assert live.status_code == 200  # the cookie is a login on the instance that made it
+
+    made = run_ragmux(subprocess_env, "backup", "--output", str(tmp_path))
+    assert made.returncode == 0, made.stderr
+    (backup,) = tmp_path.glob("ragmux-backup-*.tar")
+    restored = run_ragmux(empty_database, "restore", str(backup))
+    assert restored.returncode == 0, restored.stderr
+
+    with web_process(empty_database) as web:
+        replayed = httpx.get(f"{web.url}/admin/", cookies={settings.SESSION_COOKIE_NAME: cookie})
+    assert replayed.status_code == 302 and replayed.headers["location"].startswith(settings.LOGIN_URL)
