@@ -215,6 +215,11 @@ class RequestLogOutput(serializers.ModelSerializer):
         fields = list(REQUEST_LOG_COLUMNS)
 
 
+# The largest completion a chat may ask for: the providers' own fields are 32-bit integers, and
+# the limits reserve what a chat may write, so a larger one is refused here, naming its field.
+MAX_COMPLETION_TOKENS = 2**31 - 1
+
+
 class ChatInput(serializers.Serializer):
     """The fields of a chat request the gateway reads; every other field goes upstream as sent."""
 
@@ -223,6 +228,10 @@ class ChatInput(serializers.Serializer):
         child=serializers.DictField(), allow_empty=False, error_messages={"required": "messages is required"}
     )
     stream = serializers.BooleanField(required=False, default=False)
+    max_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=MAX_COMPLETION_TOKENS)
+    max_completion_tokens = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, max_value=MAX_COMPLETION_TOKENS
+    )
 
 
 MAX_EMBEDDING_INPUTS = 2048
