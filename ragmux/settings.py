@@ -109,7 +109,7 @@ try:
     SESSION_TTL = env_duration("SESSION_TTL", 24 * 3600, minimum=60)
     # Sign-in throttling (ragmux.core.signin); 0 turns each off.
     LOGIN_USER_LIMIT_PER_MIN = env_int("LOGIN_USER_LIMIT_PER_MIN", 5, minimum=0)
-    LOGIN_RATE_LIMIT_PER_MIN = env_int("LOGIN_RATE_LIMIT_PER_MIN", 10, minimum=0)
+    LOGIN_RATE_LIMIT_PER_MIN = env_int("LOGIN_RATE_LIMIT_PER_MIN", 50, minimum=0)
     LOGIN_LOCKOUT_FAILURES = env_int("LOGIN_LOCKOUT_FAILURES", 20, minimum=0)
     LOGIN_LOCKOUT_MINUTES = env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=0)
 
