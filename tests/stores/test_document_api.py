@@ -300,6 +300,19 @@ def test_reprocess_one_and_all(api, fake_connection, ingest_now):
     assert set(Document.objects.values_list("status", flat=True)) == {"ready"}
 
 
+def test_an_encrypted_pdf_without_readable_text_fails_as_encrypted_not_as_scanned(api, fake_connection, ingest_now):
+    from tests.ingestion.files.make_hostile import encrypted_pdf_partly_unreadable
+
+    store = make_store(api, fake_connection)
+    editor = api("editor")
+    [document] = upload(editor, store, text_file("sealed.pdf", encrypted_pdf_partly_unreadable())).json()["documents"]
+    ingest_now()
+
+    failed = editor.get(f"/admin/api/documents/{document['id']}").json()
+    assert failed["status"] == "failed"
+    assert "encrypted" in failed["error"] and "scanned" not in failed["error"]
+
+
 MALFORMED_BODIES = [
     (b'{"unterminated', "application/json"),
     (b"[1, 2]", "application/json"),
