@@ -225,7 +225,8 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
 def cmd_restore(args: argparse.Namespace) -> int:
     with environment():
-        from ragmux.launch.backup import BackupFailed, backup_restore
+        from ragmux.launch.backup import BackupFailed, backup_restore, sealed_with_this_key
+        from ragmux.launch.encryption_key_rotation import credentials_of_another_key_cleared
 
         try:
             manifest = backup_restore(path=Path(args.file), replace=args.replace)
@@ -233,9 +234,15 @@ def cmd_restore(args: argparse.Namespace) -> int:
             sys.stderr.write(f"ragmux: restore refused or failed, the database is as it was: {exc}\n")
             return 1
         _migrate()  # a backup made by an older version is brought up to this one
+        cleared = [] if sealed_with_this_key(manifest) else credentials_of_another_key_cleared()
         _refuse_a_bad_start()
         counts = ", ".join(f"{count} {label}" for label, count in manifest["counts"].items())
         print(f"restored the backup of {manifest['created_at']} ({counts})")
+        if cleared:
+            print(
+                f"the backup's API keys were sealed with another encryption key: {len(cleared)} connection(s) "
+                f"need theirs entered again ({', '.join(cleared)}); everything else is restored"
+            )
     return 0
 
 

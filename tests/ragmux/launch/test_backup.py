@@ -32,6 +32,21 @@ print(json.dumps({
 """
 
 
+KEY_REENTRY_CHECK = """
+import json
+from gateway.connections.models import ModelConnection
+from stores.models import Chunk, Document
+connection = ModelConnection.objects.get(name="fake-openai")
+print(json.dumps({
+    "sealed": connection.api_key_sealed is not None,
+    "ok": connection.last_test_ok,
+    "error": connection.last_test_error,
+    "documents": sorted(Document.objects.values_list("filename", flat=True)),
+    "chunks": Chunk.objects.count(),
+}))
+"""
+
+
 @pytest.fixture
 def empty_database(subprocess_env):
     """A second database on the suite's server, as an operator would create for a restore."""
@@ -68,11 +83,17 @@ def test_a_backup_restores_into_an_empty_database_and_searches(
     assert manifest["encryption_key_check"]
     assert manifest["pg_dump_major"] >= manifest["postgres_server_major"]
 
-    wrong_key = run_ragmux({**empty_database, "RAGMUX_ENCRYPTION_KEY": generate_key()}, "restore", str(backup))
-    assert wrong_key.returncode == 1
-    assert "sealed with another encryption key" in wrong_key.stderr
+    other_key = {**empty_database, "RAGMUX_ENCRYPTION_KEY": generate_key()}
+    without_its_key = run_ragmux(other_key, "restore", str(backup))
+    assert without_its_key.returncode == 0, without_its_key.stderr
+    assert "1 connection(s) need theirs entered again (fake-openai)" in without_its_key.stdout
+    checked = run_ragmux(other_key, "manage", "shell", "-c", KEY_REENTRY_CHECK)
+    assert checked.returncode == 0, checked.stderr
+    found = json.loads(checked.stdout.strip().splitlines()[-1])
+    assert found["sealed"] is False and found["ok"] is False and "enter it again" in found["error"]
+    assert found["documents"] == ["other.txt", "weather.txt"] and found["chunks"] == 2  # everything else
 
-    restored = run_ragmux(empty_database, "restore", str(backup))
+    restored = run_ragmux(empty_database, "restore", "--replace", str(backup))
     assert restored.returncode == 0, restored.stderr
     assert "2 documents" in restored.stdout
     checked = run_ragmux(empty_database, "manage", "shell", "-c", RESTORED_CHECK)
