@@ -104,6 +104,9 @@ try:
     HOST = env_str("HOST", "127.0.0.1")
     PORT = env_int("PORT", 8765, minimum=1, maximum=65535)
     WEB_WORKERS = env_int("WEB_WORKERS", 1, minimum=1, maximum=64)
+    # The longest a request's body may take to arrive, whole (uploads included): a client that
+    # declares a body and sends it slowly, or never, is answered 408 and let go.
+    BODY_READ_TIMEOUT = env_duration("BODY_READ_TIMEOUT", 60, minimum=0.1)
     # Database connections each web worker keeps for its requests (a request waits for a free one).
     WEB_DB_POOL_SIZE = env_int("WEB_DB_POOL_SIZE", 10, minimum=2, maximum=1000)
     SESSION_TTL = env_duration("SESSION_TTL", 24 * 3600, minimum=60)
