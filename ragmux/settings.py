@@ -77,6 +77,10 @@ try:
     # stopped (SIGSTOP) or unreachable server fails requests after this, not after a TCP timeout.
     DATABASE_CONNECT_TIMEOUT = env_int("DATABASE_CONNECT_TIMEOUT", 5, minimum=2, maximum=600)
     DATABASES = {"default": parse_database_url(_database_url, connect_timeout=DATABASE_CONNECT_TIMEOUT)}
+    # PostgreSQL's statement_timeout on the web process's connections: the longest one statement
+    # of a request may run (a search sets its own, SEARCH_TIMEOUT). A server that answers nothing
+    # at all is told apart within a second (ragmux.core.postgresql).
+    DATABASE_STATEMENT_TIMEOUT = env_duration("DATABASE_STATEMENT_TIMEOUT", 60, minimum=0.001)
     REDIS_URL = env_str("REDIS_URL")
     if REDIS_URL is None:
         raise ConfigError("REDIS_URL: not set")
