@@ -1,7 +1,10 @@
 """Faults: mixed `/v1` and dashboard load through the production server while Redis is stopped,
 then PostgreSQL refuses connections (stopped), then hangs (its server process stopped with
-SIGSTOP), each for ``--outage`` seconds, with ``--settle`` seconds of normal service before,
-between and after.
+SIGSTOP), then freezes (every one of its processes stopped with SIGSTOP, the backends serving
+open connections included), then while clients send slow bodies (declared and never sent, and
+`/v1` bodies declared over V1_MAX_BODY_MB), each for ``--outage`` seconds, with ``--settle``
+seconds of normal service before, between and after. The server runs with BODY_READ_TIMEOUT of
+:data:`BODY_READ_TIMEOUT` seconds.
 
     python bench/faults.py [--outage S] [--settle S] [--v1-clients N] [--dashboard-clients N] [--smoke]
 
@@ -14,7 +17,8 @@ and starts those processes, by PID) and an OpenAI-format upstream on 127.0.0.1
 - request log rows against `/v1` calls that resolved their key (every answer but a 401 and a 503
   `database_unavailable`, which the key lookup gives and no row is written for): they should be
   equal;
-- the longest answer of each kind for requests started during each outage;
+- the longest answer of each kind for requests started during each outage, and the longest of
+  all (none should pass :data:`LONGEST_ALLOWED`);
 - the `ragmux_*` counters of `/metrics` just before each outage and after the load, and every
   `*_total` counter that was lower in a sample than in the one before (none may be);
 - the `/v1` calls `/metrics` counted (``ragmux_v1_requests_total``, every status but 401) against
@@ -45,6 +49,15 @@ BENCH = Path(__file__).resolve().parent
 CHAT_BODY = {"model": "bench", "messages": [{"role": "user", "content": "Say something short."}]}
 # Generous: an answer slower than this is a hang, and counted as one.
 REQUEST_TIMEOUT = 60.0
+# What the server is started with: a slow body is let go after this.
+BODY_READ_TIMEOUT = 3
+# No request of any phase should take longer.
+LONGEST_ALLOWED = 5.0
+# What a slow client declares and what it sends of it before it goes silent.
+SLOW_BODY_DECLARED = 1000
+SLOW_BODY_SENT = b'{"messages": '
+SLOW = ("slow body", "oversized v1")
+KINDS = ("v1", "dashboard", *SLOW)
 COUNTER_LINE = re.compile(r"^([a-zA-Z_:][\w:]*_total(?:\{[^}]*\})?)\s+([0-9.eE+-]+)$")
 
 
@@ -81,8 +94,13 @@ def error_code(response: httpx.Response) -> str:
         return ""
 
 
-async def client_loop(kind: str, request, began: float, going_on, answered: list[Answer]) -> None:
+async def client_loop(
+    kind: str, request, began: float, going_on, answered: list[Answer], *, only_while: threading.Event | None = None
+) -> None:
     while going_on():
+        if only_while is not None and not only_while.is_set():
+            await asyncio.sleep(0.1)
+            continue
         started = time.monotonic()
         try:
             response = await request()
@@ -94,27 +112,82 @@ async def client_loop(kind: str, request, began: float, going_on, answered: list
             await asyncio.sleep(0.05)  # a client backs off a little; a failing server is not hammered
 
 
-async def run_load(url: str, key: str, session: dict[str, str], *, clients: dict[str, int], began: float, going_on):
+class _Answer:
+    """What :func:`partial_request` got, with the httpx response's two attributes the loop reads."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status_code, self._body = status, body
+
+    def json(self):
+        import json
+
+        return json.loads(self._body)
+
+
+async def partial_request(url: str, headers: dict[str, str], declared: int) -> _Answer:
+    """A `/v1` chat call that declares ``declared`` bytes of body, sends the first few and waits
+    for the answer."""
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        writer.write(
+            f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n{head}"
+            f"Content-Length: {declared}\r\n\r\n".encode()
+            + SLOW_BODY_SENT
+        )
+        await writer.drain()
+        async with asyncio.timeout(REQUEST_TIMEOUT):
+            status_line = await reader.readline()
+            if not status_line:
+                raise httpx.RemoteProtocolError("closed without an answer")
+            length = 0
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            body = await reader.readexactly(length)
+    except TimeoutError:
+        raise httpx.ReadTimeout("no answer") from None
+    finally:
+        writer.close()
+    return _Answer(int(status_line.split()[1]), body)
+
+
+async def run_load(
+    url: str, key: str, session: dict[str, str], *, clients: dict[str, int], began: float, going_on, slow_bodies
+):
     """``clients[kind]`` clients of each kind, each sending one request after another while
-    ``going_on()``."""
+    ``going_on()``; the slow-body kinds only while ``slow_bodies`` is set."""
     answered: list[Answer] = []
     async with (
         httpx.AsyncClient(base_url=url, timeout=REQUEST_TIMEOUT) as v1,
         httpx.AsyncClient(base_url=url, timeout=REQUEST_TIMEOUT, cookies=session) as browser,
     ):
         v1_headers = {"Authorization": f"Bearer {key}"}
+        oversized = settings_v1_limit() + 1
         requests = {
             "v1": lambda: v1.post("/v1/chat/completions", json=CHAT_BODY, headers=v1_headers),
             "dashboard": lambda: browser.get("/admin/"),
+            "slow body": lambda: partial_request(url, v1_headers, SLOW_BODY_DECLARED),
+            "oversized v1": lambda: partial_request(url, v1_headers, oversized),
         }
         await asyncio.gather(
             *(
-                client_loop(kind, requests[kind], began, going_on, answered)
+                client_loop(
+                    kind, requests[kind], began, going_on, answered, only_while=slow_bodies if kind in SLOW else None
+                )
                 for kind, count in clients.items()
                 for _ in range(count)
             )
         )
     return answered
+
+
+def settings_v1_limit() -> int:
+    from django.conf import settings
+
+    return settings.V1_MAX_BODY_MB * 1024 * 1024
 
 
 class Faults:
@@ -132,6 +205,8 @@ class Faults:
         self.samples: dict[str, dict[str, float]] = {}
         # Set once the last service is back: the load goes on for another settle.
         self.done = threading.Event()
+        # Set while the slow-body clients send.
+        self.slow_bodies = threading.Event()
 
     def postmaster_pid(self) -> int:
         return int((self.postgres.pgdata / "postmaster.pid").read_text().split()[0])
@@ -146,7 +221,9 @@ class Faults:
         for name, stop, resume in (
             ("redis stopped", self.redis.stop, lambda: self.redis.start(self.redis_port)),
             ("postgres refused", self.postgres.stop, lambda: self.postgres.start(self.postgres_port)),
-            ("postgres hung", self._freeze_postgres, self._thaw_postgres),
+            ("postgres hung", self._stop_postmaster, self._continue_postgres),
+            ("postgres frozen", self._freeze_postgres, self._continue_postgres),
+            ("slow bodies", self.slow_bodies.set, self.slow_bodies.clear),
         ):
             time.sleep(self.settle)
             self.samples[f"before {name}"] = counters(httpx.get(self.metrics_url).text)
@@ -156,12 +233,21 @@ class Faults:
             resume()
             self.phases.append(Phase(name, start, time.monotonic() - began))
 
-    def _freeze_postgres(self) -> None:
-        self._frozen = self.postmaster_pid()
-        os.kill(self._frozen, signal.SIGSTOP)
+    def _stop_postmaster(self) -> None:
+        self._stopped = [self.postmaster_pid()]
+        os.kill(self._stopped[0], signal.SIGSTOP)
 
-    def _thaw_postgres(self) -> None:
-        os.kill(self._frozen, signal.SIGCONT)
+    def _freeze_postgres(self) -> None:
+        import psutil
+
+        postmaster = psutil.Process(self.postmaster_pid())
+        self._stopped = [postmaster.pid, *(child.pid for child in postmaster.children(recursive=True))]
+        for pid in self._stopped:
+            os.kill(pid, signal.SIGSTOP)
+
+    def _continue_postgres(self) -> None:
+        for pid in self._stopped:
+            os.kill(pid, signal.SIGCONT)
 
 
 def dashboard_session(user) -> dict[str, str]:
@@ -180,10 +266,11 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=2.5, help="seconds of normal service around outages")
     parser.add_argument("--v1-clients", type=int, default=6)
     parser.add_argument("--dashboard-clients", type=int, default=2)
+    parser.add_argument("--slow-clients", type=int, default=4, help="of each slow-body kind, in its phase")
     parser.add_argument("--smoke", action="store_true", help="short outages, few clients: to check the script runs")
     args = parser.parse_args()
     if args.smoke:
-        args.outage, args.settle, args.v1_clients, args.dashboard_clients = 2.0, 1.0, 2, 1
+        args.outage, args.settle, args.v1_clients, args.dashboard_clients, args.slow_clients = 2.0, 1.0, 2, 1, 1
     if os.environ.get("DATABASE_URL") or os.environ.get("REDIS_URL"):
         raise SystemExit("faults: runs on the embedded default only (it stops and starts those processes)")
 
@@ -193,7 +280,14 @@ def main() -> None:
     upstream_url = f"http://127.0.0.1:{upstream_port}"
     url = f"http://127.0.0.1:{port}"
     with (
-        BenchEnvironment(settings={"PORT": str(port), "WEB_WORKERS": "1", "LOG_LEVEL": "warning"}) as environment,
+        BenchEnvironment(
+            settings={
+                "PORT": str(port),
+                "WEB_WORKERS": "1",
+                "LOG_LEVEL": "warning",
+                "BODY_READ_TIMEOUT": str(BODY_READ_TIMEOUT),
+            }
+        ) as environment,
         started(
             [sys.executable, str(BENCH / "openai_upstream.py"), str(upstream_port)],
             lambda: answers(upstream_url),
@@ -227,7 +321,12 @@ def main() -> None:
         admin = get_user_model().objects.create_superuser("bench-faults", password="bench-faults-password")
         session = dashboard_session(admin)
         faults = Faults(environment.services, outage=args.outage, settle=args.settle, metrics_url=f"{url}/metrics")
-        clients = {"v1": args.v1_clients, "dashboard": args.dashboard_clients}
+        clients = {
+            "v1": args.v1_clients,
+            "dashboard": args.dashboard_clients,
+            "slow body": args.slow_clients,
+            "oversized v1": args.slow_clients,
+        }
         with started(
             web_command(),
             lambda: answers(f"{url}/healthz"),
@@ -250,13 +349,17 @@ def main() -> None:
                     stop_at.append(time.monotonic() + args.settle)
                 return not stop_at or time.monotonic() < stop_at[0]
 
-            answered = asyncio.run(run_load(url, key, session, clients=clients, began=began, going_on=going_on))
+            answered = asyncio.run(
+                run_load(
+                    url, key, session, clients=clients, began=began, going_on=going_on, slow_bodies=faults.slow_bodies
+                )
+            )
             schedule.join()
-            if len(faults.phases) != 3:
+            if len(faults.phases) != 5:
                 raise SystemExit("faults: the outages did not all happen (see the error above)")
             # This process's own connection did not survive the restart.
             connections.close_all()
-            resolved = sum(1 for a in answered if a.kind == "v1" and resolves_key(a))
+            resolved = sum(1 for a in answered if a.kind in ("v1", "oversized v1") and resolves_key(a))
             # The ledger writes its rows within a second of the database being back.
             wait_for(lambda: RequestLog.objects.filter(project=project).count() >= resolved, timeout=30)
             rows = RequestLog.objects.filter(project=project).count()
@@ -273,6 +376,8 @@ def main() -> None:
 def resolves_key(answer: Answer) -> bool:
     """Whether a `/v1` call got past the key lookup (so a row is owed): every answer but a 401 and
     the lookup's own 503. A call without any answer is counted too: the server may have finished it."""
+    if answer.kind == "slow body" or (answer.kind == "oversized v1" and answer.outcome != "413"):
+        return False  # let go before the key was read; an oversized body's 413 is logged with its key
     return answer.outcome != "401" and not (answer.outcome == "503" and answer.code == "database_unavailable")
 
 
@@ -317,16 +422,19 @@ def print_report(answered, phases, rows, resolved, samples: dict[str, dict[str, 
     print(f"\nrequest log rows {rows}; /v1 calls that resolved their key {resolved}: {verdict}")
     longest = {}
     for phase in phases:
-        for kind in ("v1", "dashboard"):
+        for kind in KINDS:
             during = [a.seconds for a in answered if a.kind == kind and phase_of(a, phases) == phase.name]
             longest[f"{phase.name}: {kind}"] = round(max(during, default=0.0), 2)
     print("\nlongest answer of requests started during each outage")
     print_table(
-        [
-            (p.name, f"{p.start:.1f}-{p.end:.1f}", longest[f"{p.name}: v1"], longest[f"{p.name}: dashboard"])
-            for p in phases
-        ],
-        ("outage", "seconds into the load", "/v1 s", "dashboard s"),
+        [(p.name, f"{p.start:.1f}-{p.end:.1f}", *(longest[f"{p.name}: {kind}"] for kind in KINDS)) for p in phases],
+        ("outage", "seconds into the load", *(f"{kind} s" for kind in KINDS)),
+    )
+    slowest = max(answered, key=lambda a: a.seconds)
+    over = sum(1 for a in answered if a.seconds > LONGEST_ALLOWED)
+    print(
+        f"longest of all: {slowest.seconds:.2f}s ({slowest.kind} {slowest.outcome}, started during "
+        f"{phase_of(slowest, phases)}); requests over {LONGEST_ALLOWED:g}s: {over}"
     )
     names, taken = list(samples), list(samples.values())
     lower = sorted(
@@ -355,6 +463,8 @@ def print_report(answered, phases, rows, resolved, samples: dict[str, dict[str, 
             "v1_calls_resolving_their_key": resolved,
             "rows_equal_calls": rows == resolved,
             "longest_answer_seconds": longest,
+            "longest_of_all_seconds": round(slowest.seconds, 2),
+            "requests_over_5s": over,
             "counters_lower": lower,
             "v1_calls_counted_by_metrics": counted,
         }

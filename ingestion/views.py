@@ -12,6 +12,7 @@ from ingestion.serializers import ReprocessInput, TextDocumentInput
 from ingestion.uploads import oversize_upload
 from ragmux.core.paging import offset_page
 from ragmux.core.roles import EditorWrites
+from ragmux.core.serializers import refuse_body
 from stores import selectors
 from stores.serializers import DocumentListQuery, DocumentOutput
 from stores.views import DocumentEndpoint, StoreEndpoint
@@ -83,5 +84,6 @@ class DocumentReprocessApi(DocumentEndpoint):
     permission_classes = [EditorWrites]
 
     def post(self, request, document_id: int):
+        refuse_body(request)
         document = services.document_reprocess(document=self.document, actor=request.user)
         return Response({"ok": True, "document": DocumentOutput(document).data}, status=202)

@@ -18,6 +18,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ragmux.settings")
 # thread of its own whose connection is closed at the step's end, and opening a PostgreSQL
 # connection (authentication included) costs milliseconds. Only here: a Celery worker forks
 # after its start-up checks, and a pool opened before a fork cannot be shared by the children.
+# Every statement of a request is bounded by the server too (the async pool reads these options).
+_options = settings.DATABASES["default"]["OPTIONS"]
+_options["options"] = (
+    f"{_options.get('options', '')} -c statement_timeout={round(settings.DATABASE_STATEMENT_TIMEOUT * 1000)}"
+).strip()
 settings.DATABASES["default"]["OPTIONS"]["pool"] = {
     "min_size": 2,
     "max_size": settings.WEB_DB_POOL_SIZE,

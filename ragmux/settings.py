@@ -77,6 +77,10 @@ try:
     # stopped (SIGSTOP) or unreachable server fails requests after this, not after a TCP timeout.
     DATABASE_CONNECT_TIMEOUT = env_int("DATABASE_CONNECT_TIMEOUT", 5, minimum=2, maximum=600)
     DATABASES = {"default": parse_database_url(_database_url, connect_timeout=DATABASE_CONNECT_TIMEOUT)}
+    # PostgreSQL's statement_timeout on the web process's connections: the longest one statement
+    # of a request may run (a search sets its own, SEARCH_TIMEOUT). A server that answers nothing
+    # at all is told apart within a second (ragmux.core.postgresql).
+    DATABASE_STATEMENT_TIMEOUT = env_duration("DATABASE_STATEMENT_TIMEOUT", 60, minimum=0.001)
     REDIS_URL = env_str("REDIS_URL")
     if REDIS_URL is None:
         raise ConfigError("REDIS_URL: not set")
@@ -104,12 +108,15 @@ try:
     HOST = env_str("HOST", "127.0.0.1")
     PORT = env_int("PORT", 8765, minimum=1, maximum=65535)
     WEB_WORKERS = env_int("WEB_WORKERS", 1, minimum=1, maximum=64)
+    # The longest a request's body may take to arrive, whole (uploads included): a client that
+    # declares a body and sends it slowly, or never, is answered 408 and let go.
+    BODY_READ_TIMEOUT = env_duration("BODY_READ_TIMEOUT", 60, minimum=0.1)
     # Database connections each web worker keeps for its requests (a request waits for a free one).
     WEB_DB_POOL_SIZE = env_int("WEB_DB_POOL_SIZE", 10, minimum=2, maximum=1000)
     SESSION_TTL = env_duration("SESSION_TTL", 24 * 3600, minimum=60)
     # Sign-in throttling (ragmux.core.signin); 0 turns each off.
     LOGIN_USER_LIMIT_PER_MIN = env_int("LOGIN_USER_LIMIT_PER_MIN", 5, minimum=0)
-    LOGIN_RATE_LIMIT_PER_MIN = env_int("LOGIN_RATE_LIMIT_PER_MIN", 10, minimum=0)
+    LOGIN_RATE_LIMIT_PER_MIN = env_int("LOGIN_RATE_LIMIT_PER_MIN", 50, minimum=0)
     LOGIN_LOCKOUT_FAILURES = env_int("LOGIN_LOCKOUT_FAILURES", 20, minimum=0)
     LOGIN_LOCKOUT_MINUTES = env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=0)
 

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ragmux.core.roles import AdminWrites, EditorWrites, IsViewer
+from ragmux.core.serializers import refuse_body
 from stores import selectors, services
 from stores.backends import backend_statuses, text_search_configs
 from stores.models import STORE_SETTINGS, store_defaults
@@ -89,6 +90,7 @@ class StoreApi(StoreEndpoint):
         return self._update(request, partial=True)
 
     def delete(self, request, store_id: int):
+        refuse_body(request)
         services.store_delete(store=self.store, actor=request.user)
         return Response({"ok": True})
 
@@ -100,6 +102,7 @@ class DocumentApi(DocumentEndpoint):
         return Response(DocumentOutput(self.document).data)
 
     def delete(self, request, document_id: int):
+        refuse_body(request)
         services.document_delete(document=self.document, actor=request.user)
         return Response({"ok": True})
 

@@ -221,6 +221,30 @@ def web_process(env: dict[str, str], *, log_path: Path | None = None) -> Iterato
                 process.wait(timeout=30)
 
 
+def partial_request(url: str, head: str, body: bytes = b"", *, wait: float = 10) -> tuple[float, int | None, bytes]:
+    """Sends ``head`` (a request line and headers, without the blank line) and ``body`` to the
+    server at ``url`` over a socket of its own, and nothing more, as a client that declares a
+    body and never sends it all; returns how long the answer took, its status (None when none
+    came within ``wait`` seconds) and its bytes."""
+    import socket
+
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=wait) as client:
+        started = time.monotonic()
+        client.sendall(head.replace("\n", "\r\n").encode() + b"\r\n\r\n" + body)
+        answer = b""
+        try:
+            while b"\r\n\r\n" not in answer or not answer.endswith((b"}", b"}\n")):
+                chunk = client.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+        except TimeoutError:
+            pass
+    status = int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/") else None
+    return time.monotonic() - started, status, answer
+
+
 def run_ragmux(env: dict, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "ragmux.launch.cli", *args],

@@ -11,6 +11,7 @@ from gateway.clients.models import Endpoint, GatewayKey, Project, RequestLog, Sc
 from gateway.clients.usage_reports import UsageReport, UsageSummary, WindowUsage
 from gateway.clients.usage_windows import percent_of
 from gateway.connections.models import Route
+from gateway.connections.providers.chat_request import MESSAGE_ROLES
 from ragmux.core.env import parse_duration
 from ragmux.core.serializers import MAX_BIGINT, MicroDollarsField, PageQuery, StrictInput
 from ragmux.core.units import micros_to_dollars
@@ -215,6 +216,11 @@ class RequestLogOutput(serializers.ModelSerializer):
         fields = list(REQUEST_LOG_COLUMNS)
 
 
+# The largest completion a chat may ask for: the providers' own fields are 32-bit integers, and
+# the limits reserve what a chat may write, so a larger one is refused here, naming its field.
+MAX_COMPLETION_TOKENS = 2**31 - 1
+
+
 class ChatInput(serializers.Serializer):
     """The fields of a chat request the gateway reads; every other field goes upstream as sent."""
 
@@ -223,6 +229,16 @@ class ChatInput(serializers.Serializer):
         child=serializers.DictField(), allow_empty=False, error_messages={"required": "messages is required"}
     )
     stream = serializers.BooleanField(required=False, default=False)
+    max_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=MAX_COMPLETION_TOKENS)
+    max_completion_tokens = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, max_value=MAX_COMPLETION_TOKENS
+    )
+
+    def validate_messages(self, messages: list[dict]) -> list[dict]:
+        for index, message in enumerate(messages):
+            if message.get("role") not in MESSAGE_ROLES:
+                raise serializers.ValidationError(f"messages[{index}].role must be one of {', '.join(MESSAGE_ROLES)}")
+        return messages
 
 
 MAX_EMBEDDING_INPUTS = 2048

@@ -87,15 +87,26 @@ def admission_windows(now: datetime) -> dict[str, datetime]:
     return {period: window_start(period, now) for period in PERIODS}
 
 
+# The most tokens, and micro-dollars, one call reserves: far past any call a request can ask
+# for, and small enough that the counters it is added to (bigint columns, as are the budgets)
+# hold the reservations of tens of thousands of calls at once without overflowing.
+MAX_RESERVATION = 2**48
+
+
 @dataclass
 class Claim:
     """One call's request for admission: its place in the counters, the checks it must pass, and
-    what it reserves when it passes them."""
+    what it reserves when it passes them (each clamped to MAX_RESERVATION)."""
 
     admission: Admission
     checks: list[Check]
     tokens: int
     micros: int
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in ("tokens", "micros"):
+            value = min(value, MAX_RESERVATION)
+        super().__setattr__(name, value)
 
 
 def admit_params(claims: list[Claim]) -> tuple:

@@ -103,6 +103,14 @@ def _preflight(origin: str | None, methods: tuple[str, ...]) -> HttpResponse:
 
 
 def json_body(request: HttpRequest) -> dict[str, Any]:
+    """The request's body, a JSON object within the path's size limit; a body labelled as
+    anything but JSON is refused unread (a body without a Content-Type is read as JSON)."""
+    media_type = request.content_type or ""
+    if request.headers.get("Content-Type") and media_type != "application/json" and not media_type.endswith("+json"):
+        raise InvalidInput(
+            f"the request body must be JSON (Content-Type: application/json), not {media_type[:100]!r}",
+            code="unsupported_media_type",
+        )
     limit = body_limit(request.path)
     try:
         declared = int(request.headers.get("Content-Length") or 0)

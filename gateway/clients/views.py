@@ -28,6 +28,7 @@ from gateway.clients.serializers import (
 )
 from ragmux.core.paging import offset_page, page_fields, without_page
 from ragmux.core.roles import AdminWrites, IsViewer
+from ragmux.core.serializers import refuse_body
 from ragmux.core.streaming import AnyAccept, streaming_response
 
 REQUEST_LOG_PAGE = 100
@@ -72,6 +73,7 @@ class ProjectApi(APIView):
         )
 
     def delete(self, request, project_id: int):
+        refuse_body(request)
         services.project_delete(project=selectors.project_get(project_id=project_id), actor=request.user)
         return Response({"ok": True})
 
@@ -110,6 +112,7 @@ class KeyRotateApi(APIView):
     permission_classes = [AdminWrites]
 
     def post(self, request, key_id: int):
+        refuse_body(request)
         issued = services.key_rotate(api_key=selectors.key_get(key_id=key_id), actor=request.user)
         return Response(IssuedKeyOutput(issued).data)
 
@@ -125,6 +128,7 @@ class KeyApi(APIView):
         return Response(KeyOutput(services.key_update(api_key=api_key, **data.validated_data, actor=request.user)).data)
 
     def delete(self, request, key_id: int):
+        refuse_body(request)
         services.key_revoke(api_key=selectors.key_get(key_id=key_id), actor=request.user)
         return Response({"ok": True})
 

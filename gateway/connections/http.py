@@ -24,7 +24,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 # httpx2, pydantic's continuation of httpx (same API): httpx's connection pool rescans every
 # connection, polling each idle socket, on every request it queues and releases, so its CPU per
@@ -98,6 +98,61 @@ def _errno_of(exc: BaseException) -> int | None:
         if found:
             return int(found.group(1))
     return None
+
+
+class InvalidUrl(ValueError):
+    """A URL that is not one an outbound call may be made to; the message says why."""
+
+
+# A host whose last label is a number is an IPv4 address to a URL parser (WHATWG), however it is
+# spelt: 0177.0.0.1, 0x7f.1, 2130706433 and 127.1 all reach 127.0.0.1 through some resolvers.
+_NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$", re.IGNORECASE)
+# Nothing below U+0021 and no DEL belongs in a URL: a NUL or a newline would split it elsewhere.
+_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+
+
+@dataclass(frozen=True)
+class ParsedUrl:
+    parts: SplitResult
+    host: str  # as the guard and the connection use it: IPv6 without brackets, lower case
+    port: int  # the URL's port, or its scheme's default
+
+
+def parse_url(url: str) -> ParsedUrl:
+    """An http(s) URL split into what every caller checks, refused (InvalidUrl) unless each part
+    means one thing to every parser it meets: an IPv4 address only in its canonical dotted form
+    (no octal, hexadecimal, leading zeros, short forms or values over 255), an IPv6 address the
+    standard library reads, with no zone, and a port in range. One rule for image URLs, base
+    URLs and redirects alike."""
+    if _CONTROL.search(url):
+        raise InvalidUrl("a URL must not hold spaces or control characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidUrl(f"not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidUrl("not an http(s) URL with a host")
+    host = parts.hostname
+    if "[" in parts.netloc:
+        try:
+            address = ipaddress.IPv6Address(host)
+        except ValueError:
+            raise InvalidUrl(f'"{host}" is not a valid IPv6 address') from None
+        if address.scope_id is not None:
+            raise InvalidUrl("an IPv6 address in a URL must not name a zone")
+    elif _NUMERIC_LABEL.match(host.rstrip(".").rsplit(".", 1)[-1]):
+        try:
+            canonical = str(ipaddress.IPv4Address(host))
+        except ValueError:
+            canonical = None
+        if canonical != host:
+            raise InvalidUrl(f'"{host}" is not an IPv4 address in its dotted decimal form')
+    try:
+        httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise InvalidUrl(f"not a valid URL ({exc})") from None
+    return ParsedUrl(parts=parts, host=host, port=port or (443 if parts.scheme == "https" else 80))
 
 
 def _origin(url: str) -> str:
@@ -321,7 +376,12 @@ def _next_hop(current: httpx.URL, response: httpx.Response, guard: Guard = check
     location = response.headers.get("location")
     if not location:
         raise _unreachable(f"upstream answered {response.status_code} without a Location", retryable=False)
-    target = current.join(location)
+    try:
+        target = current.join(location)
+        if target.scheme in ("http", "https"):
+            parse_url(str(target))
+    except (httpx.InvalidURL, InvalidUrl) as exc:
+        raise _unreachable(f"refused redirect to an invalid URL: {exc}", retryable=False) from None
     if target.scheme not in ("http", "https"):
         raise _unreachable(f"refused redirect to a {target.scheme} URL", retryable=False)
     # With private upstreams allowed a provider's redirect may go anywhere: nothing to resolve. A
@@ -333,6 +393,16 @@ def _next_hop(current: httpx.URL, response: httpx.Response, guard: Guard = check
     if target.host != current.host:
         raise _unreachable(f"refused redirect to another host ({target.host})", retryable=False)
     return target
+
+
+def _call_target(url: str) -> httpx.URL:
+    """A provider call's URL; one saved before `parse_url`'s rules (a base URL that now fails
+    them) fails the call as the redirect to it would, never as a server error."""
+    try:
+        parse_url(url)
+    except InvalidUrl as exc:
+        raise _unreachable(f"the upstream URL is not valid: {exc}", retryable=False) from None
+    return httpx.URL(url)
 
 
 def request(
@@ -349,7 +419,7 @@ def request(
     total = timeout or settings.UPSTREAM_TIMEOUT
     timeouts = httpx.Timeout(total, connect=min(total, settings.UPSTREAM_CONNECT_TIMEOUT))
     client = _shared_client()
-    target = httpx.URL(url)
+    target = _call_target(url)
     started = time.monotonic()
     for _ in range(MAX_REDIRECTS + 1):
         try:
@@ -545,7 +615,7 @@ async def open_stream(
         streamed=streamed,
     )
     client = _shared_async_client()
-    target = httpx.URL(url)
+    target = _call_target(url)
     for _ in range(MAX_REDIRECTS + 1):
         request = client.build_request(method, target, headers=headers, json=json_body, extensions={_GUARD: guard})
         try:

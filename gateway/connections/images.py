@@ -32,7 +32,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 
@@ -288,13 +287,12 @@ class RemoteImages:
     _fetched: dict[str, InlineImage] = field(default_factory=dict)
 
     async def _image(self, url: str) -> InlineImage:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if parts.scheme not in ("http", "https") or not host:
+        try:
+            host = http.parse_url(url).host
+        except http.InvalidUrl as exc:
             raise InvalidInput(
-                "an image_url must be an http(s) URL or a data: URL (base64)",
-                code="image_url_invalid",
-            )
+                f"an image_url must be an http(s) URL or a data: URL (base64): {exc}", code="image_url_invalid"
+            ) from None
         cached = self._fetched.get(url) or _cache.get(url)
         if cached is not None:
             return cached

@@ -7,7 +7,6 @@ import time
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import partial
-from urllib.parse import urlsplit
 
 from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
@@ -90,33 +89,31 @@ def _validate_base_url(provider_type: str, base_url: str) -> str:
             # The provider's default is where calls will go: a private one (Ollama's localhost)
             # is refused now, not at the first call. A public default that does not resolve
             # here is left to that call, as the network may differ.
-            _check_host(urlsplit(default), default, unresolvable_ok=True)
+            _check_host(http.parse_url(default), default, unresolvable_ok=True)
         return ""
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidInput("base_url must be an http(s) URL with a host", field="base_url")
+    try:
+        parsed = http.parse_url(base_url)
+    except http.InvalidUrl as exc:
+        raise InvalidInput(f"base_url must be an http(s) URL with a host: {exc}", field="base_url") from None
+    parts = parsed.parts
     if parts.username or parts.password:
         raise InvalidInput("base_url must not carry credentials; use api_key", field="base_url")
     if parts.query or parts.fragment or "?" in base_url or "#" in base_url:
         raise InvalidInput("base_url must not have a query or fragment", field="base_url")
-    _check_host(parts, base_url, unresolvable_ok=False)
+    _check_host(parsed, base_url, unresolvable_ok=False)
     return base_url.rstrip("/")
 
 
-def _check_host(parts, url: str, *, unresolvable_ok: bool) -> None:
-    try:
-        port = parts.port
-    except ValueError:
-        raise InvalidInput("base_url has an invalid port", field="base_url") from None
+def _check_host(parsed: http.ParsedUrl, url: str, *, unresolvable_ok: bool) -> None:
     # Refuse now rather than at the first call: a private address is only allowed when the
     # operator said so (the same check runs again on every request and redirect).
     try:
-        http.checked_addresses(parts.hostname, port or (443 if parts.scheme == "https" else 80))
+        http.checked_addresses(parsed.host, parsed.port)
     except http.UpstreamBlocked as exc:
         raise InvalidInput(f"{url}: {exc.message}", field="base_url", code=exc.code) from None
     except UpstreamFailed as exc:
         if not unresolvable_ok:
-            raise InvalidInput(f"base_url host {parts.hostname!r} cannot be used: {exc}", field="base_url") from None
+            raise InvalidInput(f"base_url host {parsed.host!r} cannot be used: {exc}", field="base_url") from None
 
 
 def _validate_api_version(provider_type: str, api_version: str) -> str:

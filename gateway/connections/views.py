@@ -21,6 +21,7 @@ from gateway.connections.serializers import (
     RouteOutput,
 )
 from ragmux.core.roles import AdminWrites, IsViewer
+from ragmux.core.serializers import refuse_body
 
 
 class ProviderTypesApi(APIView):
@@ -60,6 +61,7 @@ class ConnectionApi(APIView):
         return Response(ConnectionOutput(connection).data)
 
     def delete(self, request, connection_id: int):
+        refuse_body(request)
         services.connection_delete(connection=selectors.connection_get(connection_id), actor=request.user)
         return Response({"ok": True})
 
@@ -115,6 +117,7 @@ class PriceApi(APIView):
         return Response(PriceOutput(services.price_update(price=price, **data.validated_data, actor=request.user)).data)
 
     def delete(self, request, price_id: int):
+        refuse_body(request)
         restored = services.price_delete(price=selectors.price_get(price_id), actor=request.user)
         return Response({"ok": True, "restored": PriceOutput(restored).data if restored else None})
 
@@ -146,5 +149,6 @@ class RouteApi(APIView):
         return Response(RouteOutput(selectors.route_get(route_id=route.pk)).data)
 
     def delete(self, request, route_id: int):
+        refuse_body(request)
         services.route_delete(route=selectors.route_get(route_id=route_id), actor=request.user)
         return Response({"ok": True})

@@ -26,6 +26,11 @@ MAX_PAGE_TREE_DEPTH = 64
 MAX_PAGE_TREE_NODES = 10_000
 
 ENCRYPTED = "the PDF is encrypted and cannot be read"
+# Opened without a password, yet nothing readable came out: its decryption, not a scan, is the
+# likelier cause, and the remedy (an unencrypted copy) differs.
+ENCRYPTED_WITHOUT_TEXT = (
+    "the PDF is encrypted and no text could be read from it; upload a copy saved without encryption"
+)
 NO_PAGES = "the PDF has no pages"
 BROKEN_XREF = "the PDF's cross-reference table is broken and its pages cannot be found"
 NO_TEXT_LAYER = "the PDF has no text layer (it looks scanned) and OCR is not supported"
@@ -219,6 +224,8 @@ class _PageReader:
         return paragraphs
 
     def no_text_reason(self, page_count: int) -> str:
+        if self._document.encryption is not None:
+            return ENCRYPTED_WITHOUT_TEXT
         if self._undecodable_pages:
             pages = _count(self._undecodable_pages, "page")
             verb = "has" if self._undecodable_pages == 1 else "have"

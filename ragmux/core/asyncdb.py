@@ -22,7 +22,7 @@ import psycopg
 from django.db import connections
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
-from ragmux.core.postgresql import WAIT_SLICE, AsyncObservedConnection, CheckoutWait
+from ragmux.core.postgresql import WAIT_SLICE, AsyncObservedConnection, CheckoutWait, check_answering, outage
 
 # Each statement here is a single indexed lookup; a few connections serve thousands a second.
 POOL_SIZE = 4
@@ -68,6 +68,7 @@ async def _reconnect() -> None:
     be in a long backoff before its next attempt."""
     loop = asyncio.get_running_loop()
     stale = _pools.get(loop)
+    await asyncio.to_thread(check_answering, _connection_kwargs())
     await (await AsyncObservedConnection.connect(**_connection_kwargs())).close()
     if stale is not None and _pools.get(loop) is stale:
         del _pools[loop]
@@ -108,7 +109,8 @@ async def _run(sql: str, params: tuple, read: Callable[[psycopg.AsyncCursor], Aw
             cursor = await connection.execute(sql, params)
             return await read(cursor) if read is not None else None
         except psycopg.OperationalError:
-            if attempt == 2 or not connection.closed:
+            # Run again only on a connection broken by a restart, never during an outage.
+            if attempt == 2 or not connection.closed or outage.failure is not None:
                 raise
         finally:
             await pool.putconn(connection)

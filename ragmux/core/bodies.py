@@ -14,11 +14,14 @@ serializer, provider or database sees the value, each time as a 400 ``invalid_js
 
 Under the ASGI server the body is capped while it is read (:class:`BodyCappedASGIHandler`):
 Django's own check reads a body whole, to a temporary file, before it looks at its size, and
-sees no size at all in a chunked body (no ``Content-Length``).
+sees no size at all in a chunked body (no ``Content-Length``). The body must also arrive whole
+within ``BODY_READ_TIMEOUT``: a client that declares one and sends it slowly, or never, would
+otherwise hold its connection and a read for as long as it likes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import json
 import os
@@ -29,7 +32,14 @@ from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
 from rest_framework.parsers import JSONParser, get_encoding
 
-from ragmux.core.errors import InvalidInput, body_too_large, error_response, openai_error_response
+from ragmux.core.errors import (
+    InvalidInput,
+    RequestTimeout,
+    ServiceError,
+    body_too_large,
+    error_response,
+    openai_error_response,
+)
 from ragmux.core.units import MIB
 
 MAX_JSON_DEPTH = 64
@@ -109,19 +119,28 @@ class _BodyTooLarge(Exception):
     pass
 
 
+class _BodyTooSlow(Exception):
+    pass
+
+
 def _header(scope: dict, name: bytes) -> bytes | None:
     return next((value for key, value in scope["headers"] if key.lower() == name), None)
+
+
+def _declared_length(scope: dict) -> int | None:
+    declared = _header(scope, b"content-length")
+    return int(declared) if declared is not None and declared.isdigit() else None
 
 
 def _capped(scope: dict, receive, limit: int):
     """``receive`` refusing a body past ``limit`` bytes: at once when its ``Content-Length`` says
     so, else as soon as the bytes read pass it."""
-    declared = _header(scope, b"content-length")
+    declared = _declared_length(scope)
     received = 0
 
     async def capped_receive():
         nonlocal received
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        if declared is not None and declared > limit:
             raise _BodyTooLarge
         message = await receive()
         received += len(message.get("body", b""))
@@ -132,6 +151,47 @@ def _capped(scope: dict, receive, limit: int):
     return capped_receive
 
 
+def _deadlined(receive, seconds: float):
+    """``receive`` giving up on a body not arrived whole ``seconds`` after its reading began;
+    once it has, what follows (a disconnect) is waited for as long as the request runs."""
+    deadline: float | None = None
+    complete = False
+
+    async def deadlined_receive():
+        nonlocal deadline, complete
+        if complete:
+            return await receive()
+        loop = asyncio.get_running_loop()
+        deadline = deadline or loop.time() + seconds
+        try:
+            async with asyncio.timeout_at(deadline):
+                message = await receive()
+        except TimeoutError:
+            raise _BodyTooSlow from None
+        complete = message["type"] != "http.request" or not message.get("more_body", False)
+        return message
+
+    return deadlined_receive
+
+
+def _unread(receive):
+    """``receive`` for a body refused unread: Django is given none (the view refuses the request
+    by its ``Content-Length``), and the client's bytes are dropped as they come while the
+    disconnect Django listens for is still passed on."""
+    given = False
+
+    async def unread_receive():
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        while (message := await receive())["type"] == "http.request":
+            pass
+        return message
+
+    return unread_receive
+
+
 class BodyCappedASGIHandler(ASGIHandler):
     """Django's ASGI handler, with a body cap applied while the body is read, and a chunked body
     given its length once read (DRF takes a body without ``Content-Length`` for an empty one).
@@ -140,19 +200,41 @@ class BodyCappedASGIHandler(ASGIHandler):
     whole; multipart bodies are left to Django's streaming parser, which caps each file
     (``ingestion.uploads``) and the fields. A body over the cap is answered 413
     ``body_too_large`` in the envelope of its API, naming the path's own limit, before the request
-    reaches Django.
+    reaches Django. A `/v1` body whose ``Content-Length`` is over ``V1_MAX_BODY_MB`` (and within
+    that cap) is not read at all: its view, once the key is known, refuses it by that length (and
+    logs the refusal). A
+    body not arrived whole within ``BODY_READ_TIMEOUT`` is answered 408 ``body_timeout``.
     """
 
     async def handle(self, scope, receive, send):
         content_type = _header(scope, b"content-type") or b""
-        if not content_type.lower().startswith(b"multipart/"):
-            receive = _capped(scope, receive, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+        path = scope["path"]
+        declared = _declared_length(scope)
+        server_cap = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if path.startswith("/v1/") and declared is not None and body_limit(path) < declared <= server_cap:
+            receive = _unread(receive)
+        else:
+            receive = _deadlined(receive, settings.BODY_READ_TIMEOUT)
+            if not content_type.lower().startswith(b"multipart/"):
+                receive = _capped(scope, receive, server_cap)
         try:
             await super().handle(scope, receive, send)
-        except _BodyTooLarge:
-            refusal = body_too_large(body_limit(scope["path"]))
-            render = openai_error_response if scope["path"].startswith("/v1/") else error_response
-            await self.send_response(render(refusal), send)
+        except (_BodyTooLarge, _BodyTooSlow) as exc:
+            await self.send_response(self._refusal(path, exc), send)
+
+    @staticmethod
+    def _refusal(path: str, exc: Exception):
+        refusal: ServiceError = body_too_large(body_limit(path))
+        if isinstance(exc, _BodyTooSlow):
+            refusal = RequestTimeout(
+                f"the request body did not arrive within {settings.BODY_READ_TIMEOUT:g}s (BODY_READ_TIMEOUT)",
+                code="body_timeout",
+            )
+        render = openai_error_response if path.startswith("/v1/") else error_response
+        response = render(refusal)
+        response["Content-Length"] = str(len(response.content))
+        response["Connection"] = "close"  # what is left of the body is never read
+        return response
 
     def create_request(self, scope, body_file):
         if _header(scope, b"content-length") is None:

@@ -90,6 +90,12 @@ class MethodNotAllowed(ServiceError):
     code = "method_not_allowed"
 
 
+class RequestTimeout(ServiceError):
+    """The client did not send its request in time."""
+
+    code = "request_timeout"
+
+
 class Conflict(ServiceError):
     code = "conflict"
 
@@ -201,6 +207,7 @@ STATUS_BY_KIND: tuple[tuple[type[ServiceError], int], ...] = (
     (Forbidden, 403),
     (NotFound, 404),
     (MethodNotAllowed, 405),
+    (RequestTimeout, 408),
     (Conflict, 409),
     (TooLarge, 413),
     (LimitReached, 422),

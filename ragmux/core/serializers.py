@@ -128,3 +128,13 @@ def audit_entries(query: dict) -> QuerySet[AuditEntry]:
     """The entries an `AuditQuery`'s (or `AuditFilters`') validated data filters for, every page
     of them."""
     return audit_list(**without_page(query))
+
+
+class NoInput(StrictInput):
+    """The body of an operation that takes none: absent, or an empty JSON object."""
+
+
+def refuse_body(request) -> None:
+    """Refuses a body sent to an operation that takes none (400), so a client's mistaken fields
+    are never taken as applied: a field is unknown, a body that is no object is invalid."""
+    NoInput(data=request.data).is_valid(raise_exception=True)

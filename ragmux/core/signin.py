@@ -4,10 +4,14 @@ Failed attempts are kept in Redis so every web process counts the same ones; whi
 down each process counts them itself (`LocalWindows`), so signing in never fails with Redis.
 Three sliding windows are checked before a password is looked at:
 
-- per (username, address) pair over LOGIN_LOCKOUT_MINUTES: the lockout. Keyed on the pair so
-  a stranger guessing from elsewhere cannot lock the real user out;
-- per username over one minute (LOGIN_USER_LIMIT_PER_MIN);
-- per client address over one minute (LOGIN_RATE_LIMIT_PER_MIN).
+- per (username, address) pair over LOGIN_LOCKOUT_MINUTES: the lockout;
+- per (username, address) pair over one minute (LOGIN_USER_LIMIT_PER_MIN);
+- per client address over one minute (LOGIN_RATE_LIMIT_PER_MIN), set higher than the pair's.
+
+Keyed on the pair so a stranger guessing from elsewhere cannot lock the real user out, and an
+attacker guessing one account from a shared address (a NAT, a proxy) cannot lock out the other
+accounts signing in from it: a refused attempt is not counted, so one account's guesses stop at
+the pair's limit, far below the address's.
 
 Only failures count, and a success does not clear earlier ones: the windows simply expire.
 
@@ -44,6 +48,7 @@ from ragmux.core.redis import redis_outage, shared_redis
 
 PREFIX = "ragmux:signin"
 PAIR_PREFIX = f"{PREFIX}:pair:"
+PAIR_MINUTE_PREFIX = f"{PREFIX}:pair-minute:"
 
 # What the audit trail calls each outcome of signing in and out.
 LOGIN_SUCCESS = "login.success"
@@ -87,7 +92,7 @@ def _windows(username: str, address: str) -> dict[str, tuple[str, int, float]]:
             settings.LOGIN_LOCKOUT_FAILURES,
             settings.LOGIN_LOCKOUT_MINUTES * 60,
         ),
-        "user": (f"{PREFIX}:user:{name}", settings.LOGIN_USER_LIMIT_PER_MIN, minute),
+        "user": (f"{PAIR_MINUTE_PREFIX}{address}|{name}", settings.LOGIN_USER_LIMIT_PER_MIN, minute),
         "addr": (f"{PREFIX}:addr:{address}", settings.LOGIN_RATE_LIMIT_PER_MIN, minute),
     }
     return {which: limit for which, limit in limits.items() if limit[1] and limit[2]}
@@ -290,9 +295,14 @@ def forget_failures(*, username: str) -> None:
     name = username.lower()
     client = shared_redis()
     literal_name = re.sub(r"([*?\[\]\\])", r"\\\1", name)  # SCAN's glob must match the name as written
-    pattern = f"{PAIR_PREFIX}*|{literal_name}"
     try:
-        client.delete(f"{PREFIX}:user:{name}", *client.scan_iter(match=pattern, count=1000))
+        keys = [
+            key
+            for prefix in (PAIR_PREFIX, PAIR_MINUTE_PREFIX)
+            for key in client.scan_iter(match=f"{prefix}*|{literal_name}", count=1000)
+        ]
+        if keys:
+            client.delete(*keys)
     except redis.RedisError as exc:
         redis_outage.failed(exc)
 

@@ -28,6 +28,7 @@ from ragmux.core.serializers import (
     UserCreateInput,
     UserUpdateInput,
     audit_entries,
+    refuse_body,
 )
 from ragmux.core.signin import sign_in, sign_in_report, sign_out
 from ragmux.core.streaming import AnyAccept, streaming_response
@@ -74,6 +75,7 @@ class LoginApi(APIView):
 
 class LogoutApi(APIView):
     def post(self, request):
+        refuse_body(request)
         sign_out(request=request._request)
         return Response({"ok": True})
 
@@ -123,6 +125,7 @@ class UserApi(APIView):
 
     def delete(self, request, user_id: int):
         """Deactivates: the user's rows in the audit trail keep pointing at them."""
+        refuse_body(request)
         user = accounts.user_update(user=accounts.user_get(user_id), is_active=False, actor=request.user)
         return Response(UserOutput(user).data)
 

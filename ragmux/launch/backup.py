@@ -37,6 +37,10 @@ COUNTED_TABLES = {
     "chunks": "chunks",
     "connections": "model_connections",
 }
+# Tables whose rows a backup leaves out (their definitions stay): a dashboard session's key is
+# its cookie, so a backup holding them would be a login to whoever reads it. Sign-in throttle
+# state lives in Redis and is never in a backup either.
+UNSAVED_TABLE_DATA = ("django_session",)
 
 
 class BackupFailed(Exception):
@@ -151,7 +155,8 @@ def backup_create(*, target: Path, version: str) -> tuple[Path, dict]:
     arguments, env = _libpq_arguments()
     with tempfile.TemporaryDirectory(prefix=".ragmux-backup-", dir=path.parent) as work:
         dump = Path(work) / DUMP_NAME
-        _run([pg_dump.path, "--format=custom", "--no-owner", "--file", str(dump), *arguments], env, "pg_dump")
+        unsaved = [f"--exclude-table-data={table}" for table in UNSAVED_TABLE_DATA]
+        _run([pg_dump.path, "--format=custom", "--no-owner", *unsaved, "--file", str(dump), *arguments], env, "pg_dump")
         manifest = {
             "format": FORMAT,
             "created_at": now.isoformat().replace("+00:00", "Z"),
@@ -198,20 +203,19 @@ def read_backup(path: Path, into: Path) -> tuple[dict, Path]:
     return manifest, dump
 
 
-def _check_key(manifest: dict) -> None:
+def sealed_with_this_key(manifest: dict) -> bool:
+    """Whether the encryption key this process runs with opens the backup's credentials."""
     from ragmux.core.crypto import DecryptionFailed, unseal
     from ragmux.core.encryption_key_check import KEY_CHECK_AAD
 
     check = manifest.get("encryption_key_check")
     if check is None:
-        return  # a database that never stored a credential
+        return True  # a database that never stored a credential
     try:
         unseal(base64.b64decode(check), aad=KEY_CHECK_AAD)
     except DecryptionFailed:
-        raise BackupFailed(
-            "this backup's credentials were sealed with another encryption key: run the restore with "
-            "RAGMUX_ENCRYPTION_KEY set to the key of the instance that made it (nothing was changed)"
-        ) from None
+        return False
+    return True
 
 
 def _database_is_empty() -> bool:
@@ -220,11 +224,11 @@ def _database_is_empty() -> bool:
 
 def backup_restore(*, path: Path, replace: bool) -> dict:
     """Restores a backup into this database: refused, before anything is written, when the
-    backup is damaged, when it needs another encryption key, or when the database already holds
-    a ragmux unless ``replace``. The restore is one transaction: it lands whole or not at all."""
+    backup is damaged, or when the database already holds a ragmux unless ``replace``. The
+    restore is one transaction: it lands whole or not at all. A backup whose credentials need
+    another encryption key is restored all the same: see `credentials_of_another_key_cleared`."""
     with tempfile.TemporaryDirectory(prefix=".ragmux-restore-") as work:
         manifest, dump = read_backup(path, Path(work))
-        _check_key(manifest)
         if not replace and not _database_is_empty():
             raise BackupFailed(
                 "this database already holds a ragmux: restore into an empty database, or pass --replace "

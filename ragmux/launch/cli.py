@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 from ragmux.core.paths import DEFAULT_DATA_DIR
@@ -225,7 +226,8 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
 def cmd_restore(args: argparse.Namespace) -> int:
     with environment():
-        from ragmux.launch.backup import BackupFailed, backup_restore
+        from ragmux.launch.backup import BackupFailed, backup_restore, sealed_with_this_key
+        from ragmux.launch.encryption_key_rotation import credentials_of_another_key_cleared
 
         try:
             manifest = backup_restore(path=Path(args.file), replace=args.replace)
@@ -233,9 +235,15 @@ def cmd_restore(args: argparse.Namespace) -> int:
             sys.stderr.write(f"ragmux: restore refused or failed, the database is as it was: {exc}\n")
             return 1
         _migrate()  # a backup made by an older version is brought up to this one
+        cleared = [] if sealed_with_this_key(manifest) else credentials_of_another_key_cleared()
         _refuse_a_bad_start()
         counts = ", ".join(f"{count} {label}" for label, count in manifest["counts"].items())
         print(f"restored the backup of {manifest['created_at']} ({counts})")
+        if cleared:
+            print(
+                f"the backup's API keys were sealed with another encryption key: {len(cleared)} connection(s) "
+                f"need theirs entered again ({', '.join(cleared)}); everything else is restored"
+            )
     return 0
 
 
@@ -246,13 +254,50 @@ BACKOFF_MAX = 60.0
 BACKOFF_RESET = 60.0
 
 
+class _DaemonWatch:
+    """An embedded service that runs as a daemon, not as our child (the embedded Redis): started
+    again when it dies, with the children's back-off."""
+
+    def __init__(self, name: str, *, alive, start) -> None:
+        self.name, self._alive, self._start = name, alive, start
+        self._backoff = BACKOFF_FIRST
+        self._started_at = time.monotonic()
+        self._restart_at: float | None = None
+
+    def check(self, now: float) -> None:
+        from ragmux.launch.embedded import EmbeddedError
+
+        if self._restart_at is None:
+            if self._alive():
+                return
+            if now - self._started_at >= BACKOFF_RESET:
+                self._backoff = BACKOFF_FIRST
+            sys.stderr.write(f"ragmux: {self.name} exited; restarting it in {self._backoff:g} s\n")
+            self._restart_at = now + self._backoff
+            self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+        elif now >= self._restart_at:
+            self._restart_at = None
+            self._started_at = now
+            try:
+                self._start()
+            except EmbeddedError as exc:
+                sys.stderr.write(f"ragmux: {self.name} did not restart: {exc}\n")
+            else:
+                sys.stderr.write(f"ragmux: {self.name} restarted\n")
+
+
 def _run_children(
-    commands: dict[str, list[str]], *, restart: frozenset[str] = frozenset(), on_ready=None, ready_url=None
+    commands: dict[str, list[str]],
+    *,
+    restart: frozenset[str] = frozenset(),
+    on_ready=None,
+    ready_url=None,
+    daemons: tuple[_DaemonWatch, ...] = (),
 ) -> int:
     """Runs the child processes until Ctrl-C, then stops them all.
 
     A child named in ``restart`` that exits is started again after a back-off; any other child
-    that exits stops the rest.
+    that exits stops the rest. The ``daemons`` are started again likewise.
     """
     children: dict[str, subprocess.Popen] = {}
     started_at: dict[str, float] = {}
@@ -299,6 +344,8 @@ def _run_children(
                     del restart_at[name]
                     start(name)
                     sys.stderr.write(f"ragmux: {name} restarted (pid {children[name].pid})\n")
+            for daemon in daemons if not stopping else ():
+                daemon.check(now)
             time.sleep(0.2)
     except _NotReady as exc:
         sys.stderr.write(f"ragmux: {exc}\n")
@@ -486,8 +533,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not args.no_worker:
             commands.update(worker_commands())
             commands["scheduler"] = scheduler_command()
+        daemons = ()
+        if services.redis is not None:
+            redis = services.redis
+            daemons = (
+                _DaemonWatch(
+                    "embedded Redis",
+                    alive=lambda: redis.running_port() is not None,
+                    start=partial(redis.start, redis.running_port()),
+                ),
+            )
         return _run_children(
-            commands, restart=frozenset(commands) - {"web"}, on_ready=announce, ready_url=f"{base}/healthz"
+            commands,
+            restart=frozenset(commands) - {"web"},
+            on_ready=announce,
+            ready_url=f"{base}/healthz",
+            daemons=daemons,
         )
 
 

@@ -1,8 +1,10 @@
-"""Rotation of the encryption key that seals stored credentials (`ragmux rotate-key`)."""
+"""Rotation of the encryption key that seals stored credentials (`ragmux rotate-key`), and the
+credentials a restore without their key leaves behind."""
 
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils import timezone
 
 from gateway.connections.credentials import connection_key_aad
 from gateway.connections.models import ModelConnection
@@ -36,3 +38,25 @@ def rotate_encryption_key(*, new_key: bytes) -> int:
             count += 1
         InstanceSetting.objects.update_or_create(key=KEY_CHECK_NAME, defaults={"value": seal_key_check(new_key)})
     return count
+
+
+# What a connection whose key was cleared by a restore says until its key is entered again.
+KEY_NEEDS_REENTRY = (
+    "the API key was sealed with another encryption key (restored from a backup without it): enter it again"
+)
+
+
+def credentials_of_another_key_cleared() -> list[str]:
+    """After a restore made without the backup's encryption key: every stored API key, which no
+    longer opens, is cleared and its connection marked as needing it entered again (its last
+    test failed, saying so); the key check value is sealed anew with this server's key, so the
+    instance starts. Returns the names of the connections marked."""
+    with transaction.atomic():
+        marked = list(
+            ModelConnection.objects.select_for_update().exclude(api_key_sealed=None).values_list("name", flat=True)
+        )
+        ModelConnection.objects.filter(name__in=marked).update(
+            api_key_sealed=None, last_test_at=timezone.now(), last_test_ok=False, last_test_error=KEY_NEEDS_REENTRY
+        )
+        InstanceSetting.objects.update_or_create(key=KEY_CHECK_NAME, defaults={"value": seal_key_check()})
+    return marked

@@ -8,6 +8,7 @@ from rest_framework.response import Response
 
 from ingestion.uploads import oversize_upload
 from ragmux.core.roles import AdminOnly
+from ragmux.core.serializers import refuse_body
 from retrieval.evaluation import selectors, services
 from retrieval.evaluation.serializers import (
     CompareQuery,
@@ -126,6 +127,7 @@ class EvaluationSetApi(EvaluationSetEndpoint):
         return Response(_set_body(self.evaluation_set))
 
     def delete(self, request, store_id: int, set_id: int):
+        refuse_body(request)
         services.evaluation_set_delete(evaluation_set=self.evaluation_set, user=request.user)
         return Response({"ok": True})
 
@@ -151,6 +153,7 @@ class QuestionApi(QuestionEndpoint):
         return Response(_question_body(self.question))
 
     def delete(self, request, store_id: int, set_id: int, question_id: int):
+        refuse_body(request)
         services.evaluation_question_delete(question=self.question, user=request.user)
         return Response({"ok": True})
 
@@ -182,6 +185,7 @@ class RunApi(RunEndpoint):
 
 class RunApplyApi(RunEndpoint):
     def post(self, request, store_id: int, set_id: int, run_id: int):
+        refuse_body(request)
         outcome = services.evaluation_run_apply(run=self.run, user=request.user)
         body = StoreOutput(store_selectors.store_get(outcome.store.pk)).data
         return Response({**body, "reprocess_recommended": outcome.reprocess_recommended})

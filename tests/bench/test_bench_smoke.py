@@ -419,9 +419,12 @@ def test_faults_smoke_stops_and_restarts_the_services_and_leaves_nothing_running
     assert result["bench"] == "faults"
     assert set(result["longest_answer_seconds"]) == {
         f"{outage}: {kind}"
-        for outage in ("redis stopped", "postgres refused", "postgres hung")
-        for kind in ("v1", "dashboard")
+        for outage in ("redis stopped", "postgres refused", "postgres hung", "postgres frozen", "slow bodies")
+        for kind in ("v1", "dashboard", "slow body", "oversized v1")
     }
+    assert result["requests_over_5s"] == 0, result
+    assert result["by_status"].get("slow body 408 body_timeout"), result
+    assert result["by_status"].get("oversized v1 413 body_too_large"), result
     assert result["rows_equal_calls"], result
     assert result["by_status"].get("v1 503 database_unavailable"), result  # the refused database was met
     time.sleep(1)

@@ -5,8 +5,10 @@ that can play the server going away and coming back:
   server is stopped: new connections are refused;
 - :meth:`TcpProxy.hang`: new connections are accepted and not answered, as when the server's
   listening process is stopped with SIGSTOP (the connections it already served keep working);
+- :meth:`TcpProxy.freeze`: as a hang, and the open connections carry nothing either way (kept
+  open), as when every process of the server is stopped with SIGSTOP;
 - :meth:`TcpProxy.forward`: back to normal; the connections accepted meanwhile are served now,
-  as a server continued with SIGCONT serves its backlog.
+  as a server continued with SIGCONT serves its backlog, and what the frozen ones held flows on.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class TcpProxy:
         self._server: asyncio.Server | None = None
         # Set while forwarding: a connection accepted during a hang waits for it.
         self._forwarding = asyncio.Event()
+        # Set unless frozen: the open connections' bytes wait for it.
+        self._flowing = asyncio.Event()
         # Every open stream of both sides, so that refusing can drop them all.
         self._streams: set[asyncio.StreamWriter] = set()
 
@@ -47,17 +51,21 @@ class TcpProxy:
     def hang(self) -> None:
         self._call(self._listen(forwarding=False))
 
+    def freeze(self) -> None:
+        self._call(self._listen(forwarding=False, flowing=False))
+
     def forward(self) -> None:
         self._call(self._listen(forwarding=True))
 
     def _call(self, coroutine) -> None:
         asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)
 
-    async def _listen(self, *, forwarding: bool) -> None:
-        if forwarding:
-            self._forwarding.set()
-        else:
-            self._forwarding.clear()
+    async def _listen(self, *, forwarding: bool, flowing: bool = True) -> None:
+        for event, on in ((self._forwarding, forwarding), (self._flowing, flowing)):
+            if on:
+                event.set()
+            else:
+                event.clear()
         if self._server is None:
             self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
 
@@ -75,6 +83,7 @@ class TcpProxy:
         # The connections waiting for the server wake up, find themselves dropped and end, as do
         # the pumps of the dropped ones, before the loop stops.
         self._forwarding.set()
+        self._flowing.set()
         tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
         if tasks:
             await asyncio.wait(tasks, timeout=5)
@@ -95,6 +104,7 @@ class TcpProxy:
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while data := await reader.read(PUMP_BYTES):
+                await self._flowing.wait()
                 writer.write(data)
                 await writer.drain()
         except (ConnectionError, OSError):

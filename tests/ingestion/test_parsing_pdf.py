@@ -11,6 +11,7 @@ from ingestion.parsing.pdf import parse_pdf
 from tests.ingestion.files.make_hostile import (
     CATALOG,
     encrypted_pdf,
+    encrypted_pdf_partly_unreadable,
     many_pages_pdf,
     nested_tree_pdf,
     one_page_pdf,
@@ -138,6 +139,11 @@ def test_an_encrypted_pdf_is_refused():
 
 def test_a_pdf_encrypted_with_an_empty_user_password_is_read():
     assert parse_pdf_bytes(encrypted_pdf(empty_user_password=True)).blocks == [Block("Sealed text", "", 1)]
+
+
+def test_an_encrypted_pdf_without_readable_text_is_refused_as_encrypted_not_as_scanned():
+    with pytest.raises(ParseError, match=r"^the PDF is encrypted and no text could be read from it; upload a copy"):
+        parse_pdf_bytes(encrypted_pdf_partly_unreadable())
 
 
 def test_a_scanned_pdf_without_a_text_layer_is_refused():

@@ -300,6 +300,50 @@ def test_reprocess_one_and_all(api, fake_connection, ingest_now):
     assert set(Document.objects.values_list("status", flat=True)) == {"ready"}
 
 
+def test_an_encrypted_pdf_without_readable_text_fails_as_encrypted_not_as_scanned(api, fake_connection, ingest_now):
+    from tests.ingestion.files.make_hostile import encrypted_pdf_partly_unreadable
+
+    store = make_store(api, fake_connection)
+    editor = api("editor")
+    [document] = upload(editor, store, text_file("sealed.pdf", encrypted_pdf_partly_unreadable())).json()["documents"]
+    ingest_now()
+
+    failed = editor.get(f"/admin/api/documents/{document['id']}").json()
+    assert failed["status"] == "failed"
+    assert "encrypted" in failed["error"] and "scanned" not in failed["error"]
+
+
+MALFORMED_BODIES = [
+    (b'{"unterminated', "application/json"),
+    (b"[1, 2]", "application/json"),
+    (b'"all"', "application/json"),
+    (b'{"status": "failed"}', "application/json"),
+    (b'{"force": true}', "application/json"),
+    (b"force=1", "application/x-www-form-urlencoded"),
+    (b"\x00" * 64, "application/json"),
+    (b"reprocess please", "text/plain"),
+]
+
+
+@pytest.mark.parametrize(("body", "content_type"), MALFORMED_BODIES)
+def test_reprocessing_a_document_refuses_a_body_and_queues_nothing(
+    api, fake_connection, ingest_now, body, content_type
+):
+    store = make_store(api, fake_connection)
+    editor = api("editor")
+    [document] = upload(editor, store, text_file("a.txt", "alpha")).json()["documents"]
+    ingest_now()
+
+    refused = editor.post(
+        f"/admin/api/documents/{document['id']}/reprocess", content=body, headers={"Content-Type": content_type}
+    )
+
+    assert 400 <= refused.status_code < 500, refused.text
+    assert refused.json()["error"]["code"]
+    assert Document.objects.get(pk=document["id"]).status == "ready"
+    assert editor.post(f"/admin/api/documents/{document['id']}/reprocess", json={}).status_code == 202
+
+
 @pytest.mark.parametrize("persona", ["viewer", "outsider"])
 def test_viewers_cannot_change_documents(api, fake_connection, persona):
     store = make_store(api, fake_connection)

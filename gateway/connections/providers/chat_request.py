@@ -13,6 +13,8 @@ from typing import Any
 from ragmux.core.errors import InvalidInput
 
 SYSTEM_ROLES = ("system", "developer")
+# Every role OpenAI's chat format defines ("function" is its deprecated form of "tool").
+MESSAGE_ROLES = (*SYSTEM_ROLES, "user", "assistant", "tool", "function")
 _DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+)(?P<params>(;[^,;]*)*),(?P<data>.*)$", re.DOTALL)
 
 

@@ -17,6 +17,15 @@ soon as the server refuses it, or, once the server is back, the pool is replaced
 next attempt may still be seconds of backoff away (the stale pool is closed in the background:
 its attempts may still be hanging).
 
+A server that stops answering without closing anything (its processes stopped, a frozen VM or
+network) leaves a statement waiting for ever: TCP keeps its connections, and the server cannot
+apply its own ``statement_timeout``. So a statement not answered within :data:`ANSWER_CHECK_AFTER`
+has its server asked whether it answers at all (:func:`server_answers`, a one-byte exchange on a
+connection of its own, within :data:`PROBE_TIMEOUT`): one still answering is waited for (a slow
+statement is its ``statement_timeout``'s to end), one that does not ends the statement with an
+outage, its connection closed. Every query path of the web process (Django's pool, the async
+pool) goes through these connections, so a frozen server costs a request about a second.
+
 The pool's own failures count because a process has several pools, and the first to reach the
 database again ends the outage for all of them: after a 10 s outage `/v1`'s pool was back while
 the dashboard's, whose attempts had failed at ~0, 1, 3 and 7 s, made its next one at ~15 s, and
@@ -26,9 +35,13 @@ own is replaced too, once, by the first checkout that finds it empty.
 
 from __future__ import annotations
 
+import asyncio
+import socket
+import struct
 import time
 
 import psycopg
+from psycopg.errors import _WaitTimeout  # what psycopg's own bounded wait raises
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 # psycopg_pool's own default: how long a checkout waits for a connection of a busy pool.
@@ -50,6 +63,58 @@ class Outage:
 outage = Outage()
 
 
+# How long a statement waits for its answer before its server is asked whether it answers at all,
+# and how long that question may take.
+ANSWER_CHECK_AFTER = 0.5
+PROBE_TIMEOUT = 0.5
+# The frontend's SSLRequest: the first thing a server reads from a new connection, answered with
+# one byte ("S" or "N") before any authentication.
+_SSL_REQUEST = struct.pack("!ii", 8, 80877103)
+# psycopg's own interval between checks of a wait (for Ctrl-C).
+_WAIT_INTERVAL = 0.1
+
+
+def server_answers(host: str, port: int, timeout: float = PROBE_TIMEOUT) -> bool:
+    """Whether the PostgreSQL server at ``host`` (a name, an address, or a Unix socket's folder)
+    answers a new connection's first message within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    try:
+        if host.startswith("/"):
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            probe.settimeout(timeout)
+            probe.connect(f"{host}/.s.PGSQL.{port}")
+        else:
+            probe = socket.create_connection((host, port), timeout=timeout)
+        with probe:
+            probe.settimeout(max(0.01, deadline - time.monotonic()))
+            probe.sendall(_SSL_REQUEST)
+            return bool(probe.recv(1))
+    except OSError:
+        return False
+
+
+def _unanswered(connection: psycopg.Connection | psycopg.AsyncConnection) -> psycopg.OperationalError:
+    """The outage a statement met on a server that answers nothing; its connection is closed."""
+    connection.pgconn.finish()
+    failure = psycopg.OperationalError(
+        f"the database server did not answer within {ANSWER_CHECK_AFTER:g}s and does not answer a new "
+        f"connection within {PROBE_TIMEOUT:g}s either"
+    )
+    outage.observe(failure)
+    return failure
+
+
+def check_answering(params: dict) -> None:
+    """Raises the outage unless the server of the connection ``params`` name answers a new
+    connection's first message: a checkout's own connection attempt during an outage would wait
+    the whole connect timeout on a server that accepts connections and serves none."""
+    host, port = params.get("host") or "/var/run/postgresql", int(params.get("port") or 5432)
+    if not server_answers(host, port):
+        failure = psycopg.OperationalError(f"the database server does not answer within {PROBE_TIMEOUT:g}s")
+        outage.observe(failure)
+        raise failure
+
+
 class ObservedConnection(psycopg.Connection):
     @classmethod
     def connect(cls, conninfo: str = "", **kwargs):
@@ -60,6 +125,16 @@ class ObservedConnection(psycopg.Connection):
             raise
         outage.observe(None)
         return connection
+
+    def wait(self, gen, interval: float = _WAIT_INTERVAL, timeout: float | None = None):
+        if timeout is not None:
+            return super().wait(gen, interval, timeout)
+        while True:
+            try:
+                return super().wait(gen, interval, ANSWER_CHECK_AFTER)
+            except _WaitTimeout:
+                if not server_answers(self.info.host, self.info.port):
+                    raise _unanswered(self) from None
 
 
 class AsyncObservedConnection(psycopg.AsyncConnection):
@@ -72,6 +147,16 @@ class AsyncObservedConnection(psycopg.AsyncConnection):
             raise
         outage.observe(None)
         return connection
+
+    async def wait(self, gen, interval: float = _WAIT_INTERVAL, timeout: float | None = None):
+        if timeout is not None:
+            return await super().wait(gen, interval, timeout)
+        while True:
+            try:
+                return await super().wait(gen, interval, ANSWER_CHECK_AFTER)
+            except _WaitTimeout:
+                if not await asyncio.to_thread(server_answers, self.info.host, self.info.port):
+                    raise _unanswered(self) from None
 
 
 class CheckoutWait:

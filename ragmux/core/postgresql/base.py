@@ -8,7 +8,7 @@ import threading
 from django.db.backends.postgresql.base import DatabaseWrapper as PostgresDatabaseWrapper
 from psycopg_pool import PoolClosed, PoolTimeout
 
-from ragmux.core.postgresql import CheckoutWait, ObservedConnection
+from ragmux.core.postgresql import CheckoutWait, ObservedConnection, check_answering
 
 _replacing_pool = threading.Lock()
 
@@ -29,6 +29,7 @@ class DatabaseWrapper(PostgresDatabaseWrapper):
         """Raises if the database is still out of reach; else replaces the pool, which may be
         in a long backoff before its next attempt."""
         stale = self.pool
+        check_answering(conn_params)
         ObservedConnection.connect(**conn_params).close()
         with _replacing_pool:
             if self._connection_pools.get(self.alias) is not stale:

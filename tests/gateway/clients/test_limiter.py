@@ -398,3 +398,27 @@ def test_calls_waiting_in_one_process_are_admitted_in_batches_with_the_verdicts_
     }
     requests, _, _, _, reserved_tokens, reserved_micros = _counters("project", key.project_id)["minute"]
     assert (requests, reserved_tokens, reserved_micros) == (5, 5 * CALL_TOKENS, 5 * CALL_MICROS)
+
+
+@pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
+@pytest.mark.parametrize("value", [2**63, 2**64 + 5, 2**31])
+def test_a_completion_larger_than_any_provider_takes_is_a_400_naming_its_field(
+    v1, limited, fake_upstream, field, value
+):
+    key = limited({"budget_daily_tokens": 1_000_000, "budget_daily_usd": "5.00"})
+
+    refused = v1(key).post("/chat/completions", json={**CHAT, field: value})
+
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "invalid_request" and field in error["message"]
+    assert fake_upstream.calls() == 0
+    assert v1(key).post("/chat/completions", json=CHAT).status_code == 200
+
+
+def test_a_reservation_is_clamped_to_what_the_counters_hold():
+    from gateway.clients.usage import MAX_RESERVATION, Admission, Claim
+
+    claim = Claim(admission=Admission(project_id=1, key_id=1, windows={}), checks=[], tokens=2**70, micros=0)
+    claim.micros = 2**64
+    assert (claim.tokens, claim.micros) == (MAX_RESERVATION, MAX_RESERVATION)

@@ -166,6 +166,15 @@ def test_an_image_url_naming_a_private_address_is_refused(chat, provider, privat
     assert_no_chat_call(fake_upstream, provider)
 
 
+@pytest.mark.parametrize(
+    "host", ["0177.0.0.1", "127.0.0.01", "999.1.1.1", "[::ffff:0177.0.0.1]", "0x7f.1", "2130706433", "127.1"]
+)
+def test_an_image_url_whose_ipv4_is_not_in_dotted_decimal_is_a_400(chat, provider, fake_upstream, host):
+    error = refused(chat(f"http://{host}/cat.png"), 400, "image_url_invalid")
+    assert "http(s) URL" in error["message"]
+    assert_no_chat_call(fake_upstream, provider)
+
+
 @pytest.mark.parametrize("declared", [True, False], ids=["declared length", "undeclared length"])
 def test_an_oversize_image_is_a_400(chat, provider, image_host, fake_upstream, settings, declared):
     settings.IMAGE_FETCH_MAX_MB = 1

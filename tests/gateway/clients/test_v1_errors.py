@@ -3,6 +3,7 @@ and every call made with a valid key leaves a request log row."""
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -71,6 +72,32 @@ def test_bad_bodies(v1, project_key, project, settings):
     assert client.get("/chat/completions").status_code == 405
     rows = wait_for_logs(3, project=project)
     assert [r.status_code for r in rows] == [400, 400, 413]  # the 405 is refused before the key is read
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "image/png"]
+)
+def test_a_body_not_labelled_as_json_is_refused_unread(v1, project_key, fake_upstream, content_type):
+    body = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
+    calls = fake_upstream.calls()
+
+    refused = v1(project_key).post("/chat/completions", content=body, headers={"Content-Type": content_type})
+
+    assert refused.status_code == 400
+    assert error_of(refused)["code"] == "unsupported_media_type"
+    assert fake_upstream.calls() == calls
+
+
+@pytest.mark.parametrize("role", ["admin", "System", "", None, 7, ["user"]])
+def test_a_message_role_the_api_does_not_define_is_refused(v1, project_key, fake_upstream, role):
+    messages = [{"role": "user", "content": "hi"}, {"role": role, "content": "obey me"}]
+    calls = fake_upstream.calls()
+
+    refused = v1(project_key).post("/chat/completions", json={"messages": messages})
+
+    assert refused.status_code == 400, refused.text
+    assert "messages[1].role must be one of system, developer, user, assistant, tool" in error_of(refused)["message"]
+    assert fake_upstream.calls() == calls
 
 
 def test_retrieving_from_a_store_that_cannot_embed_is_409(v1, project_key, project, store_cannot_embed):

@@ -260,8 +260,36 @@ def test_an_ollama_connection_without_a_base_url_is_checked_at_its_default(api, 
     assert api("admin").post("/admin/api/models", json=body).status_code == 201
 
 
-@pytest.mark.parametrize("host", ["nonexistent.invalid", "256.1.1.1"])
-def test_a_host_that_does_not_resolve_is_a_400_naming_it(api, host):
+# Spellings of an IPv4 address some parsers read and others refuse or read otherwise; the probe's
+# eleven, which crashed the image fetch, and their cousins.
+NON_CANONICAL_HOSTS = [
+    "0177.0.0.1",
+    "127.0.0.01",
+    "999.1.1.1",
+    "256.1.1.1",
+    "[::ffff:0177.0.0.1]",
+    "0x7f.0.0.1",
+    "2130706433",
+    "127.1",
+    "127.0.0.1.",
+    "[fe80::1%25eth0]",
+    "[1.2.3.4]",
+]
+
+
+@pytest.mark.parametrize("host", NON_CANONICAL_HOSTS)
+def test_a_base_url_host_not_in_its_canonical_form_is_a_400(api, settings, host):
+    settings.ALLOW_PRIVATE_UPSTREAMS = True  # refused for its spelling, not for where it leads
+    body = {"name": "odd", "provider_type": "custom_openai", "base_url": f"http://{host}/v1", "model_name": "m"}
+
+    response = api("admin").post("/admin/api/models", json=body)
+
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["fields"]["base_url"][0].startswith("base_url must be an http(s) URL")
+
+
+def test_a_host_that_does_not_resolve_is_a_400_naming_it(api):
+    host = "nonexistent.invalid"
     body = {"name": "nowhere", "provider_type": "custom_openai", "base_url": f"http://{host}/v1", "model_name": "m"}
 
     response = api("admin").post("/admin/api/models", json=body)

@@ -175,6 +175,30 @@ def encrypted_pdf(*, empty_user_password: bool) -> bytes:
     return plain.replace(b"/Root 1 0 R ", b"/Root 1 0 R " + _encryption_dictionary(user_entry, owner_entry))
 
 
+def encrypted_pdf_partly_unreadable() -> bytes:
+    """RC4-40 with an empty user password, one page painting an image (a stream that decrypts) and
+    drawing text (a stream sealed with another key, as a handler the reader gets wrong leaves it):
+    all the reader finds is an image, as in a scan."""
+    permissions = struct.pack("<i", -4)
+    padded_user = _PASSWORD_PAD
+    owner_entry = _rc4(hashlib.md5((b"owner secret" + _PASSWORD_PAD)[:32]).digest()[:5], padded_user)
+    file_key = hashlib.md5(padded_user + owner_entry + permissions + _DOCUMENT_ID).digest()[:5]
+
+    def sealed(object_number: int, data: bytes, key: bytes = file_key) -> bytes:
+        return _rc4(hashlib.md5(key + object_number.to_bytes(3, "little") + b"\x00\x00").digest()[:10], data)
+
+    image = stream(sealed(3, bytes(range(0, 256, 4)) * 64), _GREY_IMAGE)
+    painting = stream(sealed(4, b"q 468 0 0 648 72 72 cm /Im1 Do Q"))
+    text = stream(sealed(5, page_content([["Sealed text"]]), key=b"wrong"))
+    page = (
+        b"<< /Type /Page /MediaBox [0 0 612 792] /Resources << /XObject << /Im1 3 0 R >> /Font << /F1 7 0 R >> >> "
+        b"/Contents [4 0 R 5 0 R] >>"
+    )
+    plain = pdf_file([CATALOG, page_tree([6], count=1), image, painting, text, page, _FONT])
+    user_entry = _rc4(file_key, _PASSWORD_PAD)
+    return plain.replace(b"/Root 1 0 R ", b"/Root 1 0 R " + _encryption_dictionary(user_entry, owner_entry))
+
+
 def random_bytes(size: int = 4096, seed: int = 20240601) -> bytes:
     return random.Random(seed).randbytes(size)
 

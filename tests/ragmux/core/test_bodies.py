@@ -12,6 +12,7 @@ import pytest
 
 from ragmux.core.bodies import MAX_JSON_DEPTH, parse_json
 from ragmux.core.errors import InvalidInput, status_for
+from tests.helpers import partial_request
 
 
 def nested(depth: int, *, brackets: str = "[]") -> bytes:
@@ -87,3 +88,15 @@ def test_a_huge_string_is_read():
 
 def test_the_charset_is_honoured():
     assert parse_json('{"title": "café"}'.encode("latin-1"), encoding="latin-1") == {"title": "café"}
+
+
+@pytest.mark.parametrize("path", ["/admin/api/login", "/v1/chat/completions"])
+def test_a_body_that_never_arrives_is_answered_408_within_the_read_deadline(asgi_url, settings, path):
+    settings.BODY_READ_TIMEOUT = 1
+    head = f"POST {path} HTTP/1.1\nHost: 127.0.0.1\nContent-Type: application/json\nContent-Length: 1000"
+
+    took, status, answer = partial_request(asgi_url, head, b'{"username": ', wait=10)
+
+    assert status == 408, answer
+    assert 1 <= took < 3
+    assert b'"code":"body_timeout"' in answer.replace(b" ", b"") and b"connection: close" in answer.lower()

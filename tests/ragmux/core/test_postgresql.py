@@ -92,6 +92,14 @@ def assert_unavailable(name: str, response: httpx.Response) -> None:
         assert response.headers["Content-Type"].startswith("text/plain")
 
 
+def assert_unavailable_within(callers, bound: float) -> None:
+    for name, call in callers.items():
+        for _ in range(2):  # the request that meets the outage, and one that knows of it
+            response, seconds = timed(call)
+            assert_unavailable(name, response)
+            assert seconds < bound, name
+
+
 def assert_served(callers) -> None:
     for name, call in callers.items():
         assert timed(call)[0].status_code == 200, name
@@ -102,11 +110,7 @@ def test_a_refused_database_answers_503_at_once_in_each_envelope_and_the_next_re
 ):
     assert_served(callers)
     database_proxy.refuse()
-    for name, call in callers.items():
-        for _ in range(2):  # the request that meets the outage, and one that knows of it
-            response, seconds = timed(call)
-            assert_unavailable(name, response)
-            assert seconds < REFUSED_BOUND, name
+    assert_unavailable_within(callers, REFUSED_BOUND)
     assert httpx.get(f"{served}/healthz").status_code == 200
     database_proxy.forward()
     assert_served(callers)
@@ -138,6 +142,23 @@ def test_a_pool_backing_off_from_a_refused_database_serves_as_soon_as_another_po
         response, seconds = timed(callers[name])
         assert response.status_code == 200, name
         assert seconds < REFUSED_BOUND, name
+
+
+# A statement waits half a second before its server is asked whether it answers, and the question
+# takes half a second more at most; a second more for the request on a loaded machine.
+FROZEN_BOUND = 2.5
+
+
+def test_a_frozen_database_answers_503_within_a_second_or_two_and_recovers(served, database_proxy, callers):
+    assert_served(callers)
+    # As a server whose every process is stopped: its connections stay open and carry nothing, and
+    # new ones are accepted but never served.
+    database_proxy.freeze()
+    assert_unavailable_within(callers, FROZEN_BOUND)
+    ready, seconds = timed(lambda: httpx.get(f"{served}/readyz", timeout=30))
+    assert ready.status_code == 503 and seconds < 1.5
+    database_proxy.forward()
+    assert_served(callers)
 
 
 def test_a_hung_database_answers_503_within_the_connect_timeout(served, database_proxy, callers):

@@ -68,7 +68,8 @@ def test_guesses_sent_in_parallel_cannot_slip_past_the_limit(api, settings):
     assert statuses == [401, 401, 429, 429, 429, 429]
 
 
-def test_one_address_is_limited_across_usernames(api):
+def test_one_address_is_limited_across_usernames(api, settings):
+    settings.LOGIN_RATE_LIMIT_PER_MIN = 10
     client = api()
     for n in range(10):
         assert login(client, f"someone{n}", "guess").status_code == 401
@@ -77,7 +78,23 @@ def test_one_address_is_limited_across_usernames(api):
     assert refused.json()["error"]["locked"] is False
 
 
+def test_guessing_one_account_locks_out_neither_its_owner_elsewhere_nor_others_sharing_the_address(api, settings):
+    settings.TRUST_PROXY_HEADERS = True
+    client = api()
+    nat, elsewhere = {"X-Forwarded-For": "203.0.113.7"}, {"X-Forwarded-For": "192.0.2.1"}
+    answers = [login(client, "admin", f"guess {n}", **nat).status_code for n in range(30)]
+    assert answers == [401] * 5 + [429] * 25  # the pair's minute limit
+    assert login(client, "admin", PASSWORD, **elsewhere).status_code == 200
+    # Ten more failures from the NAT, two typos each of five colleagues: the address-wide limit
+    # is higher than one account's, so none of them, nor anyone else there, is refused.
+    colleagues = [UserFactory(username=f"colleague{n}", role="viewer").username for n in range(6)]
+    for name in colleagues[:5]:
+        assert [login(client, name, "typo", **nat).status_code for _ in range(2)] == [401, 401]
+    assert [login(client, name, PASSWORD, **nat).status_code for name in colleagues] == [200] * 6
+
+
 def test_forwarded_addresses_are_ignored_unless_a_proxy_is_trusted(api, settings):
+    settings.LOGIN_RATE_LIMIT_PER_MIN = 10
     client = api()
     # Without a trusted proxy, a made-up X-Forwarded-For does not buy fresh addresses.
     for n in range(10):

@@ -6,6 +6,7 @@ import stat
 import tarfile
 import uuid
 
+import httpx
 import psycopg
 import pytest
 
@@ -13,7 +14,7 @@ from ingestion.services import IncomingFile, document_upload
 from ragmux.core.crypto import generate_key
 from ragmux.launch.backup import BackupFailed, find_pg_tool, read_backup
 from stores.services import store_create
-from tests.helpers import run_ragmux
+from tests.helpers import run_ragmux, web_process
 
 RESTORED_CHECK = """
 import json
@@ -27,6 +28,21 @@ result = store_search(store=RagStore.objects.get(name="kb"), query="anemometer r
 print(json.dumps({
     "key": unseal(connection.api_key_sealed, aad=connection_key_aad(connection.pk)).decode(),
     "hits": [hit.filename for hit in result.hits],
+}))
+"""
+
+
+KEY_REENTRY_CHECK = """
+import json
+from gateway.connections.models import ModelConnection
+from stores.models import Chunk, Document
+connection = ModelConnection.objects.get(name="fake-openai")
+print(json.dumps({
+    "sealed": connection.api_key_sealed is not None,
+    "ok": connection.last_test_ok,
+    "error": connection.last_test_error,
+    "documents": sorted(Document.objects.values_list("filename", flat=True)),
+    "chunks": Chunk.objects.count(),
 }))
 """
 
@@ -67,11 +83,17 @@ def test_a_backup_restores_into_an_empty_database_and_searches(
     assert manifest["encryption_key_check"]
     assert manifest["pg_dump_major"] >= manifest["postgres_server_major"]
 
-    wrong_key = run_ragmux({**empty_database, "RAGMUX_ENCRYPTION_KEY": generate_key()}, "restore", str(backup))
-    assert wrong_key.returncode == 1
-    assert "sealed with another encryption key" in wrong_key.stderr
+    other_key = {**empty_database, "RAGMUX_ENCRYPTION_KEY": generate_key()}
+    without_its_key = run_ragmux(other_key, "restore", str(backup))
+    assert without_its_key.returncode == 0, without_its_key.stderr
+    assert "1 connection(s) need theirs entered again (fake-openai)" in without_its_key.stdout
+    checked = run_ragmux(other_key, "manage", "shell", "-c", KEY_REENTRY_CHECK)
+    assert checked.returncode == 0, checked.stderr
+    found = json.loads(checked.stdout.strip().splitlines()[-1])
+    assert found["sealed"] is False and found["ok"] is False and "enter it again" in found["error"]
+    assert found["documents"] == ["other.txt", "weather.txt"] and found["chunks"] == 2  # everything else
 
-    restored = run_ragmux(empty_database, "restore", str(backup))
+    restored = run_ragmux(empty_database, "restore", "--replace", str(backup))
     assert restored.returncode == 0, restored.stderr
     assert "2 documents" in restored.stdout
     checked = run_ragmux(empty_database, "manage", "shell", "-c", RESTORED_CHECK)
@@ -114,3 +136,27 @@ def test_an_archive_that_is_not_a_backup_is_refused(tmp_path):
 def test_no_dump_tool_older_than_the_server_is_used():
     with pytest.raises(BackupFailed, match="no pg_dump of PostgreSQL 99 or newer"):
         find_pg_tool("pg_dump", 99)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_restored_backup_holds_no_dashboard_session(subprocess_env, empty_database, personas, tmp_path):
+    from django.conf import settings
+    from django.test import Client
+
+    browser = Client()
+    browser.force_login(personas["admin"])
+    cookie = browser.cookies[settings.SESSION_COOKIE_NAME].value
+    with web_process(subprocess_env) as web:
+        live = httpx.get(f"{web.url}/admin/", cookies={settings.SESSION_COOKIE_NAME: cookie})
+    assert live.status_code == 200  # the cookie is a login on the instance that made it
+
+    made = run_ragmux(subprocess_env, "backup", "--output", str(tmp_path))
+    assert made.returncode == 0, made.stderr
+    (backup,) = tmp_path.glob("ragmux-backup-*.tar")
+    restored = run_ragmux(empty_database, "restore", str(backup))
+    assert restored.returncode == 0, restored.stderr
+
+    with web_process(empty_database) as web:
+        replayed = httpx.get(f"{web.url}/admin/", cookies={settings.SESSION_COOKIE_NAME: cookie})
+    assert replayed.status_code == 302 and replayed.headers["location"].startswith(settings.LOGIN_URL)

@@ -11,6 +11,7 @@ import time
 import httpx
 import psutil
 import pytest
+import redis
 
 from gateway.connections.credentials import connection_key_aad
 from gateway.connections.models import ModelConnection
@@ -270,6 +271,29 @@ def test_serve_restarts_a_killed_worker_while_the_web_keeps_answering(tmp_path, 
         assert served.stop() == 0
 
 
+@pytest.mark.slow
+def test_serve_restarts_the_embedded_redis_when_it_dies(tmp_path, data_dir):
+    port = free_port()
+    log_file = tmp_path / "serve.log"
+    served = Served(data_dir, port, log_file=log_file)
+    try:
+        served.wait_for(r"Dashboard: ")
+        redis_url = served.wait_for(r"Embedded Redis: (\S+)").group(1)
+        redis_server = psutil.Process(int((data_dir / "redis" / "redis.pid").read_text()))
+        redis_server.kill()  # kill -9 of redis-server
+        poll(lambda: "ragmux: embedded Redis exited; restarting it in 1 s" in log_file.read_text(), "the notice")
+        poll(lambda: "ragmux: embedded Redis restarted" in log_file.read_text(), "the restart")
+        with redis.Redis.from_url(redis_url, socket_timeout=5) as client:
+            assert client.ping()  # at the same address
+        assert int((data_dir / "redis" / "redis.pid").read_text()) != redis_server.pid
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+        assert served.process.poll() is None
+    finally:
+        assert served.stop() == 0
+    time.sleep(1)
+    assert data_dir_processes(data_dir) == []
+
+
 COMMITS = 'ragmux_ingest_stage_seconds_count{stage="commit"}'
 REFUSED = 'ragmux_v1_requests_total{endpoint="models",status="401"}'
 
@@ -303,7 +327,6 @@ def answers(url: str) -> bool:
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_web_workers_metrics_are_served_together_and_outlive_a_redis_restart(subprocess_env, tmp_path):
-    import redis
     from django.conf import settings
 
     port = free_port()
