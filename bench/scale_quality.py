@@ -3,7 +3,7 @@ prose, their questions scored at the defaults and with exact BM25 scoring, and h
 per query class on the same store.
 
     python bench/scale_quality.py [--sizes N ...] [--collections DIR ...] [--prose debian|python]
-                                  [--queries Q] [--smoke]
+                                  [--vectors real|modelled] [--queries Q] [--smoke]
 
 The store holds the judged collections' documents (default: bench/data/time and
 bench/data/lisa, whichever exist), each chunked as an upload `<_id>.txt` is (the product's
@@ -24,8 +24,11 @@ prose chunk gets a modelled vector, its document's nearest preceding anchor plus
 (search_latency.vectors_around), so prose chunks cluster by topic around real embeddings of
 their own text. The lexical figures do not depend on vectors at all and are exact; the vector
 and hybrid figures use those modelled prose vectors. Embeddings are cached in
-bench/results/scale_quality/ (gitignored), keyed by text, so a rerun embeds nothing again (not
-by the smoke run).
+bench/results/scale_quality/ (gitignored), keyed by text and written as they are made, so a
+rerun or an interrupted run embeds nothing twice (not by the smoke run). ``--vectors modelled``
+embeds nothing (on a busy machine the model runs a few texts a second, and the judged
+collections alone are thousands of chunks): every vector is random, prose still clustered by
+document, and only the lexical quality rows are reported; latency is measured as usual.
 
 At each size, for each collection's judged questions (documents ranked at their best chunk,
 pools of 100 chunks, as bench/quality.py ranks): nDCG@10 and recall@100 of vector, lexical bm25
@@ -68,6 +71,7 @@ from search_latency import (
     near_copies,
     synthetic_texts,
     top_overlap,
+    unit_rows,
     vectors_around,
 )
 
@@ -99,6 +103,7 @@ DEFAULT_COLLECTIONS = ("time", "lisa")
 SMOKE_SIZE = 300
 SMOKE_COLLECTION = REPO / "tests" / "bench" / "data" / "tiny-beir"
 ANCHOR_EVERY = 25
+SAVE_EVERY = 1024  # new embeddings between two writes of the cache
 VOCABULARY = 30000  # the query classes draw from the prose's this many most frequent words
 WORD = re.compile(r"[a-z]{2,}")
 STORE_NAME = "bench-scale-quality"
@@ -139,11 +144,12 @@ def prose_uploads(kind: str) -> tuple[list[tuple[str, str, bytes]], dict[str, di
         return uploads, {PYTHON_PROSE: {"files": len(uploads), "mb": megabytes(uploads)}}
     uploads, packages, seen = [], {}, set()
     for source in DEBIAN_PROSE:
-        # A file reached twice through a link (perl's 5.36 -> 5.36.0) counts once.
-        paths = [
-            path for path in sorted(glob.glob(source.pattern, recursive=True)) if os.path.realpath(path) not in seen
-        ]
-        seen.update(os.path.realpath(path) for path in paths)
+        paths = []
+        for path in sorted(glob.glob(source.pattern, recursive=True)):
+            # A file reached twice through a link (perl's 5.36 -> 5.36.0) counts once.
+            if os.path.realpath(path) not in seen:
+                seen.add(os.path.realpath(path))
+                paths.append(path)
         found = [
             (f"{source.package}:{path}", Path(path.removesuffix(".gz")).stem + source.upload_as, read_file(path))
             for path in paths
@@ -195,7 +201,7 @@ def take(documents: Iterator[tuple[str, int, int]], count: int) -> list[tuple[st
 
 
 def modelled_vectors(
-    chunks: Chunks, spans: list[tuple[str, int, int]], rng: np.random.Generator, cache: dict
+    chunks: Chunks, spans: list[tuple[str, int, int]], rng: np.random.Generator, embedder: Embedder
 ) -> np.ndarray:
     """Vectors of the spans' chunks, in order: every ANCHOR_EVERY-th chunk of a document embedded
     by the model, each chunk its anchor's vector plus noise."""
@@ -205,7 +211,7 @@ def modelled_vectors(
             if offset % ANCHOR_EVERY == 0:
                 anchors.append(first + offset)
             owner.append(len(anchors) - 1)
-    centers = embed([chunks.embedded[n] for n in anchors], cache)
+    centers = embedder([chunks.embedded[n] for n in anchors])
     return vectors_around(rng, centers, np.array(owner, dtype=np.int64))
 
 
@@ -243,6 +249,32 @@ def cache_path() -> Path:
     return CACHE / f"embeddings-{MODEL_NAME}.npz"
 
 
+class Embedder:
+    """Unit vectors of texts from the store's local model, through a cache (``path``: read first,
+    written every SAVE_EVERY new texts, so an interrupted run keeps what it embedded; None: in
+    memory only); with ``modelled``, random unit vectors and no model at all."""
+
+    def __init__(self, path: Path | None, rng: np.random.Generator, *, modelled: bool):
+        self.path, self.rng, self.modelled = path, rng, modelled
+        self.cache = load_cache(path) if path and not modelled else {}
+        self.cached = len(self.cache)
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        if self.modelled:
+            return unit_rows(self.rng.standard_normal((len(texts), DIMENSIONS))).astype(np.float32)
+        missing = [text for text in dict.fromkeys(texts) if text not in self.cache]
+        for start in range(0, len(missing), SAVE_EVERY):
+            embed(missing[start : start + SAVE_EVERY], self.cache)
+            if self.path:
+                save_cache(self.cache, self.path)
+            print(f"embedded {min(start + SAVE_EVERY, len(missing))} of {len(missing)} texts", flush=True)
+        return embed(texts, self.cache)
+
+    @property
+    def embedded(self) -> int:
+        return len(self.cache) - self.cached
+
+
 def load_cache(path: Path) -> dict:
     if not path.is_file():
         return {}
@@ -261,12 +293,15 @@ def save_cache(cache: dict, path: Path) -> None:
 # --- measuring ------------------------------------------------------------------------------
 
 
-def quality_at(store, collections: list[Judged]) -> tuple[list[dict], list[dict]]:
-    """Each collection's rows and default − exact comparisons on the store as it is."""
+def quality_at(store, collections: list[Judged], *, lexical_only: bool) -> tuple[list[dict], list[dict]]:
+    """Each collection's rows and default − exact comparisons on the store as it is; only the
+    lexical ones with ``lexical_only`` (the vectors are all modelled, so no vector figure means
+    anything)."""
     rows, comparisons = [], []
+    measured = [row for row in QUALITY_ROWS if not lexical_only or row[1] is LEXICAL_OVERRIDES]
     for judged in collections:
         rankings = {}
-        for name, overrides, patches in QUALITY_ROWS:
+        for name, overrides, patches in measured:
             latencies: list[float] = []
             with patched(patches):
                 rankings[name] = ragmux_rankings(store, judged.queries, judged.vectors, overrides, latencies=latencies)
@@ -280,7 +315,7 @@ def quality_at(store, collections: list[Judged]) -> tuple[list[dict], list[dict]
                     "p95_ms": round(percentile(latencies, 95), 1),
                 }
             )
-        for name in ("lexical bm25", HEADLINE):
+        for name in [name for name in ("lexical bm25", HEADLINE) if name in rankings]:
             comparisons.append(
                 {"collection": judged.name, **compare(name, name + EXACT_SUFFIX, rankings, judged.qrels)}
             )
@@ -329,6 +364,12 @@ def main() -> None:
     parser.add_argument("--prose", choices=("debian", "python"), help="where the prose comes from (default debian)")
     parser.add_argument("--queries", type=int, help="queries per latency class (default 100; 10 with --smoke)")
     parser.add_argument("--seed", type=int, default=20261207)
+    parser.add_argument(
+        "--vectors",
+        choices=("real", "modelled"),
+        default="real",
+        help="modelled: no embedding at all, every vector random, lexical quality rows only (default real)",
+    )
     parser.add_argument(
         "--smoke", action="store_true", help=f"{SMOKE_SIZE} chunks: tests/bench's tiny collection in CPython's prose"
     )
@@ -383,17 +424,14 @@ def main() -> None:
 
         started = time.monotonic()
         # The smoke run neither reads nor writes the cache: a test leaves nothing behind.
-        cache = {} if args.smoke else load_cache(cache_path())
-        cached = len(cache)
-        judged_vectors = embed(judged_chunks.embedded, cache)
+        embedder = Embedder(None if args.smoke else cache_path(), rng, modelled=args.vectors == "modelled")
+        judged_vectors = embedder(judged_chunks.embedded)
         for judged in collections:
             texts = list(judged.queries.values())
-            judged.vectors = dict(zip(judged.queries, (v.tolist() for v in embed(texts, cache)), strict=True))
-        step_vectors = [modelled_vectors(prose, spans, rng, cache) for spans in steps]
-        if len(cache) > cached and not args.smoke:
-            save_cache(cache, cache_path())
+            judged.vectors = dict(zip(judged.queries, (v.tolist() for v in embedder(texts)), strict=True))
+        step_vectors = [modelled_vectors(prose, spans, rng, embedder) for spans in steps]
         embed_seconds = time.monotonic() - started
-        print(f"embedded {len(cache) - cached} new texts in {embed_seconds:.0f} s ({cached} cached)")
+        print(f"vectors {args.vectors}: embedded {embedder.embedded} new texts in {embed_seconds:.0f} s")
         assert judged_vectors.shape[1] == DIMENSIONS
 
         store = fresh_store(STORE_NAME, local_connection())
@@ -414,7 +452,7 @@ def main() -> None:
             started = time.monotonic()
             _, fill_steps = fill_store(store, texts, vectors, documents=names, sections=sections)
             fill_seconds = time.monotonic() - started
-            rows, comparisons = quality_at(store, collections)
+            rows, comparisons = quality_at(store, collections, lexical_only=args.vectors == "modelled")
             results.append(
                 {
                     "chunks": size,
@@ -472,11 +510,17 @@ def main() -> None:
         report(
             {
                 "bench": "scale_quality",
-                "prose": {"kind": prose_kind, "packages": packages, "chunks_available": len(prose.contents)},
+                "prose": {
+                    "kind": prose_kind,
+                    "packages": packages,
+                    "chunks_available": len(prose.contents),
+                    "chunk_text_mb_in_store": round(sum(len(text.encode()) for text in prose_texts) / 1e6, 1),
+                },
                 "judged": {j.name: {"documents": j.documents, "questions": len(j.queries)} for j in collections},
                 "judged_chunks": len(judged_chunks.contents),
                 "prose_vectors": f"modelled: one embedded anchor per {ANCHOR_EVERY} chunks of a document, plus noise",
-                "embedded_new": len(cache) - cached,
+                "vectors": args.vectors,
+                "embedded_new": embedder.embedded,
                 "sizes": results,
                 "latency": {"chunks": sizes[-1], "mode": "hybrid", "backend": "bm25", "classes": latency},
                 "bm25_top10_overlap": overlap,
