@@ -434,6 +434,9 @@ def main() -> None:
         print(f"vectors {args.vectors}: embedded {embedder.embedded} new texts in {embed_seconds:.0f} s")
         assert judged_vectors.shape[1] == DIMENSIONS
 
+        from stores.models import Chunk
+
+        section_length = Chunk._meta.get_field("section").max_length
         store = fresh_store(STORE_NAME, local_connection())
         results = []
         step_texts = [
@@ -449,6 +452,9 @@ def main() -> None:
                 sections = judged_chunks.sections + sections
                 names = [(source, length) for source, _, length in document_spans(judged_chunks.sources)] + names
                 vectors = np.vstack([judged_vectors, vectors])
+            # A heading path longer than the column holds would fail the document's index write
+            # (in the pipeline too: a `<title>` or heading of over 1024 characters); cut here.
+            sections = [section[:section_length] for section in sections]
             started = time.monotonic()
             _, fill_steps = fill_store(store, texts, vectors, documents=names, sections=sections)
             fill_seconds = time.monotonic() - started
