@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install install-test browser screenshots
+.PHONY: run test install install-test browser screenshots bench-prose
 
 run: install
 	$(BIN)/ragmux serve
@@ -36,3 +36,10 @@ browser:
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; \
 	fi
+
+# The Debian documentation packages whose prose bench/scale_quality.py fills its store with
+# (about 100 MB of text; the bench names them).
+bench-prose: install
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
+		$$($(BIN)/python bench/scale_quality.py --debian-packages)

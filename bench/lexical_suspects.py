@@ -39,7 +39,7 @@ import argparse
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,11 +99,12 @@ RRF_K_ROWS = [("simple, RRF k 20 (informative)", 20), ("simple, RRF k 100 (infor
 
 @dataclass
 class Chunks:
-    """Chunks as the pipeline would store them: the BEIR id each came from, its content, and
-    the text the pipeline embeds for it."""
+    """Chunks as the pipeline would store them: the source each came from, its content and
+    section, and the text the pipeline embeds for it."""
 
     sources: list[str] = field(default_factory=list)
     contents: list[str] = field(default_factory=list)
+    sections: list[str] = field(default_factory=list)
     embedded: list[str] = field(default_factory=list)
 
     @property
@@ -118,27 +119,52 @@ def product_chunks(
     corpus: list[dict], *, chunking_strategy: str, chunk_size: int, chunk_overlap: int, contextual: bool
 ):
     """Each document as an upload `<_id>.txt` of its text, parsed and chunked as the pipeline does."""
+    uploads = ((doc["_id"], f"{doc['_id']}.txt", document_text(doc).encode()) for doc in corpus)
+    return upload_chunks(
+        uploads,
+        chunking_strategy=chunking_strategy,
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        contextual=contextual,
+    )
+
+
+def upload_chunks(
+    uploads: Iterable[tuple[str, str, bytes]],
+    *,
+    chunking_strategy: str,
+    chunk_size: int,
+    chunk_overlap: int,
+    contextual: bool,
+) -> Chunks:
+    """Each (source, filename, bytes) upload parsed by its filename's type and chunked as the
+    pipeline does. An upload the pipeline would fail (no text) or refuse (the bytes of an earlier
+    one) gives no chunks."""
+    from django.conf import settings
+
     from ingestion.chunking import chunk_blocks, embedded_text
-    from ingestion.parsing.text import parse_text
+    from ingestion.parsing import ParseError, parse_document
 
     chunks = Chunks()
     seen = set()
-    for doc in corpus:
-        data = document_text(doc).encode()
+    for source, filename, data in uploads:
         digest = hashlib.sha256(data).hexdigest()
-        if not data or digest in seen:  # the pipeline fails an empty document and refuses a repeated one
+        if not data or digest in seen:
             continue
         seen.add(digest)
+        try:
+            parsed = parse_document(filename=filename, data=data, pdf_timeout=settings.PDF_PARSE_TIMEOUT)
+        except ParseError:
+            continue
         drafts = chunk_blocks(
-            parse_text(data).blocks, strategy=chunking_strategy, chunk_size=chunk_size, chunk_overlap=chunk_overlap
+            parsed.blocks, strategy=chunking_strategy, chunk_size=chunk_size, chunk_overlap=chunk_overlap
         )
         for draft in drafts:
-            chunks.sources.append(doc["_id"])
+            chunks.sources.append(source)
             chunks.contents.append(draft.content)
+            chunks.sections.append(draft.section)
             chunks.embedded.append(
-                embedded_text(
-                    filename=f"{doc['_id']}.txt", section=draft.section, content=draft.content, contextual=contextual
-                )
+                embedded_text(filename=filename, section=draft.section, content=draft.content, contextual=contextual)
             )
     return chunks
 

@@ -205,11 +205,16 @@ def store_settings(store) -> dict:
 
 
 def ragmux_rankings(
-    store, queries: dict[str, str], vectors: dict[str, list[float]], overrides: dict, outcomes: list | None = None
+    store,
+    queries: dict[str, str],
+    vectors: dict[str, list[float]],
+    overrides: dict,
+    outcomes: list | None = None,
+    latencies: list | None = None,
 ):
     """Each query's ranking of BEIR ids (the documents' sources) through the product's evaluation
     ranking; with reranking on in ``overrides``, each search is reranked as a dashboard search is
-    (its outcome appended to ``outcomes``)."""
+    (its outcome appended to ``outcomes``). Each search's milliseconds go to ``latencies``."""
     from retrieval.evaluation.ranking import rank_documents
 
     rankings = {}
@@ -217,6 +222,8 @@ def ragmux_rankings(
         ranked = rank_documents(store=store, query=text, overrides=overrides, query_vector=vectors[query_id])
         if ranked.rerank is not None and outcomes is not None:
             outcomes.append(ranked.rerank)
+        if latencies is not None:
+            latencies.append(ranked.latency_ms)
         rankings[query_id] = ranked.sources
     return rankings
 

@@ -37,6 +37,7 @@ import hashlib
 import math
 import os
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager
 from functools import partial
 from unittest import mock
@@ -135,8 +136,13 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
 def clustered_vectors(rng: np.random.Generator, count: int, clusters: int) -> np.ndarray:
     """Unit vectors: a random unit center per cluster plus Gaussian noise, normalised."""
     centers = unit_rows(rng.standard_normal((clusters, DIMENSIONS)))
-    owner = rng.integers(0, clusters, size=count)
-    noise = rng.standard_normal((count, DIMENSIONS)) * (CLUSTER_SPREAD / np.sqrt(DIMENSIONS))
+    return vectors_around(rng, centers, rng.integers(0, clusters, size=count))
+
+
+def vectors_around(rng: np.random.Generator, centers: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """One unit vector per entry of ``owner``: its center (a row of ``centers``) plus Gaussian
+    noise of norm about CLUSTER_SPREAD, normalised."""
+    noise = rng.standard_normal((len(owner), centers.shape[1])) * (CLUSTER_SPREAD / np.sqrt(centers.shape[1]))
     return unit_rows(centers[owner] + noise).astype(np.float32)
 
 
@@ -193,9 +199,19 @@ def issue_queries(
 # --- filling the store ------------------------------------------------------------------------
 
 
-def fill_store(store, texts: list[str], vectors: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+def fill_store(
+    store,
+    texts: list[str],
+    vectors: np.ndarray,
+    *,
+    documents: Sequence[tuple[str, int]] | None = None,
+    sections: Sequence[str] | None = None,
+) -> tuple[np.ndarray, dict[str, float]]:
     """Writes documents, chunks, vectors and term statistics; returns the chunk ids (in the order
-    of ``texts``) and the seconds each step took."""
+    of ``texts``) and the seconds each step took. ``documents`` is (name, chunk count) per
+    document, each holding the next chunks of ``texts`` (default: synthetic documents of
+    CHUNKS_PER_DOCUMENT chunks); a name is the document's source and, with `.txt`, its file name.
+    A store can be filled more than once; its vector index is rebuilt each time."""
     from django.db import connection, transaction
 
     from ingestion.chunking import text_hash
@@ -217,26 +233,33 @@ def fill_store(store, texts: list[str], vectors: np.ndarray) -> tuple[np.ndarray
         if not shared:
             cursor.execute(f"DROP INDEX IF EXISTS {index_name(DIMENSIONS)}")
 
-    document_count = -(-len(texts) // CHUNKS_PER_DOCUMENT)
-    documents = Document.objects.bulk_create(
+    if documents is None:
+        documents = [
+            (f"synthetic-{n}", min(CHUNKS_PER_DOCUMENT, len(texts) - start))
+            for n, start in enumerate(range(0, len(texts), CHUNKS_PER_DOCUMENT))
+        ]
+    written = Document.objects.bulk_create(
         [
             Document(
                 store=store,
-                filename=f"synthetic-{n}.txt",
-                title=f"synthetic {n}",
+                filename=f"{name}.txt",
+                title=name,
+                source=name,
                 mime="text/plain",
                 original=b"",
                 size_bytes=0,
-                content_sha256=hashlib.sha256(f"{store.pk}:{n}".encode()).hexdigest(),
+                content_sha256=hashlib.sha256(f"{store.pk}:{name}".encode()).hexdigest(),
                 status="ready",
                 progress_percent=100,
-                chunk_count=min(CHUNKS_PER_DOCUMENT, len(texts) - n * CHUNKS_PER_DOCUMENT),
+                chunk_count=count,
             )
-            for n in range(document_count)
+            for name, count in documents
         ],
         batch_size=5000,
     )
-    document_ids = [d.pk for d in documents]
+    # Each chunk's document and its place in it.
+    owner = np.repeat(np.array([d.pk for d in written], dtype=np.int64), [count for _, count in documents])
+    place = np.concatenate([np.arange(count) for _, count in documents]) if documents else np.zeros(0, np.int64)
     steps["documents"] = time.monotonic() - started
 
     key = model_key(store.embedding_connection)
@@ -246,10 +269,10 @@ def fill_store(store, texts: list[str], vectors: np.ndarray) -> tuple[np.ndarray
         positions = range(start, min(start + FILL_BATCH, len(texts)))
         rows = [
             index.ChunkRow(
-                document_id=document_ids[p // CHUNKS_PER_DOCUMENT],
-                index=p % CHUNKS_PER_DOCUMENT,
+                document_id=int(owner[p]),
+                index=int(place[p]),
                 content=texts[p],
-                section="",
+                section=sections[p] if sections else "",
                 page=None,
                 embedded_hash=text_hash(texts[p]),
             )

@@ -237,6 +237,51 @@ def test_search_latency_smoke_reports_every_mode_and_backend_and_leaves_nothing_
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
 
 
+SCALE_QUALITY_ROWS = [
+    "vector",
+    "lexical bm25",
+    "lexical bm25, exact (every posting read)",
+    "hybrid bm25",
+    "hybrid bm25, exact (every posting read)",
+]
+
+
+@pytest.mark.slow
+def test_scale_quality_smoke_mixes_the_judged_documents_into_prose_and_leaves_nothing_running(run_tmpdir):
+    workers_before = running_workers()
+
+    # The smoke's prose is CPython's own documentation topics: on every machine, no package needed.
+    finished = run_bench("scale_quality.py", run_tmpdir, "--smoke")
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    result = json.loads(finished.stdout.strip().splitlines()[-1])
+    assert result["bench"] == "scale_quality"
+    assert result["prose"]["kind"] == "python" and result["prose"]["chunks_available"] >= 300
+    assert result["judged"] == {"tiny-beir": {"documents": 30, "questions": 12}}
+    assert result["judged_chunks"] == 30  # 28 one-chunk documents and one of two; the empty one has none
+    assert result["embedded_new"] > result["judged_chunks"]  # the questions and the prose anchors too
+    [size] = result["sizes"]
+    assert size["chunks"] == 300
+    assert [(row["collection"], row["config"]) for row in size["quality"]] == [
+        ("tiny-beir", row) for row in SCALE_QUALITY_ROWS
+    ]
+    for row in size["quality"]:
+        assert 0.0 <= row["ndcg@10"] <= 1.0 and 0.0 <= row["recall@100"] <= 1.0
+        assert row["ndcg@10"] > 0.5  # the judged documents are found among the prose
+        assert 0 < row["p50_ms"] <= row["p95_ms"]
+    assert [c["config"] for c in size["comparisons"]] == ["lexical bm25", "hybrid bm25"]
+    for comparison in size["comparisons"]:
+        low, high = comparison["ci95"]
+        assert low <= comparison["ndcg@10_difference"] <= high
+    classes = [row["class"] for row in result["latency"]["classes"]]
+    assert classes == ["typical", "common", "paragraph", "phrase", "unknown", "misspelt", "questions"]
+    assert all(0 < row["p50_ms"] <= row["p95_ms"] for row in result["latency"]["classes"])
+    assert list(result["bm25_top10_overlap"]) == ["typical", "common", "paragraph", "phrase", "questions"]
+    time.sleep(1)
+    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert list(run_tmpdir.glob("ragmux-bench-*")) == []
+
+
 def test_pruning_bounds_need_fewer_postings_the_tighter_the_bound(run_tmpdir):
     finished = run_bench("bm25_pruning_bounds.py", run_tmpdir, "--chunks", "3000", "--queries", "3")
 
