@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Protocol
 
-from stores.choices import ChunkingStrategy
+from stores.choices import SECTION_MAX_LENGTH, ChunkingStrategy
 
 PARAGRAPH_SEPARATOR = "\n\n"
 CONTEXT_SEPARATOR = " · "
@@ -88,7 +88,15 @@ def _runs(blocks: Iterable[SourceBlock]) -> Iterator[_Run]:
     """Consecutive non-blank blocks sharing (section, page), with their texts trimmed."""
     kept = ((block, text) for block in blocks if (text := block.text.strip()))
     for (section, page), group in groupby(kept, key=lambda pair: (pair[0].section, pair[0].page)):
-        yield _Run(section=section, page=page, texts=[text for _, text in group])
+        yield _Run(section=_fitted_section(section), page=page, texts=[text for _, text in group])
+
+
+def _fitted_section(section: str) -> str:
+    """``section`` cut to what a chunk keeps, with an ellipsis: a page whose heading runs to
+    thousands of characters (SQLite's keyword index has one of 61,358) must still be indexed."""
+    if len(section) <= SECTION_MAX_LENGTH:
+        return section
+    return section[: SECTION_MAX_LENGTH - 1].rstrip() + "…"
 
 
 def _split(text: str, boundary: re.Pattern[str], leading_separator: str) -> Iterator[_Unit]:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from django.db import models
 
+# The longest section path a chunk keeps (the column's length); a longer heading is cut by the
+# chunker, which cannot reach the model.
+SECTION_MAX_LENGTH = 1024
+
 
 class SearchMode(models.TextChoices):
     VECTOR = "vector"

@@ -7,7 +7,15 @@ from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 
 from gateway.connections.models import ModelConnection, Route, RouteKind
-from stores.choices import ChunkingStrategy, DocumentStatus, ErrorStage, RerankBackend, SearchBackend, SearchMode
+from stores.choices import (
+    SECTION_MAX_LENGTH,
+    ChunkingStrategy,
+    DocumentStatus,
+    ErrorStage,
+    RerankBackend,
+    SearchBackend,
+    SearchMode,
+)
 
 
 def default_index_config() -> str:
@@ -164,7 +172,7 @@ class Chunk(models.Model):
     document = models.ForeignKey(Document, related_name="chunks", **DB_CASCADE)
     index = models.PositiveIntegerField()
     content = models.TextField()
-    section = models.CharField(max_length=1024, blank=True, default="")
+    section = models.CharField(max_length=SECTION_MAX_LENGTH, blank=True, default="")
     page = models.PositiveIntegerField(null=True, blank=True)
     # SHA-256 of the whitespace-normalised text that was embedded (for vector reuse).
     embedded_hash = models.CharField(max_length=64)

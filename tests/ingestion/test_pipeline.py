@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 
 from ingestion.services import IncomingFile, document_reprocess, document_upload
+from stores.choices import SECTION_MAX_LENGTH
 from stores.models import Chunk, ChunkTerm, Document, RagStore, StoreTextStats
 from stores.services import document_delete, store_create, store_delete
 from tests.helpers import counted
@@ -77,6 +78,17 @@ def test_a_ready_document_reports_its_counts(make_store, ingest_now):
     stats = StoreTextStats.objects.get(store=store)
     assert stats.chunk_count == 4
     assert stats.token_total == sum(Chunk.objects.values_list("token_count", flat=True)) == 4 * 32
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_heading_longer_than_a_section_holds_is_cut_and_the_document_indexed(make_store, ingest_now):
+    store = make_store()
+    heading = "keyword " * 2000
+    (document,) = add(store, ("index.html", f"<html><body><h1>{heading}</h1><p>the body text</p></body></html>"))
+    ingest_now()
+    assert refreshed(document).status == "ready", refreshed(document).error
+    (section,) = Chunk.objects.filter(document=document).values_list("section", flat=True).distinct()
+    assert len(section) == SECTION_MAX_LENGTH and section.startswith("keyword keyword") and section.endswith("…")
 
 
 @pytest.mark.django_db(transaction=True)
