@@ -7,6 +7,7 @@ multiprocessing children, and a fresh interpreter inherits nothing from the work
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -16,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .types import CPU_LIMIT_VARIABLE, Block, ParsedDocument, ParseError
+from .types import CHILD_OPTIONS_VARIABLE, CPU_LIMIT_VARIABLE, Block, OcrOptions, ParsedDocument, ParseError
 
 CHILD_COMMAND = (sys.executable, "-m", "ingestion.parsing.pdf_child")
 # `python -m` resolves the child's module from its working directory: the one holding this `ingestion` package.
@@ -25,26 +26,63 @@ _MAX_STDERR_DETAIL = 200
 UNREADABLE_OUTPUT = "the PDF parser returned unreadable output"
 
 
-def parse_pdf(data: bytes, *, timeout: float, command: Sequence[str] = CHILD_COMMAND) -> ParsedDocument:
-    output = run_child(data, timeout=timeout, command=command)
-    title, pages = _decode_output(output)
+def parse_pdf(
+    data: bytes, *, timeout: float, ocr: OcrOptions | None = None, command: Sequence[str] = CHILD_COMMAND
+) -> ParsedDocument:
+    return _parse_in_child(data, "pdf", timeout=timeout, ocr=ocr, command=command)
+
+
+def parse_image(data: bytes, *, timeout: float, ocr: OcrOptions | None) -> ParsedDocument:
+    """Images (PNG, JPEG, TIFF, WebP) are read by OCR in the same child, under the same limits."""
+    return _parse_in_child(data, "image", timeout=timeout, ocr=ocr, command=CHILD_COMMAND)
+
+
+def _parse_in_child(
+    data: bytes, file_format: str, *, timeout: float, ocr: OcrOptions | None, command: Sequence[str]
+) -> ParsedDocument:
+    options = {"format": file_format, "ocr": dataclasses.asdict(ocr) if ocr else None}
+    output = run_child(data, timeout=timeout, command=command, options=options)
+    result = _decode_output(output)
+    pages = result["pages"]
     blocks = [
         Block(text=paragraph, section="", page=number)
         for number, paragraphs in enumerate(pages, start=1)
         for paragraph in paragraphs
     ]
-    return ParsedDocument(blocks=blocks, title=title, page_count=len(pages))
+    return ParsedDocument(
+        blocks=blocks,
+        title=result["title"],
+        page_count=len(pages),
+        warnings=tuple(result.get("warnings", ())),
+        ocr_pages=result.get("ocr_pages", 0),
+    )
 
 
-def run_child(data: bytes, *, timeout: float, command: Sequence[str]) -> bytes:
+def child_timeout(pdf_timeout: float, ocr: OcrOptions | None) -> float:
+    """The child's deadline: PDF_PARSE_TIMEOUT, plus OCR_PAGE_TIMEOUT for each page OCR may read."""
+    return pdf_timeout + (ocr.max_pages * ocr.page_timeout if ocr else 0)
+
+
+def run_child(data: bytes, *, timeout: float, command: Sequence[str], options: dict | None = None) -> bytes:
     """The child's stdout; it is always reaped, whatever interrupts the wait (a deadline, a Celery time limit…)."""
-    env = {**os.environ, CPU_LIMIT_VARIABLE: str(math.ceil(timeout) + 5)}
+    ocr = options.get("ocr") if options else None
+    deadline = child_timeout(timeout, OcrOptions(**ocr) if ocr else None)
+    env = {
+        **os.environ,
+        CPU_LIMIT_VARIABLE: str(math.ceil(deadline) + 5),
+        CHILD_OPTIONS_VARIABLE: json.dumps(options or {}),
+    }
     process = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=_IMPORT_ROOT, env=env
     )
     try:
-        stdout, stderr = process.communicate(data, timeout=timeout)
+        stdout, stderr = process.communicate(data, timeout=deadline)
     except subprocess.TimeoutExpired:
+        if ocr:
+            raise ParseError(
+                f"parsing with OCR took longer than {deadline:g}s "
+                "(PDF_PARSE_TIMEOUT plus OCR_PAGE_TIMEOUT for each of OCR_MAX_PAGES pages)"
+            ) from None
         raise ParseError(f"PDF parsing took longer than {timeout:g}s (PDF_PARSE_TIMEOUT)") from None
     finally:
         if process.poll() is None:
@@ -70,7 +108,7 @@ def _signal_name(number: int) -> str:
         return str(number)
 
 
-def _decode_output(output: bytes) -> tuple[str, list[list[str]]]:
+def _decode_output(output: bytes) -> dict:
     try:
         result = json.loads(output)
     except (ValueError, RecursionError):
@@ -79,13 +117,18 @@ def _decode_output(output: bytes) -> tuple[str, list[list[str]]]:
         raise ParseError(result["error"])
     if not _is_text_result(result):
         raise ParseError(UNREADABLE_OUTPUT)
-    return result["title"], result["pages"]
+    return result
 
 
 def _is_text_result(result: object) -> bool:
     return (
         isinstance(result, dict)
         and isinstance(result.get("title"), str)
-        and isinstance(result.get("pages"), list)
-        and all(isinstance(page, list) and all(isinstance(text, str) for text in page) for page in result["pages"])
+        and _is_list_of(result.get("pages"), lambda page: _is_list_of(page, lambda text: isinstance(text, str)))
+        and _is_list_of(result.get("warnings", []), lambda text: isinstance(text, str))
+        and type(result.get("ocr_pages", 0)) is int
     )
+
+
+def _is_list_of(value: object, check) -> bool:
+    return isinstance(value, list) and all(check(item) for item in value)

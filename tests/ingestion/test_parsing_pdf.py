@@ -140,8 +140,10 @@ def test_a_pdf_encrypted_with_an_empty_user_password_is_read():
     assert parse_pdf_bytes(encrypted_pdf(empty_user_password=True)).blocks == [Block("Sealed text", "", 1)]
 
 
-def test_a_scanned_pdf_without_a_text_layer_is_refused():
-    with pytest.raises(ParseError, match=r"^the PDF has no text layer \(it looks scanned\) and OCR is not supported$"):
+def test_a_scanned_pdf_without_a_text_layer_is_refused_when_ocr_is_off():
+    with pytest.raises(
+        ParseError, match=r"^the PDF has no text layer \(it looks scanned\) and OCR is off for this store$"
+    ):
         parse_file("scanned.pdf")
 
 

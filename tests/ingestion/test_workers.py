@@ -151,7 +151,8 @@ def test_hostile_files_fail_with_precise_reasons_while_the_worker_carries_on(pro
         "zip-bomb.docx": "word/document.xml is larger than 32 MiB uncompressed (the limit)",
         "fake-zip.docx": "the file is not a valid docx (not a zip archive)",
         "random-bytes.pdf": "the file is not a readable PDF",
-        "scanned.pdf": "the PDF has no text layer (it looks scanned) and OCR is not supported",
+        # OCR is on (the default): it reads the two painted pages and finds no words on them.
+        "scanned.pdf": "OCR found no text on the 2 scanned pages",
         "encrypted.pdf": "the PDF is encrypted and cannot be read",
     }
     contents = {name: (FILES / name).read_bytes() for name in hostile if (FILES / name).exists()}
