@@ -18,6 +18,7 @@ text) and scores what it returns the same way. Last line: one JSON object.
 from __future__ import annotations
 
 import argparse
+import base64
 import gzip
 import io
 import json
@@ -199,7 +200,24 @@ def ingest(args, pages: list[tuple[Path, int, str]]) -> dict:
     """The product's path: each scan through parse_document, as the worker calls it."""
     sys.path.insert(0, str(REPO))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ragmux.settings")
-    from ingestion.parsing import parse_document
+    # The settings only load with services named; this bench parses files and connects to none.
+    os.environ.setdefault("DATABASE_URL", "postgres://unused@127.0.0.1:1/unused")
+    os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:1/0")
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-scans-" + "x" * 40)
+    os.environ.setdefault("RAGMUX_ENCRYPTION_KEY", base64.urlsafe_b64encode(bytes(32)).decode())
+    import django
+    from django.conf import settings
+
+    django.setup()
+    from ingestion.parsing import OcrOptions, parse_document
+
+    # The deployment's limits, as the worker passes them for a store whose OCR is on.
+    ocr = OcrOptions(
+        language="eng",
+        max_pages=settings.OCR_MAX_PAGES,
+        page_timeout=settings.OCR_PAGE_TIMEOUT,
+        max_pixels=settings.OCR_MAX_PIXELS,
+    )
 
     rows, result = [], {}
     for dpi in args.dpi:
@@ -207,7 +225,7 @@ def ingest(args, pages: list[tuple[Path, int, str]]) -> dict:
         cpu_before, started = _cpu_seconds(), time.monotonic()
         for pdf, index, reference in pages:
             scan = rasterise(pdf, index, dpi, args.work)
-            parsed = parse_document(filename=scan.name, data=scan.read_bytes(), pdf_timeout=600)
+            parsed = parse_document(filename=scan.name, data=scan.read_bytes(), pdf_timeout=600, ocr=ocr)
             hit, want, got = score(reference, "\n".join(block.text for block in parsed.blocks))
             found, expected, produced = found + hit, expected + want, produced + got
         cpu, wall = _cpu_seconds() - cpu_before, time.monotonic() - started

@@ -22,7 +22,7 @@ from ingestion import queue
 from ingestion.chunking import ChunkDraft, chunk_blocks, embedded_text, text_hash
 from ingestion.embedding import EmbeddingFailed, embed_with_retries
 from ingestion.parsing import OcrOptions, ParseError, parse_document
-from ingestion.queue import PROGRESS_CHUNKED, PROGRESS_EMBEDDED, PROGRESS_PARSED
+from ingestion.queue import PROGRESS_CHUNKED, PROGRESS_EMBEDDED, PROGRESS_PARSED, parse_progress
 from ragmux.core import metrics
 from stores import index
 from stores.models import Document, ErrorStage, RagStore
@@ -126,6 +126,7 @@ def _prepare(claim: queue.Claim, store: RagStore) -> PreparedDocument | None:
             data=bytes(row["original"]),
             pdf_timeout=settings.PDF_PARSE_TIMEOUT,
             ocr=_ocr_options(store),
+            on_progress=lambda done, total: queue.record_progress(claim, progress_percent=parse_progress(done, total)),
         )
     except ParseError as exc:
         _fail(claim, str(exc), ErrorStage.PARSE)

@@ -26,6 +26,7 @@ from .types import (
     OcrOptions,
     ParsedDocument,
     ParseError,
+    ProgressCallback,
     UnsupportedFormat,
     check_extracted_text_size,
     text_size,
@@ -165,22 +166,37 @@ def check_upload(filename: str, head: bytes) -> str:
     return document_format
 
 
-def parse_document(*, filename: str, data: bytes, pdf_timeout: float, ocr: OcrOptions | None = None) -> ParsedDocument:
+def parse_document(
+    *,
+    filename: str,
+    data: bytes,
+    pdf_timeout: float,
+    ocr: OcrOptions | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> ParsedDocument:
     """The document's blocks, or ParseError saying precisely why it cannot be used. Without
-    ``ocr`` (the store's OCR is off) scans and images are not read."""
-    document = _parse(filename, data, pdf_timeout=pdf_timeout, ocr=ocr)
+    ``ocr`` (the store's OCR is off) scans and images are not read; ``on_progress`` is told the
+    pages OCR has read of those it reads (of a PDF or an image, not of an e-mail's attachments)."""
+    document = _parse(filename, data, pdf_timeout=pdf_timeout, ocr=ocr, on_progress=on_progress)
     _check_has_text(document)
     return document
 
 
-def _parse(filename: str, data: bytes, *, pdf_timeout: float, ocr: OcrOptions | None) -> ParsedDocument:
+def _parse(
+    filename: str,
+    data: bytes,
+    *,
+    pdf_timeout: float,
+    ocr: OcrOptions | None,
+    on_progress: ProgressCallback | None = None,
+) -> ParsedDocument:
     document_format = _format_of(filename)
     if document_format is None:
         raise ParseError(_unsupported_type(filename))
     if document_format == "pdf":
-        return parse_pdf(data, timeout=pdf_timeout, ocr=ocr)
+        return parse_pdf(data, timeout=pdf_timeout, ocr=ocr, on_progress=on_progress)
     if document_format in IMAGE_FORMATS:
-        return parse_image(data, timeout=pdf_timeout, ocr=ocr)
+        return parse_image(data, timeout=pdf_timeout, ocr=ocr, on_progress=on_progress)
     if document_format == "email":
 
         def read_attachment(name: str, content: bytes) -> ParsedDocument:

@@ -16,9 +16,12 @@ from .types import MIB, ParseError, describe_size
 
 MAX_MEMBER_SIZE = 32 * MIB
 MAX_EXPANSION_RATIO = 100
-# What all members of one archive may inflate to together (a workbook of many sheets, an
-# e-book of many chapters).
+# What all members of one archive may inflate to together (a deck's pictures, an e-book's
+# chapters), and its markup alone: the readers parse all of a file's markup into trees of
+# several times its size, in the worker's memory.
 MAX_ARCHIVE_SIZE = 256 * MIB
+MAX_MARKUP_SIZE = 64 * MIB
+_MARKUP_SUFFIXES = (".xml", ".rels", ".xhtml", ".html", ".htm", ".opf", ".ncx")
 
 # Encrypted Office files (Word, Excel, PowerPoint alike) are not zips but OLE compound files,
 # holding the encrypted zip in a stream of this name; so are the legacy .doc/.xls/.ppt formats.
@@ -51,13 +54,19 @@ def open_archive(data: bytes, kind: str) -> zipfile.ZipFile:
     # a newer zip version than it supports (NotImplementedError).
     except (ValueError, NotImplementedError) as exc:
         raise ParseError(f"the {kind}'s zip archive cannot be read ({exc})") from exc
-    total = 0
+    total = markup = 0
     for member in archive.infolist():
         check_declared_size(member)
         total += member.file_size
+        if member.filename.lower().endswith(_MARKUP_SUFFIXES):
+            markup += member.file_size
     if total > MAX_ARCHIVE_SIZE:
         raise ParseError(
             f"the {kind}'s files are larger than {describe_size(MAX_ARCHIVE_SIZE)} uncompressed together (the limit)"
+        )
+    if markup > MAX_MARKUP_SIZE:
+        raise ParseError(
+            f"the {kind}'s XML is larger than {describe_size(MAX_MARKUP_SIZE)} uncompressed together (the limit)"
         )
     return archive
 

@@ -4,19 +4,23 @@ h1–h3 headings give the sections; text before any heading takes the chapter's 
 from __future__ import annotations
 
 import io
-
-import ebooklib
-from ebooklib import epub
+from typing import TYPE_CHECKING
 
 from .archives import open_archive
 from .html import parse_html
 from .types import Block, ParsedDocument, ParseError
+
+if TYPE_CHECKING:
+    from ebooklib import epub
 
 MAX_CHAPTERS = 5000
 ENCRYPTION_PART = "META-INF/encryption.xml"
 
 
 def parse_epub(data: bytes) -> ParsedDocument:
+    # Imported here, as each office reader is: the package is imported by every PDF child too.
+    from ebooklib import epub
+
     with open_archive(data, "epub") as archive:
         # Font obfuscation is listed there too: it tells only once no text could be read.
         encryption_listed = ENCRYPTION_PART in archive.namelist()
@@ -43,6 +47,9 @@ def parse_epub(data: bytes) -> ParsedDocument:
 
 def _spine_document(book: epub.EpubBook, idref: str) -> epub.EpubItem | None:
     """A reading-order document; the navigation document (a table of contents) is not one."""
+    import ebooklib
+    from ebooklib import epub
+
     item = book.get_item_with_id(idref)
     if item is None or item.get_type() != ebooklib.ITEM_DOCUMENT or isinstance(item, epub.EpubNav):
         return None
@@ -50,6 +57,8 @@ def _spine_document(book: epub.EpubBook, idref: str) -> epub.EpubItem | None:
 
 
 def _no_text_reason(book: epub.EpubBook, chapter_count: int, *, encryption_listed: bool) -> str:
+    import ebooklib
+
     if encryption_listed:
         return "the epub is encrypted (DRM) and its text cannot be read"
     images = len(list(book.get_items_of_type(ebooklib.ITEM_IMAGE)))

@@ -21,7 +21,7 @@ import pypdfium2
 from PIL import Image, UnidentifiedImageError
 
 from .text import paragraphs
-from .types import OcrOptions, ParseError
+from .types import OcrOptions, ParseError, ProgressCallback
 
 # The resolution PDF pages are rendered at for OCR: 300 dpi reads small print that 200 misses.
 PDF_RENDER_DPI = 300
@@ -41,15 +41,22 @@ class PageFailed(Exception):
     """One page could not be read by OCR; the others carry on."""
 
 
-def read_pages(numbers: list[int], load: Callable[[int], Image.Image], options: OcrOptions) -> OcrPages:
-    """OCRs the pages ``load`` gives for ``numbers``, at most OCR_MAX_PAGES of them; a page that
-    fails is skipped with its number in a warning."""
+def read_pages(
+    numbers: list[int], load: Callable[[int], Image.Image], options: OcrOptions, on_page: ProgressCallback | None
+) -> OcrPages:
+    """OCRs the pages ``load`` gives for ``numbers``, at most OCR_MAX_PAGES of them, telling
+    ``on_page`` how many are done; a page that fails is skipped with its number in a warning."""
     texts, failures = {}, []
-    for number in numbers[: options.max_pages]:
+    chosen = numbers[: options.max_pages]
+    for done, number in enumerate(chosen):
+        if on_page is not None:
+            on_page(done, len(chosen))
         try:
             texts[number] = _page_paragraphs(load(number), options)
         except PageFailed as exc:
             failures.append(f"page {number} was skipped: {exc}")
+    if on_page is not None:
+        on_page(len(chosen), len(chosen))
     if len(numbers) > options.max_pages:
         skipped = numbers[options.max_pages :]
         failures.append(
@@ -95,7 +102,7 @@ def _page_paragraphs(image, options: OcrOptions) -> list[str]:
     return [" ".join(paragraph.split()) for paragraph in paragraphs(text)]
 
 
-def read_image(data: bytes, options: OcrOptions) -> OcrPages:
+def read_image(data: bytes, options: OcrOptions, on_page: ProgressCallback | None = None) -> OcrPages:
     """An image file's frames (a multi-page TIFF has several) as pages, each checked against the
     pixel limit before it is decoded."""
     Image.MAX_IMAGE_PIXELS = options.max_pixels
@@ -121,7 +128,7 @@ def read_image(data: bytes, options: OcrOptions) -> OcrPages:
         grey.info["dpi"] = image.info.get("dpi")
         return grey
 
-    return read_pages(list(range(1, getattr(image, "n_frames", 1) + 1)), load, options)
+    return read_pages(list(range(1, getattr(image, "n_frames", 1) + 1)), load, options, on_page)
 
 
 def _too_many_pixels(options: OcrOptions, what: str = "") -> str:
@@ -132,7 +139,9 @@ def _too_many_pixels(options: OcrOptions, what: str = "") -> str:
     )
 
 
-def read_pdf_pages(data: bytes, numbers: list[int], options: OcrOptions) -> OcrPages:
+def read_pdf_pages(
+    data: bytes, numbers: list[int], options: OcrOptions, on_page: ProgressCallback | None = None
+) -> OcrPages:
     """The given pages of a PDF rendered grey at PDF_RENDER_DPI (lower where a page is so large
     that it would pass the pixel limit), and read."""
     try:
@@ -152,7 +161,7 @@ def read_pdf_pages(data: bytes, numbers: list[int], options: OcrOptions) -> OcrP
         return image
 
     try:
-        return read_pages(numbers, load, options)
+        return read_pages(numbers, load, options, on_page)
     finally:
         document.close()
 

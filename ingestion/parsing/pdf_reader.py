@@ -18,7 +18,7 @@ from pdfminer.pdftypes import PDFObjRef, PDFStream
 from pdfminer.psparser import LIT
 from pdfminer.utils import decode_text
 
-from .types import MIB, OcrOptions, ParseError, check_extracted_text_size, describe_size, text_size
+from .types import MIB, OcrOptions, ParseError, ProgressCallback, check_extracted_text_size, describe_size, text_size
 
 MAX_PAGES = 2000
 MAX_PAGE_TEXT = 2 * MIB
@@ -62,9 +62,23 @@ class PdfText:
     ocr_pages: int = 0
 
 
+@dataclass(frozen=True)
+class TextLayer:
+    """What the text layer holds: the text, the pages that look scanned, and why there is no text
+    when there is none."""
+
+    text: PdfText
+    scanned_pages: list[int]
+    no_text_reason: str
+
+
 def read_pdf(data: bytes, ocr: OcrOptions | None = None) -> PdfText:
     """Paragraphs (pdfminer's layout text boxes) of every page the page tree really holds; pages
     that look scanned are read by OCR when ``ocr`` is given."""
+    return with_ocr(data, read_text_layer(data), ocr)
+
+
+def read_text_layer(data: bytes) -> TextLayer:
     document = open_document(data)
     tree = find_pages(document)
     if not tree.complete:
@@ -74,14 +88,22 @@ def read_pdf(data: bytes, ocr: OcrOptions | None = None) -> PdfText:
     reader = _PageReader(document)
     paragraphs = [reader.paragraphs(page, number) for number, page in enumerate(tree.pages, start=1)]
     text = PdfText(title=_info_title(document), pages=paragraphs)
-    if reader.scanned_pages:
-        text = _with_scanned_pages(data, text, reader.scanned_pages, ocr)
-    if not any(paragraphs):
-        raise ParseError(text.warnings[0] if text.warnings else reader.no_text_reason(len(paragraphs)))
+    return TextLayer(text, reader.scanned_pages, "" if any(paragraphs) else reader.no_text_reason(len(paragraphs)))
+
+
+def with_ocr(data: bytes, layer: TextLayer, ocr: OcrOptions | None, on_page: ProgressCallback | None = None) -> PdfText:
+    """The text layer with its scanned pages read by OCR (or named in a warning when OCR is off)."""
+    text = layer.text
+    if layer.scanned_pages:
+        text = _with_scanned_pages(data, text, layer.scanned_pages, ocr, on_page)
+    if not any(text.pages):
+        raise ParseError(text.warnings[0] if text.warnings else layer.no_text_reason)
     return text
 
 
-def _with_scanned_pages(data: bytes, text: PdfText, scanned: list[int], ocr: OcrOptions | None) -> PdfText:
+def _with_scanned_pages(
+    data: bytes, text: PdfText, scanned: list[int], ocr: OcrOptions | None, on_page: ProgressCallback | None
+) -> PdfText:
     if ocr is None:
         if not any(text.pages):
             return text
@@ -91,7 +113,7 @@ def _with_scanned_pages(data: bytes, text: PdfText, scanned: list[int], ocr: Ocr
         )
     from .ocr import read_pdf_pages  # in the child only, and only for scans: it loads pdfium and PIL
 
-    result = read_pdf_pages(data, scanned, ocr)
+    result = read_pdf_pages(data, scanned, ocr, on_page)
     for number, paragraphs in result.texts.items():
         text.pages[number - 1][:] = paragraphs
     warnings = result.warnings

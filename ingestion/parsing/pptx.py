@@ -6,10 +6,6 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 
-import pptx
-from pptx.enum.shapes import MSO_SHAPE_TYPE
-from pptx.exc import PackageNotFoundError
-
 from .archives import READ_ERRORS, check_archive
 from .types import Block, ParsedDocument, ParseError
 
@@ -21,6 +17,10 @@ NOTES_PREFIX = "Notes: "
 
 
 def parse_pptx(data: bytes) -> ParsedDocument:
+    # Imported here, as each office reader is: the package is imported by every PDF child too.
+    import pptx
+    from pptx.exc import PackageNotFoundError
+
     check_archive(data, "pptx")
     try:
         presentation = pptx.Presentation(io.BytesIO(data))
@@ -50,6 +50,8 @@ def _slide_blocks(slide, number: int) -> list[Block]:
 
 
 def _shape_texts(shape, *, depth: int) -> Iterator[str]:
+    from pptx.enum.shapes import MSO_SHAPE_TYPE
+
     if depth > MAX_GROUP_DEPTH:
         raise ParseError(f"the pptx nests groups of shapes more than {MAX_GROUP_DEPTH} levels deep (the limit)")
     if shape.shape_type == MSO_SHAPE_TYPE.GROUP:

@@ -12,9 +12,6 @@ import datetime
 import io
 from collections.abc import Iterable
 
-import openpyxl
-from openpyxl.utils import get_column_letter
-
 from .archives import check_archive
 from .text import decode_text, normalise_newlines
 from .types import Block, ParsedDocument, ParseError
@@ -37,6 +34,9 @@ class _Budget:
 
 
 def parse_xlsx(data: bytes) -> ParsedDocument:
+    # Imported here, as each office reader is: the package is imported by every PDF child too.
+    import openpyxl
+
     check_archive(data, "xlsx")
     budget = _Budget()
     blocks: list[Block] = []
@@ -115,6 +115,8 @@ def _header_names(cells: list[str]) -> list[str]:
 
 
 def _column_name(header: list[str], index: int) -> str:
+    from openpyxl.utils import get_column_letter
+
     return (header[index] if index < len(header) else "") or get_column_letter(index + 1)
 
 

@@ -101,3 +101,13 @@ def test_an_email_gives_its_headers_body_attachments_and_forwarded_message_as_se
     ]
     (warning,) = document.warnings
     assert warning.startswith('attachment "tool.exe" was not read: unsupported file type "tool.exe"')
+
+
+def test_an_archive_whose_markup_together_passes_the_limit_is_refused(monkeypatch):
+    from ingestion.parsing import archives
+
+    monkeypatch.setattr(archives, "MAX_MARKUP_SIZE", 1024)
+    with pytest.raises(
+        ParseError, match=r"^the pptx's XML is larger than 1024 bytes uncompressed together \(the limit\)$"
+    ):
+        parse("deck.pptx", slides_pptx())

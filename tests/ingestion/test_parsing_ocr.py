@@ -30,6 +30,22 @@ def test_a_scanned_pdf_is_read_by_ocr_page_by_page():
     ]
 
 
+def test_the_pages_ocr_has_read_are_reported_as_it_goes():
+    reported = []
+    parse_document(
+        filename="scan.pdf",
+        data=scanned_pdf_of(PAGES),
+        pdf_timeout=30,
+        ocr=OCR,
+        on_progress=lambda done, total: reported.append((done, total)),
+    )
+
+    # Passed on once a second at most, from the parent's own thread: some steps may be merged.
+    assert reported
+    assert reported == sorted(set(reported))
+    assert set(reported) <= {(0, 3), (1, 3), (2, 3), (3, 3)}
+
+
 def test_only_the_pages_of_a_mixed_pdf_without_text_are_read_by_ocr():
     document = parse("mixed.pdf", scanned_pdf_of(PAGES, keep_text=(1, 3)))
 
@@ -97,3 +113,10 @@ def test_an_unknown_ocr_language_is_named():
 def test_a_broken_image_is_not_a_readable_image():
     with pytest.raises(ParseError, match=r"^the file is not a readable image \("):
         parse("a.png", b"\x89PNG\r\n\x1a\n" + b"\x00" * 64)
+
+
+def test_pdf_parse_timeout_still_bounds_the_text_layer_when_ocr_may_extend_the_childs_deadline():
+    from tests.ingestion.files.make_hostile import many_pages_pdf
+
+    with pytest.raises(ParseError, match=r"^PDF parsing took longer than 1s \(PDF_PARSE_TIMEOUT\)$"):
+        parse_document(filename="slow.pdf", data=many_pages_pdf(1500), pdf_timeout=1, ocr=OCR)
