@@ -2,7 +2,7 @@
 inside the disposable PDF child (pdf_child): pages of PDFs without a text layer, and images.
 
 Tesseract was chosen over RapidOCR on real scans (docs/benchmarks.md, issue 45): word recall
-0.99 against 0.5, several times the pages per CPU second and a tenth of the memory.
+0.99 against 0.36, six times the pages per CPU second and a fourteenth of the memory.
 
 Every page is bounded: pixels (a larger image is refused before it is decoded), time (the
 tesseract process is killed at OCR_PAGE_TIMEOUT and the page skipped with a warning) and the
@@ -23,7 +23,9 @@ from PIL import Image, UnidentifiedImageError
 from .text import paragraphs
 from .types import OcrOptions, ParseError, ProgressCallback
 
-# The resolution PDF pages are rendered at for OCR: 300 dpi reads small print that 200 misses.
+# The resolution PDF pages are rendered at for OCR: the least Tesseract's documentation asks
+# for. On the bench's scans (docs/benchmarks.md, issue 45) 200 dpi read as many words for less
+# CPU; 300 is kept for print smaller than that corpus's.
 PDF_RENDER_DPI = 300
 TESSERACT = "tesseract"
 _MAX_DETAIL = 200
