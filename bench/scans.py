@@ -13,6 +13,10 @@ Debian ships under /usr/share/doc (texinfo and DocBook manuals). One page of eac
 against the text layer, pages per CPU second and the child's peak memory. `ingest` sends the
 image-only PDFs through the product's parser (the isolated PDF child, which OCRs pages without
 text) and scores what it returns the same way. Last line: one JSON object.
+
+Besides the product's own packages the bench needs Debian's `groff` (its PDF device) to typeset
+the corpus and, for `compare --engines rapidocr`, `pip install rapidocr-onnxruntime`: neither is
+a dependency of ragmux.
 """
 
 from __future__ import annotations
