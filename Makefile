@@ -4,12 +4,12 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install install-test browser screenshots bench-prose
+.PHONY: run test install install-test browser ocr screenshots bench-prose
 
-run: install
+run: install ocr
 	$(BIN)/ragmux serve
 
-test: install-test browser
+test: install-test browser ocr
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The dashboard's browser tests, photographing every page into docs/screenshots/.
@@ -43,3 +43,10 @@ bench-prose: install
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
 		$$($(BIN)/python bench/scale_quality.py --debian-packages)
+
+# OCR of scanned PDFs and images runs Debian's Tesseract with its English model (ingestion.parsing.ocr).
+ocr:
+	@if [ ! -x /usr/bin/tesseract ] || [ ! -f /usr/share/tesseract-ocr/5/tessdata/eng.traineddata ]; then \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq tesseract-ocr tesseract-ocr-eng; \
+	fi

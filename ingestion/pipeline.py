@@ -21,8 +21,8 @@ from gateway.connections.providers.embeddings import EmbeddingProvider, embeddin
 from ingestion import queue
 from ingestion.chunking import ChunkDraft, chunk_blocks, embedded_text, text_hash
 from ingestion.embedding import EmbeddingFailed, embed_with_retries
-from ingestion.parsing import ParseError, parse_document
-from ingestion.queue import PROGRESS_CHUNKED, PROGRESS_EMBEDDED, PROGRESS_PARSED
+from ingestion.parsing import OcrOptions, ParseError, parse_document
+from ingestion.queue import PROGRESS_CHUNKED, PROGRESS_EMBEDDED, PROGRESS_PARSED, parse_progress
 from ragmux.core import metrics
 from stores import index
 from stores.models import Document, ErrorStage, RagStore
@@ -104,6 +104,17 @@ def _unexpected(exc: Exception) -> str:
     return f"unexpected error: {exc.__class__.__name__}: {exc}"
 
 
+def _ocr_options(store: RagStore) -> OcrOptions | None:
+    if not store.ocr:
+        return None
+    return OcrOptions(
+        language=store.ocr_language,
+        max_pages=settings.OCR_MAX_PAGES,
+        page_timeout=settings.OCR_PAGE_TIMEOUT,
+        max_pixels=settings.OCR_MAX_PIXELS,
+    )
+
+
 def _prepare(claim: queue.Claim, store: RagStore) -> PreparedDocument | None:
     row = Document.objects.filter(pk=claim.document_id).values("filename", "original").first()
     if row is None:
@@ -111,7 +122,11 @@ def _prepare(claim: queue.Claim, store: RagStore) -> PreparedDocument | None:
     started = time.monotonic()
     try:
         parsed = parse_document(
-            filename=row["filename"], data=bytes(row["original"]), pdf_timeout=settings.PDF_PARSE_TIMEOUT
+            filename=row["filename"],
+            data=bytes(row["original"]),
+            pdf_timeout=settings.PDF_PARSE_TIMEOUT,
+            ocr=_ocr_options(store),
+            on_progress=lambda done, total: queue.record_progress(claim, progress_percent=parse_progress(done, total)),
         )
     except ParseError as exc:
         _fail(claim, str(exc), ErrorStage.PARSE)
@@ -121,7 +136,13 @@ def _prepare(claim: queue.Claim, store: RagStore) -> PreparedDocument | None:
         _fail(claim, _unexpected(exc), ErrorStage.PARSE)
         return None
     parsed_at = time.monotonic()
-    queue.record_progress(claim, progress_percent=PROGRESS_PARSED, page_count=parsed.page_count)
+    queue.record_progress(
+        claim,
+        progress_percent=PROGRESS_PARSED,
+        page_count=parsed.page_count,
+        warnings=list(parsed.warnings),
+        ocr_pages=parsed.ocr_pages,
+    )
     try:
         drafts = chunk_blocks(
             parsed.blocks,

@@ -47,12 +47,18 @@ class Claim:
     attempts: int
 
 
+def parse_progress(pages_read: int, pages_to_read: int) -> int:
+    """The progress mark of a parse whose OCR has read this many of its pages (rounded down)."""
+    return PROGRESS_PARSED * pages_read // max(pages_to_read, 1)
+
+
 def stage_of(progress_percent: int) -> str:
-    """The stage a processing document is in, in words: "parsing", "embedding 40 %"."""
+    """The stage a processing document is in, in words: "parsing", "parsing 30 %" (the pages OCR
+    has read), "embedding 40 %"."""
     start = 0
     for name, end in STAGES:
         if progress_percent < end:
-            if name != "embedding":
+            if name == "chunking" or (name == "parsing" and progress_percent == start):
                 return name
             # Rounded up: the pipeline rounds its marks down, so a half of the batches reads 50 %.
             return f"{name} {math.ceil((progress_percent - start) * 100 / (end - start))} %"

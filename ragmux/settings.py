@@ -132,6 +132,14 @@ try:
     MAX_UPLOAD_MB = env_int("MAX_UPLOAD_MB", 100, minimum=1)
     TEXT_INGEST_MAX_MB = env_int("TEXT_INGEST_MAX_MB", 10, minimum=1)
     PDF_PARSE_TIMEOUT = env_duration("PDF_PARSE_TIMEOUT", 60, minimum=0.1)
+    # OCR (scanned PDF pages and images, in the PDF parser's child process): the pages read per
+    # document, the time each may take (a page over it is skipped with a warning), and the
+    # largest image in pixels (a larger one is refused before it is decoded: a decompression
+    # bomb). 60 megapixels holds an A4 page scanned at 600 dpi. The child's own deadline grows
+    # by OCR_PAGE_TIMEOUT for each page it may read.
+    OCR_MAX_PAGES = env_int("OCR_MAX_PAGES", 100, minimum=1, maximum=2000)
+    OCR_PAGE_TIMEOUT = env_duration("OCR_PAGE_TIMEOUT", 60, minimum=0.1)
+    OCR_MAX_PIXELS = env_int("OCR_MAX_PIXELS", 60_000_000, minimum=1, maximum=1_000_000_000)
     # How often the scheduler returns expired claims to the queue (and wakes the workers).
     INGEST_REQUEUE_INTERVAL = env_duration("INGEST_REQUEUE_INTERVAL", 15, minimum=0.5)
 

@@ -68,6 +68,10 @@ class RagStore(models.Model):
     max_distance = models.FloatField(default=0.0)
     max_documents = models.PositiveIntegerField(default=0)
     max_bytes = models.PositiveBigIntegerField(default=0)
+    # Scanned PDF pages and images are read by OCR (ingestion.parsing.ocr), in this Tesseract
+    # language (codes joined by "+" for several).
+    ocr = models.BooleanField(default=True)
+    ocr_language = models.CharField(max_length=63, default="eng")
     # Width of the store's vectors, recorded by the first ingest.
     dimensions = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -108,6 +112,8 @@ STORE_SETTINGS = (
     "max_distance",
     "max_documents",
     "max_bytes",
+    "ocr",
+    "ocr_language",
 )
 
 
@@ -139,6 +145,10 @@ class Document(models.Model):
     error_stage = models.CharField(max_length=16, choices=ErrorStage.choices, blank=True, default="")
     page_count = models.PositiveIntegerField(null=True, blank=True)
     chunk_count = models.PositiveIntegerField(default=0)
+    # What the parser left out of a document it could read ("page 4 was skipped: …"), and how
+    # many of its pages were read by OCR.
+    warnings = ArrayField(models.TextField(), default=list, blank=True)
+    ocr_pages = models.PositiveIntegerField(default=0)
     # The queue: claims, their fencing token and lease, and how often a claim was made.
     attempts = models.PositiveIntegerField(default=0)
     lease_owner = models.CharField(max_length=128, blank=True, default="")

@@ -27,6 +27,8 @@ DOCUMENT_LIST_FIELDS = (
     "error_stage",
     "page_count",
     "chunk_count",
+    "warnings",
+    "ocr_pages",
     "attempts",
     "created_at",
     "updated_at",

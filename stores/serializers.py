@@ -16,6 +16,8 @@ from stores.models import (
 from stores.rebuild import lexical_index_state
 from stores.selectors import DOCUMENT_LIST_FIELDS, store_limits
 
+# Tesseract's language codes (eng, chi_sim, frk…), several joined by "+".
+OCR_LANGUAGE_PATTERN = r"^[a-z][a-z_]{1,15}(\+[a-z][a-z_]{1,15}){0,7}$"
 # For these settings 0 means "the default", as in the original product.
 ZERO_MEANS_DEFAULT = ("chunk_size", "top_k", "rerank_candidates")
 # The most hits a search returns: a store's top_k, and what a search's own top_k is clamped to.
@@ -66,6 +68,12 @@ class StoreSettingsInput(StrictInput):
     max_distance = serializers.FloatField(min_value=0, max_value=2)
     max_documents = serializers.IntegerField(min_value=0)
     max_bytes = serializers.IntegerField(min_value=0, max_value=2**63 - 1)
+    ocr = serializers.BooleanField()
+    ocr_language = serializers.RegexField(
+        OCR_LANGUAGE_PATTERN,
+        max_length=63,
+        error_messages={"invalid": "ocr_language is Tesseract language codes joined by + (eng, fra+eng)"},
+    )
 
     def validate_chunk_size(self, value: int) -> int:
         if value and value < 200:

@@ -10,16 +10,23 @@ import codecs
 from collections.abc import Callable
 from pathlib import PurePath
 
+from .archives import OLE_SIGNATURE
 from .docx import parse_docx
+from .epub import parse_epub
 from .html import parse_html
+from .mail import parse_eml
 from .markdown import parse_markdown
-from .pdf import parse_pdf
+from .pdf import parse_image, parse_pdf
+from .pptx import parse_pptx
+from .sheets import parse_csv, parse_xlsx
 from .text import parse_text
 from .types import (
     MAX_EXTRACTED_TEXT,
     Block,
+    OcrOptions,
     ParsedDocument,
     ParseError,
+    ProgressCallback,
     UnsupportedFormat,
     check_extracted_text_size,
     text_size,
@@ -30,6 +37,7 @@ __all__ = [
     "SNIFF_WINDOW",
     "SUPPORTED_EXTENSIONS",
     "Block",
+    "OcrOptions",
     "ParseError",
     "ParsedDocument",
     "UnsupportedFormat",
@@ -40,17 +48,35 @@ __all__ = [
 FORMAT_BY_EXTENSION = {
     ".pdf": "pdf",
     ".docx": "docx",
+    ".pptx": "pptx",
+    ".xlsx": "xlsx",
+    ".csv": "csv",
+    ".epub": "epub",
+    ".eml": "email",
     ".html": "html",
     ".htm": "html",
     ".md": "markdown",
     ".markdown": "markdown",
     ".txt": "text",
+    ".png": "png",
+    ".jpg": "jpeg",
+    ".jpeg": "jpeg",
+    ".tif": "tiff",
+    ".tiff": "tiff",
+    ".webp": "webp",
 }
 SUPPORTED_EXTENSIONS = tuple(FORMAT_BY_EXTENSION)
+# Read by OCR in the PDF's child process.
+IMAGE_FORMATS = ("png", "jpeg", "tiff", "webp")
 
-# PDFs are not here: they take the deadline and run in a child process.
+# PDFs, images and e-mails are not here: the first two run in a child process under the
+# deadline, and an e-mail's attachments are read by the parser of their own format.
 _IN_PROCESS_PARSERS: dict[str, Callable[[bytes], ParsedDocument]] = {
     "docx": parse_docx,
+    "pptx": parse_pptx,
+    "xlsx": parse_xlsx,
+    "csv": parse_csv,
+    "epub": parse_epub,
     "html": parse_html,
     "markdown": parse_markdown,
     "text": parse_text,
@@ -72,8 +98,25 @@ def _looks_like_pdf(head: bytes) -> str | None:
     return None if PDF_SIGNATURE in head else "no %PDF header"
 
 
-def _looks_like_docx(head: bytes) -> str | None:
+def _looks_like_office(head: bytes) -> str | None:
+    """A zip archive; or an OLE compound file, as an encrypted Office file is, which its parser
+    names as such (encrypted, or an older binary format)."""
+    return None if head.startswith((ZIP_SIGNATURE, OLE_SIGNATURE)) else "not a zip archive"
+
+
+def _looks_like_epub(head: bytes) -> str | None:
     return None if head.startswith(ZIP_SIGNATURE) else "not a zip archive"
+
+
+def _signature(*signatures: bytes, name: str) -> Callable[[bytes], str | None]:
+    def sniff(head: bytes) -> str | None:
+        return None if head.startswith(signatures) else f"no {name} signature"
+
+    return sniff
+
+
+def _looks_like_webp(head: bytes) -> str | None:
+    return None if head[:4] == b"RIFF" and head[8:12] == b"WEBP" else "no RIFF/WEBP signature"
 
 
 def _looks_like_text(head: bytes) -> str | None:
@@ -90,7 +133,16 @@ def _looks_like_text(head: bytes) -> str | None:
 # entry per format, so every format is sniffed and refused in the same words.
 _SNIFFERS: dict[str, Callable[[bytes], str | None]] = {
     "pdf": _looks_like_pdf,
-    "docx": _looks_like_docx,
+    "docx": _looks_like_office,
+    "pptx": _looks_like_office,
+    "xlsx": _looks_like_office,
+    "epub": _looks_like_epub,
+    "csv": _looks_like_text,
+    "email": _looks_like_text,
+    "png": _signature(b"\x89PNG\r\n\x1a\n", name="PNG"),
+    "jpeg": _signature(b"\xff\xd8\xff", name="JPEG"),
+    "tiff": _signature(b"II*\x00", b"MM\x00*", name="TIFF"),
+    "webp": _looks_like_webp,
     "html": _looks_like_text,
     "markdown": _looks_like_text,
     "text": _looks_like_text,
@@ -114,17 +166,48 @@ def check_upload(filename: str, head: bytes) -> str:
     return document_format
 
 
-def parse_document(*, filename: str, data: bytes, pdf_timeout: float) -> ParsedDocument:
-    """The document's blocks, or ParseError saying precisely why it cannot be used."""
+def parse_document(
+    *,
+    filename: str,
+    data: bytes,
+    pdf_timeout: float,
+    ocr: OcrOptions | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> ParsedDocument:
+    """The document's blocks, or ParseError saying precisely why it cannot be used. Without
+    ``ocr`` (the store's OCR is off) scans and images are not read; ``on_progress`` is told the
+    pages OCR has read of those it reads (of a PDF or an image, not of an e-mail's attachments)."""
+    document = _parse(filename, data, pdf_timeout=pdf_timeout, ocr=ocr, on_progress=on_progress)
+    _check_has_text(document)
+    return document
+
+
+def _parse(
+    filename: str,
+    data: bytes,
+    *,
+    pdf_timeout: float,
+    ocr: OcrOptions | None,
+    on_progress: ProgressCallback | None = None,
+) -> ParsedDocument:
     document_format = _format_of(filename)
     if document_format is None:
         raise ParseError(_unsupported_type(filename))
     if document_format == "pdf":
-        document = parse_pdf(data, timeout=pdf_timeout)
-    else:
-        document = _IN_PROCESS_PARSERS[document_format](data)
-    _check_has_text(document)
-    return document
+        return parse_pdf(data, timeout=pdf_timeout, ocr=ocr, on_progress=on_progress)
+    if document_format in IMAGE_FORMATS:
+        return parse_image(data, timeout=pdf_timeout, ocr=ocr, on_progress=on_progress)
+    if document_format == "email":
+
+        def read_attachment(name: str, content: bytes) -> ParsedDocument:
+            try:
+                check_upload(name, content[:SNIFF_WINDOW])
+            except UnsupportedFormat as exc:
+                raise ParseError(str(exc)) from None
+            return _parse(name, content, pdf_timeout=pdf_timeout, ocr=ocr)
+
+        return parse_eml(data, read_attachment)
+    return _IN_PROCESS_PARSERS[document_format](data)
 
 
 def _format_of(filename: str) -> str | None:

@@ -1,20 +1,16 @@
-"""DOCX: word/document.xml read straight from the zip, with bounds against decompression bombs."""
+"""DOCX: word/document.xml read straight from the zip, with bounds against decompression bombs (see archives)."""
 
 from __future__ import annotations
 
-import io
 import re
 import zipfile
-import zlib
 from collections.abc import Iterator
 
 from lxml import etree
 
+from .archives import open_archive, read_member
 from .sections import Headings, section_path, with_heading
-from .types import MIB, Block, ParsedDocument, ParseError, describe_size
-
-MAX_DOCUMENT_XML = 32 * MIB
-MAX_EXPANSION_RATIO = 100
+from .types import Block, ParsedDocument, ParseError
 
 DOCUMENT_PART = "word/document.xml"
 STYLES_PART = "word/styles.xml"
@@ -33,7 +29,7 @@ def parse_docx(data: bytes) -> ParsedDocument:
 
     Table rows become "cell | cell" lines.
     """
-    with _open_archive(data) as archive:
+    with open_archive(data, "docx") as archive:
         body = _read_part(archive, DOCUMENT_PART).find(f"{_W}body")
         styles = _read_part(archive, STYLES_PART) if STYLES_PART in archive.namelist() else None
     if body is None:
@@ -41,57 +37,12 @@ def parse_docx(data: bytes) -> ParsedDocument:
     return _document_from_body(body, _style_names(styles))
 
 
-def _open_archive(data: bytes) -> zipfile.ZipFile:
-    try:
-        return zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, OSError, EOFError):
-        raise ParseError("the file is not a valid docx (not a zip archive)") from None
-    # A zip all the same, whose directory zipfile cannot read: a name flagged as UTF-8 that is not (ValueError),
-    # a newer zip version than it supports (NotImplementedError).
-    except (ValueError, NotImplementedError) as exc:
-        raise ParseError(f"the docx's zip archive cannot be read ({exc})") from exc
-
-
 def _read_part(archive: zipfile.ZipFile, name: str) -> etree._Element:
     try:
         member = archive.getinfo(name)
     except KeyError:
         raise ParseError(f"the docx has no {name} (not a Word document)") from None
-    return _parse_xml(name, _read_bounded(archive, member))
-
-
-def _read_bounded(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> bytes:
-    """The declared sizes are checked first, then the bytes actually inflated, since zip headers can lie."""
-    _check_declared_size(member)
-    limit = min(MAX_DOCUMENT_XML, MAX_EXPANSION_RATIO * max(member.compress_size, 1))
-    try:
-        with archive.open(member) as stream:
-            content = stream.read(limit + 1)
-    # zipfile lets some damage through as it finds it: zlib.error from a broken deflate stream, ValueError
-    # from seeking to a negative offset when the directory's offsets do not add up.
-    except (
-        zipfile.BadZipFile,
-        zipfile.LargeZipFile,
-        zlib.error,
-        ValueError,
-        NotImplementedError,
-        RuntimeError,
-        OSError,
-        EOFError,
-    ) as exc:
-        raise ParseError(f"the docx is damaged ({member.filename}: {exc})") from exc
-    if len(content) > limit:
-        raise ParseError(f"{member.filename} inflates beyond the size its zip header declares")
-    return content
-
-
-def _check_declared_size(member: zipfile.ZipInfo) -> None:
-    if member.file_size > MAX_DOCUMENT_XML:
-        raise ParseError(f"{member.filename} is larger than {describe_size(MAX_DOCUMENT_XML)} uncompressed (the limit)")
-    if member.file_size > MAX_EXPANSION_RATIO * max(member.compress_size, 1):
-        raise ParseError(
-            f"{member.filename} expands more than {MAX_EXPANSION_RATIO}× when uncompressed (a suspected zip bomb)"
-        )
+    return _parse_xml(name, read_member(archive, member, "docx"))
 
 
 def _parse_xml(name: str, content: bytes) -> etree._Element:

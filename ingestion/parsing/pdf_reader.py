@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from io import BytesIO
 from typing import Any
 
@@ -18,7 +18,7 @@ from pdfminer.pdftypes import PDFObjRef, PDFStream
 from pdfminer.psparser import LIT
 from pdfminer.utils import decode_text
 
-from .types import MIB, ParseError, check_extracted_text_size, describe_size, text_size
+from .types import MIB, OcrOptions, ParseError, ProgressCallback, check_extracted_text_size, describe_size, text_size
 
 MAX_PAGES = 2000
 MAX_PAGE_TEXT = 2 * MIB
@@ -33,7 +33,10 @@ ENCRYPTED_WITHOUT_TEXT = (
 )
 NO_PAGES = "the PDF has no pages"
 BROKEN_XREF = "the PDF's cross-reference table is broken and its pages cannot be found"
-NO_TEXT_LAYER = "the PDF has no text layer (it looks scanned) and OCR is not supported"
+NO_TEXT_LAYER = "the PDF has no text layer (it looks scanned) and OCR is off for this store"
+# A page showing an image with less text than this is a scan (a stamped page number or a
+# scanner's header line does not make a text layer): it is read by OCR.
+MIN_TEXT_CHARACTERS = 20
 SELF_REFERENCING_TREE = "the PDF page tree references itself"
 
 _PAGE = LIT("Page")
@@ -60,10 +63,27 @@ class PageTree:
 class PdfText:
     title: str
     pages: list[list[str]]
+    warnings: list[str] = field(default_factory=list)
+    ocr_pages: int = 0
 
 
-def read_pdf(data: bytes) -> PdfText:
-    """Paragraphs (pdfminer's layout text boxes) of every page the page tree really holds."""
+@dataclass(frozen=True)
+class TextLayer:
+    """What the text layer holds: the text, the pages that look scanned, and why there is no text
+    when there is none."""
+
+    text: PdfText
+    scanned_pages: list[int]
+    no_text_reason: str
+
+
+def read_pdf(data: bytes, ocr: OcrOptions | None = None) -> PdfText:
+    """Paragraphs (pdfminer's layout text boxes) of every page the page tree really holds; pages
+    that look scanned are read by OCR when ``ocr`` is given."""
+    return with_ocr(data, read_text_layer(data), ocr)
+
+
+def read_text_layer(data: bytes) -> TextLayer:
     document = open_document(data)
     tree = find_pages(document)
     if not tree.complete:
@@ -72,9 +92,41 @@ def read_pdf(data: bytes) -> PdfText:
         raise ParseError(NO_PAGES)
     reader = _PageReader(document)
     paragraphs = [reader.paragraphs(page, number) for number, page in enumerate(tree.pages, start=1)]
-    if not any(paragraphs):
-        raise ParseError(reader.no_text_reason(len(paragraphs)))
-    return PdfText(title=_info_title(document), pages=paragraphs)
+    text = PdfText(title=_info_title(document), pages=paragraphs)
+    return TextLayer(text, reader.scanned_pages, "" if any(paragraphs) else reader.no_text_reason(len(paragraphs)))
+
+
+def with_ocr(data: bytes, layer: TextLayer, ocr: OcrOptions | None, on_page: ProgressCallback | None = None) -> PdfText:
+    """The text layer with its scanned pages read by OCR (or named in a warning when OCR is off)."""
+    text = layer.text
+    if layer.scanned_pages:
+        text = _with_scanned_pages(data, text, layer.scanned_pages, ocr, on_page)
+    if not any(text.pages):
+        raise ParseError(text.warnings[0] if text.warnings else layer.no_text_reason)
+    return text
+
+
+def _with_scanned_pages(
+    data: bytes, text: PdfText, scanned: list[int], ocr: OcrOptions | None, on_page: ProgressCallback | None
+) -> PdfText:
+    if ocr is None:
+        if not any(text.pages):
+            return text
+        pages = ", ".join(map(str, scanned))
+        return PdfText(
+            text.title, text.pages, [f"pages without a text layer were not read (OCR is off for this store): {pages}"]
+        )
+    from .ocr import read_pdf_pages  # in the child only, and only for scans: it loads pdfium and PIL
+
+    result = read_pdf_pages(data, scanned, ocr, on_page)
+    for number, paragraphs in result.texts.items():
+        text.pages[number - 1][:] = paragraphs
+    warnings = result.warnings
+    if not any(text.pages) and not result.texts:
+        warnings = [f"no page of the scanned PDF could be read by OCR: {'; '.join(warnings)}"]
+    elif not any(text.pages):
+        warnings = [f"OCR found no text on the {_count(len(scanned), 'scanned page')}"]
+    return PdfText(text.title, text.pages, warnings, ocr_pages=len(result.texts))
 
 
 class _ScannedDocument(PDFDocument):
@@ -204,6 +256,7 @@ class _PageReader:
         self._undecodable_streams: dict[int, bool] = {}
         self._undecodable_pages = 0
         self._image_pages = 0
+        self.scanned_pages: list[int] = []
 
     def paragraphs(self, page: PageRef, number: int) -> list[str]:
         try:
@@ -220,6 +273,8 @@ class _PageReader:
             self._undecodable_pages += 1
         if any(isinstance(item, LTImage) for item in items):
             self._image_pages += 1
+            if sum(len(text) for text in paragraphs) < MIN_TEXT_CHARACTERS:
+                self.scanned_pages.append(number)
         self._count_text(paragraphs, number)
         return paragraphs
 

@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ragmux.core.units import MIB
 
 # Tells the PDF child how many CPU seconds it may use (the parse deadline plus a margin).
 CPU_LIMIT_VARIABLE = "RAGMUX_PDF_CPU_SECONDS"
+# Tells it what it reads (a PDF or an image) and how it runs OCR (see pdf_child).
+CHILD_OPTIONS_VARIABLE = "RAGMUX_PARSE_CHILD_OPTIONS"
 MAX_EXTRACTED_TEXT = 20 * MIB
+# Told (pages read, pages to read) as OCR goes; the child writes each step as a line to stderr.
+ProgressCallback = Callable[[int, int], None]
+_PROGRESS_LINE = re.compile(rb"progress (\d{1,9}) (\d{1,9})\n?")
+
+
+def progress_line(done: int, total: int) -> str:
+    return f"progress {done} {total}\n"
+
+
+def parse_progress_line(line: bytes) -> tuple[int, int] | None:
+    match = _PROGRESS_LINE.fullmatch(line)
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 @dataclass(frozen=True)
@@ -25,6 +41,20 @@ class ParsedDocument:
     blocks: list[Block]
     title: str
     page_count: int | None = None
+    # What was left out of an otherwise readable document, each in words ("page 4: …").
+    warnings: tuple[str, ...] = ()
+    # The pages (or images) whose text came from OCR.
+    ocr_pages: int = 0
+
+
+@dataclass(frozen=True)
+class OcrOptions:
+    """How OCR runs for one document: the store's language and the deployment's limits."""
+
+    language: str
+    max_pages: int
+    page_timeout: float
+    max_pixels: int
 
 
 class ParseError(Exception):

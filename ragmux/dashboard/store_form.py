@@ -16,7 +16,7 @@ from stores.choices import ChunkingStrategy, RerankBackend, SearchBackend, Searc
 from stores.models import STORE_SETTINGS, RagStore, store_defaults
 from stores.serializers import StoreCreateInput
 
-CHECKBOXES = ("contextual_chunks", "typo_tolerance", "rerank")
+CHECKBOXES = ("contextual_chunks", "typo_tolerance", "rerank", "ocr")
 # A select whose empty choice means "none" (null), not "leave unchanged".
 NULLABLE_SELECTS = ("rerank_connection_id", "rerank_route_id")
 # The fusion weights are one setting in the API and two inputs here.
@@ -74,6 +74,25 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
                 "chunk_overlap",
                 "Chunk overlap",
                 "Characters carried over between consecutive chunks; smaller than the chunk size.",
+            ),
+        ),
+    ),
+    (
+        "Scans and images",
+        (
+            Setting(
+                "ocr",
+                "OCR",
+                "Read scanned PDF pages (pages without a text layer) and images (PNG, JPEG, TIFF, WebP) by OCR. "
+                "Off, scans fail and images are refused when read.",
+                kind="checkbox",
+            ),
+            Setting(
+                "ocr_language",
+                "OCR language",
+                "Tesseract language codes, joined by + for documents in several (eng, deu, fra+eng); each needs "
+                "its Debian package tesseract-ocr-<code> on the server (eng is installed).",
+                kind="text",
             ),
         ),
     ),

@@ -18,6 +18,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from gateway.connections.models import RouteKind
 from gateway.connections.selectors import connection_list, route_list
 from ingestion import services as admission
+from ingestion.parsing import SUPPORTED_EXTENSIONS
 from ingestion.serializers import ReprocessInput, TextDocumentInput
 from ingestion.uploads import oversize_upload
 from ragmux.core.errors import Forbidden, error_response
@@ -228,6 +229,7 @@ def _store_page(request, store: RagStore, *, text_form: Form | None = None, stat
             "lexical": lexical_index(store),
             "table": _document_table(request, store),
             "text_form": text_form,
+            "accepted_extensions": ",".join(SUPPORTED_EXTENSIONS),
         },
         status=status,
     )

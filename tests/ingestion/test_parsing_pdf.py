@@ -146,8 +146,10 @@ def test_an_encrypted_pdf_without_readable_text_is_refused_as_encrypted_not_as_s
         parse_pdf_bytes(encrypted_pdf_partly_unreadable())
 
 
-def test_a_scanned_pdf_without_a_text_layer_is_refused():
-    with pytest.raises(ParseError, match=r"^the PDF has no text layer \(it looks scanned\) and OCR is not supported$"):
+def test_a_scanned_pdf_without_a_text_layer_is_refused_when_ocr_is_off():
+    with pytest.raises(
+        ParseError, match=r"^the PDF has no text layer \(it looks scanned\) and OCR is off for this store$"
+    ):
         parse_file("scanned.pdf")
 
 

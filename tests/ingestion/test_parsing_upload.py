@@ -11,16 +11,29 @@ from ingestion.parsing import (
     parse_document,
     types,
 )
+from ingestion.parsing.archives import OLE_SIGNATURE
 
 # The first bytes of a real file of each format.
 HEADS = {
     "pdf": b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n",
     "docx": b"PK\x03\x04rest",
+    "pptx": b"PK\x03\x04rest",
+    "xlsx": b"PK\x03\x04rest",
+    "epub": b"PK\x03\x04\x14\x00\x00\x00\x00\x00mimetypeapplication/epub+zip",
+    "csv": b"region,total\nNorth,12\n",
+    "email": b"From: a@example.org\nSubject: hello\n\nbody",
+    "png": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
+    "jpeg": b"\xff\xd8\xff\xe0\x00\x10JFIF",
+    "tiff": b"II*\x00\x08\x00\x00\x00",
+    "webp": b"RIFF\x24\x00\x00\x00WEBPVP8 ",
     "html": b"<!doctype html>\n<title>t</title>",
     "markdown": b"# Notes\n\nCaf\xe9 in Windows-1252 is text too.",
     "text": b"plain words",
 }
-SUPPORTED = r"the supported types are \.pdf, \.docx, \.html, \.htm, \.md, \.markdown, \.txt$"
+SUPPORTED = (
+    r"the supported types are \.pdf, \.docx, \.pptx, \.xlsx, \.csv, \.epub, \.eml, \.html, \.htm, \.md, "
+    r"\.markdown, \.txt, \.png, \.jpg, \.jpeg, \.tif, \.tiff, \.webp$"
+)
 
 
 def unsupported(filename: str) -> str:
@@ -33,6 +46,19 @@ def unsupported(filename: str) -> str:
         ("report.pdf", "pdf"),
         ("Report.PDF", "pdf"),
         ("letter.docx", "docx"),
+        ("slides.pptx", "pptx"),
+        ("budget.xlsx", "xlsx"),
+        # An encrypted Office file is an OLE compound file: its parser says it is encrypted.
+        ("locked.xlsx", "ole"),
+        ("export.csv", "csv"),
+        ("book.epub", "epub"),
+        ("message.eml", "email"),
+        ("scan.png", "png"),
+        ("photo.JPG", "jpeg"),
+        ("photo.jpeg", "jpeg"),
+        ("fax.tif", "tiff"),
+        ("fax.tiff", "tiff"),
+        ("phone.webp", "webp"),
         ("index.html", "html"),
         ("index.htm", "html"),
         ("README.md", "markdown"),
@@ -46,14 +72,21 @@ def unsupported(filename: str) -> str:
     ],
 )
 def test_supported_extensions_map_to_their_format(filename, expected):
-    assert check_upload(filename, HEADS[expected]) == expected
+    if expected == "ole":
+        head, expected = OLE_SIGNATURE, filename.rpartition(".")[2]
+    else:
+        head = HEADS[expected]
+    assert check_upload(filename, head) == expected
 
 
 def test_every_supported_extension_is_listed():
-    assert SUPPORTED_EXTENSIONS == (".pdf", ".docx", ".html", ".htm", ".md", ".markdown", ".txt")
+    assert SUPPORTED_EXTENSIONS == (
+        *(".pdf", ".docx", ".pptx", ".xlsx", ".csv", ".epub", ".eml", ".html", ".htm", ".md", ".markdown", ".txt"),
+        *(".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"),
+    )
 
 
-@pytest.mark.parametrize("filename", ["payload.exe", "notes", "slides.pptx", "page.html.zip", "notes.", ".bashrc"])
+@pytest.mark.parametrize("filename", ["payload.exe", "notes", "slides.ppt", "page.html.zip", "notes.", ".bashrc"])
 def test_other_extensions_are_refused_naming_the_file_and_the_supported_types(filename):
     with pytest.raises(UnsupportedFormat, match=unsupported(filename)):
         check_upload(filename, b"")
@@ -70,13 +103,21 @@ def test_a_docx_that_is_not_a_zip_is_refused_at_upload():
     [
         ("setup.pdf", b"MZ\x90\x00\x03\x00\x00\x00", "no %PDF header"),
         ("letter.docx", b"\x7fELF\x02\x01\x01\x00", "not a zip archive"),
+        ("slides.pptx", b"%PDF-1.7\n", "not a zip archive"),
+        ("book.epub", OLE_SIGNATURE, "not a zip archive"),
+        ("export.csv", b"\x7fELF\x02\x01\x01\x00", "it contains NUL bytes, as binary files do"),
+        ("scan.png", b"\xff\xd8\xff\xe0", "no PNG signature"),
+        ("photo.jpeg", b"\x89PNG\r\n\x1a\n", "no JPEG signature"),
+        ("fax.tiff", b"%PDF-1.7\n", "no TIFF signature"),
+        ("phone.webp", b"RIFF\x24\x00\x00\x00WAVEfmt ", "no RIFF/WEBP signature"),
         ("notes.txt", b"\x7fELF\x02\x01\x01\x00", "it contains NUL bytes, as binary files do"),
         ("README.md", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "it contains NUL bytes, as binary files do"),
         ("index.html", b"<html>" + b"\x00" * 4, "it contains NUL bytes, as binary files do"),
     ],
 )
 def test_every_format_is_sniffed_and_refused_in_the_same_words(filename, head, why):
-    document_format = filename.rpartition(".")[2].replace("md", "markdown").replace("txt", "text")
+    extension = filename.rpartition(".")[2]
+    document_format = {"md": "markdown", "txt": "text"}.get(extension, extension)
     with pytest.raises(UnsupportedFormat) as refused:
         check_upload(filename, head)
     assert str(refused.value) == f'"{filename}" does not look like a {document_format} file ({why})'

@@ -151,7 +151,8 @@ def test_hostile_files_fail_with_precise_reasons_while_the_worker_carries_on(pro
         "zip-bomb.docx": "word/document.xml is larger than 32 MiB uncompressed (the limit)",
         "fake-zip.docx": "the file is not a valid docx (not a zip archive)",
         "random-bytes.pdf": "the file is not a readable PDF",
-        "scanned.pdf": "the PDF has no text layer (it looks scanned) and OCR is not supported",
+        # OCR is on (the default): it reads the two painted pages and finds no words on them.
+        "scanned.pdf": "OCR found no text on the 2 scanned pages",
         "encrypted.pdf": "the PDF is encrypted and cannot be read",
     }
     contents = {name: (FILES / name).read_bytes() for name in hostile if (FILES / name).exists()}
@@ -188,3 +189,56 @@ def test_hostile_files_fail_with_precise_reasons_while_the_worker_carries_on(pro
         assert status == "failed", name
         assert error.startswith(reason), (name, error)
     assert [outcome[f"fine-{n}.md"] for n in range(3)] == [("ready", "")] * 3
+
+
+def test_office_files_scans_and_their_refusals_settle_in_one_batch_while_the_worker_carries_on(processes, store):
+    from tests.ingestion.files.make_documents import (
+        bomb_png,
+        book_epub,
+        encrypted_xlsx,
+        image_of_text,
+        nested_eml,
+        scanned_pdf_of,
+        slides_pptx,
+        workbook_xlsx,
+    )
+
+    # Too short for any page: a scanned page is skipped, and a mixed PDF keeps its text pages.
+    processes.env["OCR_PAGE_TIMEOUT"] = "0.1s"
+    mixed = scanned_pdf_of([["A page with text."], ["A scanned page."], ["More text."]], keep_text=(1, 3))
+    files = {
+        "deck.pptx": slides_pptx(),
+        "budget.xlsx": workbook_xlsx(),
+        "locked.xlsx": encrypted_xlsx(),
+        "plates.epub": book_epub(images_only=True),
+        "guide.epub": book_epub(),
+        "message.eml": nested_eml(),
+        "bomb.png": bomb_png(),
+        "gate.png": image_of_text("Keep the gate closed", "PNG"),
+        "mixed.pdf": mixed,
+        "fine.md": b"# Fine\n\nAn ordinary document.",
+    }
+    result = document_upload(store=store, files=[IncomingFile(filename=n, data=d) for n, d in files.items()])
+    assert result.refusal is None and not result.skipped
+    processes.start("worker")
+    wait_until(lambda: settled(*result.documents), timeout=240, message="every document to settle")
+    outcome = {d.filename: d for d in Document.objects.all()}
+    failed = {name: d.error for name, d in outcome.items() if d.status == "failed"}
+    assert failed == {
+        "locked.xlsx": "the xlsx is encrypted (password-protected) and cannot be read; save it without a password",
+        "plates.epub": (
+            "the epub has no text: its 2 chapters show only images (1), as a scanned or picture book does; "
+            "images inside an epub are not read by OCR"
+        ),
+        "bomb.png": (
+            "the image has more than 60000000 pixels, the limit (OCR_MAX_PIXELS); it is refused as a possible "
+            "decompression bomb"
+        ),
+        "gate.png": "the image has no readable text: page 1 was skipped: OCR took longer than 0.1s (OCR_PAGE_TIMEOUT)",
+    }
+    ready = {name: d for name, d in outcome.items() if d.status == "ready"}
+    assert set(ready) == {"deck.pptx", "budget.xlsx", "guide.epub", "message.eml", "mixed.pdf", "fine.md"}
+    assert ready["budget.xlsx"].warnings == ['sheet "Rates" is hidden and was not read']
+    assert ready["mixed.pdf"].warnings == ["page 2 was skipped: OCR took longer than 0.1s (OCR_PAGE_TIMEOUT)"]
+    assert sorted(Chunk.objects.filter(document=ready["mixed.pdf"]).values_list("page", flat=True)) == [1, 3]
+    assert sorted(set(Chunk.objects.filter(document=ready["deck.pptx"]).values_list("page", flat=True))) == [1, 2]

@@ -453,3 +453,44 @@ def test_an_upload_answers_within_seconds_while_redis_hangs(api, fake_connection
     sending.start()
     sending.join(timeout=15)  # a publish gives up after about a second, and the second is not tried
     assert [answer.status_code for answer in answers] == [202]
+
+
+def test_slides_sheets_books_mail_and_images_are_accepted_with_their_types(api, fake_connection):
+    from tests.ingestion.files.make_documents import book_epub, image_of_text, nested_eml, slides_pptx, workbook_xlsx
+
+    store = make_store(api, fake_connection)
+    files = {
+        "deck.pptx": slides_pptx(),
+        "budget.xlsx": workbook_xlsx(),
+        "export.csv": b"a,b\n1,2\n",
+        "guide.epub": book_epub(),
+        "message.eml": nested_eml(),
+        "gate.png": image_of_text("Keep the gate closed", "PNG"),
+        "photo.jpg": image_of_text("A photo of a page", "JPEG"),
+        "fax.tiff": image_of_text("A fax", "TIFF"),
+        "phone.webp": image_of_text("A phone picture", "WEBP"),
+    }
+    response = upload(api("editor"), store, *(text_file(name, data) for name, data in files.items()))
+
+    assert response.status_code == 202, response.text
+    assert [(d["filename"], d["mime"], d["warnings"], d["ocr_pages"]) for d in response.json()["documents"]] == [
+        ("deck.pptx", "application/vnd.openxmlformats-officedocument.presentationml.presentation", [], 0),
+        ("budget.xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", [], 0),
+        ("export.csv", "text/csv", [], 0),
+        ("guide.epub", "application/epub+zip", [], 0),
+        ("message.eml", "message/rfc822", [], 0),
+        ("gate.png", "image/png", [], 0),
+        ("photo.jpg", "image/jpeg", [], 0),
+        ("fax.tiff", "image/tiff", [], 0),
+        ("phone.webp", "image/webp", [], 0),
+    ]
+
+
+def test_an_image_named_as_another_format_is_refused_at_upload(api, fake_connection):
+    from tests.ingestion.files.make_documents import image_of_text
+
+    store = make_store(api, fake_connection)
+    response = upload(api("editor"), store, text_file("scan.png", image_of_text("words", "JPEG")))
+
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == '"scan.png" does not look like a png file (no PNG signature)'

@@ -35,6 +35,8 @@ def test_a_new_store_gets_every_default(api, fake_connection):
         "max_distance": 0.0,
         "max_documents": 0,
         "max_bytes": 0,
+        "ocr": True,
+        "ocr_language": "eng",
         "dimensions": None,
         "document_count": 0,
         "chunk_count": 0,
@@ -72,6 +74,9 @@ def test_chunking_strategy_aliases_are_accepted(api, fake_connection):
         ({"rerank": True, "rerank_backend": "cohere"}, "rerank_connection_id", "required with the cohere backend"),
         ({"rerank_backend": "bge"}, "rerank_backend", "bge"),
         ({"fusion_weights": {"vector": 1}}, "fusion_weights.lexical", "required"),
+        ({"ocr_language": "eng; rm -rf /"}, "ocr_language", "Tesseract language codes joined by +"),
+        ({"ocr_language": "x" * 64}, "ocr_language", "63"),
+        ({"ocr": "sometimes"}, "ocr", "valid boolean"),
     ],
 )
 def test_settings_out_of_range_are_400_naming_the_field(api, fake_connection, overrides, field, message):

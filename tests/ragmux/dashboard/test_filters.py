@@ -29,6 +29,8 @@ def test_money_is_cents_and_a_sub_cent_amount_keeps_two_significant_digits(micro
     ("progress", "stage"),
     [
         (0, "parsing"),
+        # OCR has read 3 of 10 pages.
+        (PROGRESS_PARSED * 3 // 10, "parsing 30 %"),
         (PROGRESS_PARSED, "chunking"),
         (PROGRESS_CHUNKED, "embedding 0 %"),
         # What the pipeline writes after 2 of 5 batches, rounded down.

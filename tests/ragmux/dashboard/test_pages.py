@@ -220,6 +220,31 @@ def test_the_document_table_filters_pages_and_polls_only_while_documents_move(as
     assert 'value="40"' in polled and 'hx-swap-oob="true"' in polled
 
 
+def test_the_document_table_says_how_many_pages_ocr_read_and_lists_the_warnings(as_role, kb):
+    DocumentFactory(
+        store=kb,
+        status="ready",
+        filename="minutes.pdf",
+        page_count=4,
+        ocr_pages=3,
+        warnings=["page 2 was skipped: OCR took longer than 60s (OCR_PAGE_TIMEOUT)"],
+    )
+    DocumentFactory(store=kb, status="ready", filename="plain.txt")
+    html = as_role("viewer").get(f"/admin/stores/{kb.pk}/documents").content.decode()
+    assert '<small class="ocr" data-ocr-pages="3">OCR: 3 pages</small>' in html
+    assert html.count("data-ocr-pages") == 1
+    assert "<li>page 2 was skipped: OCR took longer than 60s (OCR_PAGE_TIMEOUT)</li>" in html
+
+
+def test_the_upload_form_says_whether_ocr_reads_scans_and_accepts_every_format(as_role, kb):
+    html = as_role("editor").get(f"/admin/stores/{kb.pk}/").content.decode()
+    assert "Scanned PDF pages and images are read by OCR (eng)" in html
+    assert 'accept=".pdf,.docx,.pptx,.xlsx,.csv,.epub,.eml,' in html
+    RagStore.objects.filter(pk=kb.pk).update(ocr=False)
+    html = as_role("editor").get(f"/admin/stores/{kb.pk}/").content.decode()
+    assert "OCR is off for this store: scanned PDFs fail and images are not read." in html
+
+
 # --- stores -----------------------------------------------------------------------------------
 
 

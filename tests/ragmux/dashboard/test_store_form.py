@@ -12,6 +12,8 @@ def test_every_setting_shows_the_models_default():
         "chunking_strategy": "section",
         "chunk_size": "1000",
         "chunk_overlap": "200",
+        "ocr": "on",
+        "ocr_language": "eng",
         "search_mode": "hybrid",
         "search_backend": "bm25",
         "index_config": "english",
