@@ -102,7 +102,10 @@ def with_ocr(data: bytes, layer: TextLayer, ocr: OcrOptions | None, on_page: Pro
     if layer.scanned_pages:
         text = _with_scanned_pages(data, text, layer.scanned_pages, ocr, on_page)
     if not any(text.pages):
-        raise ParseError(text.warnings[0] if text.warnings else layer.no_text_reason)
+        # An encrypted file whose pages read as bare images is likelier mis-decrypted than scanned:
+        # that reason, and its remedy, outrank what OCR made of the images.
+        encrypted = layer.no_text_reason == ENCRYPTED_WITHOUT_TEXT
+        raise ParseError(text.warnings[0] if text.warnings and not encrypted else layer.no_text_reason)
     return text
 
 
