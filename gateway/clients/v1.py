@@ -165,24 +165,34 @@ async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str,
         raise
     except ServiceError as exc:
         response = openai_error_response(exc)
-        call.finish(response.status_code, exc.message)
+        await _end(call, response.status_code, exc.message)
     except Exception as exc:
         if (unavailable := database_unavailable(exc)) is not None:
             logger.warning("/v1/%s: %s", endpoint, exc)
             response = openai_error_response(unavailable)
-            call.finish(response.status_code, unavailable.message)
+            await _end(call, response.status_code, unavailable.message)
         else:
             request_id = getattr(request, "request_id", "-")
             logger.exception("internal error in /v1/%s (request id %s)", endpoint, request_id)
-            call.finish(500, "internal error")
+            await _end(call, 500, "internal error")
             response = openai_error_response(ServerFault(f"internal error (request id {request_id})"))
     else:
         if not call.relaying:
             call.mark_first_byte()
-            call.finish(response.status_code)
+            await _end(call, response.status_code)
     for name, value in call.limit_headers.items():
         response[name] = value
     return response
+
+
+async def _end(call: Call, status: int, error: str = "") -> None:
+    """A call whose answer has ended: its reservation released, then its row queued."""
+    try:
+        await limiter.release(call)
+    except asyncio.CancelledError:
+        _client_left(call)
+        raise
+    call.finish(status, error)
 
 
 def _client_left(call: Call) -> None:
@@ -388,6 +398,17 @@ def _chat_size(call: Call, plan: ChatPlan, body: dict, messages: list[dict]) -> 
     return {"tokens": prompt + completion, "spends": spends, "dearest_of": chat}
 
 
+def _retrieval_size(call: Call, plan: ChatPlan, context: str) -> dict[str, Any]:
+    """What retrieval adds to a chat's reservation before the upstream is asked: the context it
+    puts in the prompt, priced at the dearest target's input price, and what its rerank spent."""
+    context_tokens = estimate_tokens([context]) if context else 0
+    return {
+        "tokens": context_tokens + call.rerank_tokens,
+        "spends": [spend for spend in call.spends if spend.rerank],
+        "dearest_of": [Spend(target.connection.provider_type, target.model, context_tokens) for target in plan.targets],
+    }
+
+
 async def _chat_plan(call: Call, model: str) -> ChatPlan:
     """The route the call's `model` names among the project's allowed routes, else the
     project's chat route, else its chat connection."""
@@ -423,6 +444,7 @@ async def chat_completions(request: HttpRequest, call: Call) -> HttpResponse:
 
     await limiter.admit(call, **_chat_size(call, plan, body, data["messages"]))
     context, sources = await _ground(call, data["messages"])
+    await limiter.top_up(call, **_retrieval_size(call, plan, context))
     body["messages"] = inject(data["messages"], context=context, system_prompt=call.project.system_prompt)
 
     # Fetch slots are shared fairly between projects.
@@ -537,8 +559,7 @@ async def _stream(
             _settle_tokens(call, attempts, body["messages"], answer_chars, reported)
             if status == CLIENT_CLOSED:
                 _client_left(call)
-            else:
-                call.finish(status, error)
+        await _end(call, status, error)
         yield b"data: [DONE]\n\n"
 
     call.relaying = True
