@@ -189,6 +189,15 @@ class UpstreamFailed(ServiceError):
         return error
 
 
+class UpstreamAuthFailed(UpstreamFailed):
+    """A provider refused the credentials of the operator's connection (its 401 or 403): a 502,
+    so no client SDK tells its application that the application's own key is wrong. The
+    provider's status stays in ``upstream_status`` (the attempts, the route metrics)."""
+
+    code = "upstream_auth_failed"
+    openai_type = "upstream_error"
+
+
 class UpstreamTimeout(UpstreamFailed):
     code = "upstream_timeout"
     openai_type = "timeout"
@@ -207,6 +216,7 @@ STATUS_BY_KIND: tuple[tuple[type[ServiceError], int], ...] = (
     (RateLimited, 429),
     (ServerFault, 500),
     (UpstreamTimeout, 504),
+    (UpstreamAuthFailed, 502),
     (UpstreamFailed, 502),
     (Unavailable, 503),
     (ServiceError, 400),
@@ -221,7 +231,7 @@ client's SDK raises the error it would have raised calling the provider itself.
 
 
 def status_for(exc: ServiceError) -> int:
-    if isinstance(exc, UpstreamFailed) and exc.upstream_status is not None:
+    if isinstance(exc, UpstreamFailed) and exc.upstream_status is not None and not isinstance(exc, UpstreamAuthFailed):
         return exc.upstream_status
     return next(status for kind, status in STATUS_BY_KIND if isinstance(exc, kind))
 

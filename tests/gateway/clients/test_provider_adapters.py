@@ -340,9 +340,7 @@ def test_inline_images_become_the_providers_image_parts(sdk, provider, spec, fak
     ("provider", "status", "knobs", "expected", "sdk_error", "code"),
     [
         ("anthropic", 400, {}, 400, openai.BadRequestError, "invalid_request_error"),
-        ("anthropic", 401, {}, 401, openai.AuthenticationError, "authentication_error"),
         ("anthropic", 529, {}, 503, openai.InternalServerError, "overloaded_error"),
-        ("gemini", 400, {"error_reason": "API_KEY_INVALID"}, 401, openai.AuthenticationError, "invalid_api_key"),
         ("gemini", 404, {}, 404, openai.NotFoundError, "not_found"),
         ("gemini", 429, {}, 429, openai.RateLimitError, "resource_exhausted"),
         ("ollama", 404, {}, 404, openai.NotFoundError, None),
@@ -363,6 +361,36 @@ def test_upstream_errors_come_back_in_the_openai_envelope(
     assert SECRET not in caught.value.response.text
     [row] = wait_for_logs(1, project=provider_project)
     assert row.status_code == expected
+
+
+@pytest.mark.parametrize(
+    ("provider", "status", "knobs"),
+    [
+        ("anthropic", 401, {}),
+        ("anthropic", 403, {}),
+        # Gemini refuses a bad key with 400 API_KEY_INVALID.
+        ("gemini", 400, {"error_reason": "API_KEY_INVALID"}),
+        ("gemini", 403, {}),
+        ("ollama", 401, {}),
+    ],
+    indirect=["provider"],
+)
+def test_a_provider_refusing_the_connections_credentials_is_a_502_the_client_cannot_take_for_its_own_key(
+    sdk, provider, spec, fake_upstream, provider_project, status, knobs
+):
+    fake_upstream.configure(spec["route"], status=status, **knobs)
+    with pytest.raises(openai.InternalServerError) as caught:
+        sdk.chat.completions.create(model="m", messages=HISTORY)
+    assert caught.value.status_code == 502
+    error = caught.value.response.json()["error"]
+    assert (error["type"], error["code"]) == ("upstream_error", "upstream_auth_failed")
+    assert error["message"].startswith(
+        f"{provider} refused the credentials of this gateway's connection (HTTP {status})"
+    )
+    assert SECRET not in caught.value.response.text
+    [row] = wait_for_logs(1, project=provider_project)
+    assert row.status_code == 502
+    assert f"(HTTP {status})" in row.error
 
 
 def test_an_error_before_the_first_chunk_of_a_stream_is_a_plain_error(sdk, spec, fake_upstream):
