@@ -670,14 +670,17 @@ def _register_ollama_routes(upstream: FakeUpstream) -> None:
         final = {**base, "done": True, "done_reason": "length" if cut else "stop"}
         if not knobs.omit_usage:
             final.update(prompt_eval_count=_prompt_words(payload), eval_count=len(words))
-        if knobs.tool_call:
+        # As Ollama does, a model can only call a tool it was sent.
+        offered = [tool.get("function", {}).get("name") for tool in payload.get("tools") or []]
+        calls_tool = knobs.tool_call is not None and knobs.tool_call in offered
+        if calls_tool:
             calls = [{"function": {"name": knobs.tool_call, "arguments": TOOL_ARGUMENTS}}]
             messages = [{"role": "assistant", "content": "", "tool_calls": calls}]
         else:
             messages = [{"role": "assistant", "content": piece} for piece in _pieces(words)]
         if payload.get("stream") is False:
             whole = {"role": "assistant", "content": "".join(m["content"] for m in messages)}
-            if knobs.tool_call:
+            if calls_tool:
                 whole["tool_calls"] = messages[0]["tool_calls"]
             return json_reply({**final, "message": whole})
         lines = [json.dumps({**base, "message": m, "done": False}).encode() + b"\n" for m in messages]

@@ -471,6 +471,17 @@ def test_sampling_tool_choice_and_json_mode_are_said_in_the_providers_terms(sdk,
     assert options_sent(provider, sent_to(fake_upstream, spec["route"])) == EXPECTED_OPTIONS[provider]
 
 
+@pytest.mark.parametrize("provider", ["ollama"], indirect=True)
+def test_ollama_is_sent_no_tools_when_the_client_said_tool_choice_none(sdk, provider, spec, fake_upstream):
+    fake_upstream.configure(spec["route"], tool_call="search_docs")
+    allowed = sdk.chat.completions.create(model="m", messages=HISTORY, tools=TOOLS)
+    assert allowed.choices[0].message.tool_calls
+    forbidden = sdk.chat.completions.create(model="m", messages=HISTORY, tools=TOOLS, tool_choice="none")
+    assert "tools" not in fake_upstream.requests_to(spec["route"])[-1].json()
+    assert forbidden.choices[0].message.tool_calls is None
+    assert forbidden.choices[0].finish_reason == "stop"
+
+
 @pytest.mark.parametrize("provider", ["anthropic"], indirect=True)
 def test_cache_markers_reach_anthropic_on_content_parts(sdk, fake_upstream, provider):
     marker = {"type": "ephemeral"}
