@@ -456,6 +456,8 @@ EXPECTED_OPTIONS = {
 
 
 def test_sampling_tool_choice_and_json_mode_are_said_in_the_providers_terms(sdk, provider, spec, fake_upstream):
+    # Anthropic has no JSON mode (test_anthropic_refuses_a_json_response_format_it_cannot_honour).
+    json_mode = {} if provider == "anthropic" else {"response_format": {"type": "json_object"}}
     sdk.chat.completions.create(
         model="m",
         messages=HISTORY,
@@ -465,10 +467,23 @@ def test_sampling_tool_choice_and_json_mode_are_said_in_the_providers_terms(sdk,
         temperature=0.2,
         top_p=0.9,
         seed=7,
-        response_format={"type": "json_object"},
         extra_body={"keep_alive": "5m", "options": {"num_ctx": 8192}},
+        **json_mode,
     )
     assert options_sent(provider, sent_to(fake_upstream, spec["route"])) == EXPECTED_OPTIONS[provider]
+
+
+@pytest.mark.parametrize("provider", ["anthropic"], indirect=True)
+@pytest.mark.parametrize("response_format", [{"type": "json_object"}, {"type": "json_schema", "json_schema": {}}])
+def test_anthropic_refuses_a_json_response_format_it_cannot_honour(sdk, provider, spec, fake_upstream, response_format):
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk.chat.completions.create(model="m", messages=HISTORY, response_format=response_format)
+    assert caught.value.response.json()["error"]["message"].startswith(
+        f"Anthropic models have no JSON mode: response_format '{response_format['type']}' cannot be honoured"
+    )
+    assert fake_upstream.calls(spec["route"]) == 0
+    # Plain text is what Anthropic answers anyway.
+    sdk.chat.completions.create(model="m", messages=HISTORY, response_format={"type": "text"})
 
 
 @pytest.mark.parametrize("provider", ["ollama"], indirect=True)
