@@ -375,6 +375,9 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
             message = "authentication required"
         elif isinstance(exc, exceptions.NotFound):
             message = "not found"
+        elif isinstance(exc, exceptions.UnsupportedMediaType):
+            # curl's -d sends a form type: say which header the JSON body needs.
+            message = f'{exc.detail} Send the JSON body with the header "Content-Type: application/json".'
         else:
             message = str(exc.detail)
         response = Response(_admin_envelope(exc.status_code, message, code), status=exc.status_code)
