@@ -254,6 +254,8 @@ class RerankInput(serializers.Serializer):
     top_n = serializers.IntegerField(
         required=False, allow_null=True, default=None, min_value=1, max_value=MAX_RERANK_DOCUMENTS
     )
+    # Cohere's v1 option: each result carries its document's text (`{"document": {"text": ...}}`).
+    return_documents = serializers.BooleanField(required=False, default=False)
 
     def validate(self, data: dict) -> dict:
         top_n, count = data["top_n"], len(data["documents"])

@@ -527,7 +527,7 @@ async def _stream(
     chunks = await _answer(call, plan, attempts, _measured(attempts, metrics.FIRST_TOKEN_SECONDS, opened))
 
     async def relay() -> AsyncIterator[bytes]:
-        status, error, reported, answer_chars = 200, "", False, 0
+        status, error, reported, answer_chars, relayed = 200, "", False, 0, 0
         metrics.move(metrics.STREAMS_ACTIVE, 1)
         try:
             async with stack:
@@ -541,11 +541,18 @@ async def _stream(
                             continue
                     chunk["model"] = client_model
                     call.mark_first_byte()
+                    relayed += 1
                     yield b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
         except ServiceError as exc:
-            status, error = status_for(exc), exc.message
             if isinstance(exc, UpstreamFailed):
                 _count_failure(attempts, exc)
+            if isinstance(exc, UpstreamFailed) and exc.code not in routed_chat.STREAM_BOUNDS:
+                # Said with how far the answer got, so no one looks for a wrong base URL.
+                exc.message = f"{exc.message} (after {relayed} chunks)"
+                if exc.client_message:
+                    exc.client_message = f"{exc.client_message} (after {relayed} chunks)"
+                await routed_chat.failed_mid_stream(attempts, exc)
+            status, error = status_for(exc), exc.message
             frame = openai_error_body(exc)
             yield b"data: " + json.dumps(frame).encode() + b"\n\n"
         except (asyncio.CancelledError, GeneratorExit):
@@ -732,13 +739,16 @@ async def rerank(request: HttpRequest, call: Call) -> HttpResponse:
     meta: dict[str, Any] = {"tokens": {"input_tokens": reranked.input_tokens, "output_tokens": reranked.output_tokens}}
     if reranked.search_units is not None:
         meta["billed_units"] = {"search_units": reranked.search_units}
+    results = [
+        {"index": ranked.index, "relevance_score": ranked.relevance_score} for ranked in reranked.ranking[:top_n]
+    ]
+    if data["return_documents"]:
+        for result in results:
+            result["document"] = {"text": documents[result["index"]]}
     return JsonResponse(
         {
             "id": getattr(request, "request_id", ""),
-            "results": [
-                {"index": ranked.index, "relevance_score": ranked.relevance_score}
-                for ranked in reranked.ranking[:top_n]
-            ],
+            "results": results,
             "meta": meta,
             "usage": {
                 "prompt_tokens": reranked.input_tokens,

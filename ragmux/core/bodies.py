@@ -29,7 +29,13 @@ from django.conf import settings
 from django.core.handlers.asgi import ASGIHandler
 from rest_framework.parsers import JSONParser, get_encoding
 
-from ragmux.core.errors import InvalidInput, body_too_large, error_response, openai_error_response
+from ragmux.core.errors import (
+    InvalidInput,
+    body_too_large,
+    error_response,
+    is_client_api_path,
+    openai_error_response,
+)
 from ragmux.core.units import MIB
 
 MAX_JSON_DEPTH = 64
@@ -100,7 +106,7 @@ class JsonParser(JSONParser):
 def body_limit(path: str) -> int:
     """The largest body a path takes, in bytes: `/v1`'s own ``V1_MAX_BODY_MB``, checked by its
     views once the key is known, else ``DATA_UPLOAD_MAX_MEMORY_SIZE``."""
-    if path.startswith("/v1/"):
+    if is_client_api_path(path):
         return settings.V1_MAX_BODY_MB * MIB
     return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
@@ -151,7 +157,7 @@ class BodyCappedASGIHandler(ASGIHandler):
             await super().handle(scope, receive, send)
         except _BodyTooLarge:
             refusal = body_too_large(body_limit(scope["path"]))
-            render = openai_error_response if scope["path"].startswith("/v1/") else error_response
+            render = openai_error_response if is_client_api_path(scope["path"]) else error_response
             await self.send_response(render(refusal), send)
 
     def create_request(self, scope, body_file):

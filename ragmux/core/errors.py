@@ -286,6 +286,16 @@ def openai_error_body(exc: ServiceError) -> dict:
     return {"error": error}
 
 
+# The client API's paths, answered in OpenAI's envelope: `/v1`, and `/v2` for the Cohere v2
+# client's rerank.
+CLIENT_API_PREFIXES = ("/v1/", "/v2/")
+
+
+def is_client_api_path(path: str) -> bool:
+    """Under a client API prefix, or the prefix itself without its trailing slash (`/v1`)."""
+    return f"{path}/".startswith(CLIENT_API_PREFIXES)
+
+
 def openai_error_response(exc: ServiceError) -> JsonResponse:
     return _with_retry_after(JsonResponse(openai_error_body(exc), status=status_for(exc)), exc)
 

@@ -17,6 +17,8 @@ Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``
   is stopped;
 - ``error_after``: a streamed chat answer sends the provider's mid-stream error event after
   that many chunks;
+- ``reset_after``: a streamed chat answer's connection is reset (a TCP RST, not a clean end)
+  after that many chunks;
 - ``chunk_interval``: seconds a streamed chat answer waits between two of its chunks (a long
   answer that keeps coming);
 - ``tool_call``: the chat answer is a call of the function of that name with
@@ -54,6 +56,7 @@ import math
 import re
 import select
 import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -65,6 +68,7 @@ from tests.fakes.azure import register_azure_routes
 from tests.fakes.rerank import RERANK_PROMPT_MARK, register_rerank_routes, rerank_prompt_numbers
 
 STALL = b""  # yielded by a streamed reply: send nothing more and wait for the caller to hang up
+RESET = b"\x00reset"  # yielded by a streamed reply: abort the connection (a TCP reset) mid-answer
 Reply = tuple[int, dict[str, str], bytes | Iterator[bytes]]
 CHAT_ANSWER = "The launch code is AMBER-7731, according to the context."
 TOOL_ARGUMENTS = {"query": "launch code", "limit": 3}
@@ -82,6 +86,8 @@ class Knobs:
     redirect_to: str | None = None
     stall_after: int | None = None
     error_after: int | None = None
+    # A streamed answer's connection is reset (not closed cleanly) after this many frames.
+    reset_after: int | None = None
     chunk_interval: float = 0.0
     tool_call: str | None = None
     error_reason: str | None = None
@@ -329,6 +335,10 @@ class FakeUpstream:
                     if piece == STALL:
                         self._hangs_up_within(None)
                         return
+                    if piece == RESET:
+                        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        self.connection.close()
+                        return
                     self.wfile.write(piece)
                     self.wfile.flush()
 
@@ -507,6 +517,9 @@ def _stream_events(frames: list[bytes], knobs: Knobs, error_frame: bytes) -> Ite
             time.sleep(knobs.chunk_interval)
         if knobs.stall_after is not None and sent == knobs.stall_after:
             yield STALL
+            return
+        if knobs.reset_after is not None and sent == knobs.reset_after:
+            yield RESET
             return
         if knobs.error_after is not None and sent == knobs.error_after:
             yield error_frame
