@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from gateway.connections.models import ModelConnection, RouteKind
@@ -82,6 +82,8 @@ class RerankReport:
     # The connection that ran the rerank and what it spent, for pricing (set when it answered).
     connection: ModelConnection | None = None
     spent: Reranked | None = None
+    # What targets whose replies could not be used were billed all the same (their connections).
+    billed: list[tuple[ModelConnection, Reranked]] = field(default_factory=list)
 
     @property
     def skipped(self) -> bool:
@@ -197,6 +199,8 @@ class _Rerank:
         else:
             logger.exception("rerank (%s) by %s failed", self.report.backend, connection.name)
         metrics.increment(metrics.RERANK_FAILURES, backend=self.report.backend, reason=failure_reason(exc))
+        if isinstance(exc, RerankUnreadable) and exc.spent is not None:
+            self.report.billed.append((connection, exc.spent))
 
     def failed(self) -> None:
         """Every target failed: the fused order stands, with the flag."""

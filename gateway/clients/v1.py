@@ -35,7 +35,15 @@ from gateway.connections.models import ModelConnection
 from gateway.connections.providers.chat import NoChat
 from gateway.connections.providers.chat_reply import count
 from gateway.connections.providers.embeddings import Embeddings, embedding_provider, estimate_tokens
-from gateway.connections.providers.rerank import LLM_BACKEND, PASSAGE_CHARS, Reranked, Reranker, backend_of, reranker
+from gateway.connections.providers.rerank import (
+    LLM_BACKEND,
+    PASSAGE_CHARS,
+    Reranked,
+    Reranker,
+    RerankUnreadable,
+    backend_of,
+    reranker,
+)
 from gateway.connections.providers.upstream_errors import failure_kind
 from ragmux.core import logs, metrics
 from ragmux.core.bodies import body_limit, parse_json
@@ -297,7 +305,11 @@ def _record_search(call: Call, store: RagStore, result: SearchResult) -> None:
         embedder = store.embedding_connection
         call.spends.append(Spend(embedder.provider_type, embedder.model_name, result.embedding_tokens))
     report = result.rerank
-    if report is not None and report.spent is not None:
+    if report is None:
+        return
+    for connection, billed in report.billed:
+        _count_rerank(call, connection, connection.model_name, billed)
+    if report.spent is not None:
         _count_rerank(call, report.connection, report.connection.model_name, report.spent)
 
 
@@ -725,14 +737,17 @@ async def rerank(request: HttpRequest, call: Call) -> HttpResponse:
         target = attempts.current
         _count_rerank(call, target.connection, target.model, estimates[target])
 
+    async def ranked(ranker: Reranker, once) -> Reranked:
+        try:
+            return await ranker.rerank_async(query, documents, top_n=top_n)
+        except RerankUnreadable as exc:
+            # A reply we could not use was billed all the same.
+            if exc.spent is not None:
+                _count_rerank(call, attempts.current.connection, attempts.current.model, exc.spent)
+            raise
+
     with _estimated_if_cancelled(unanswered):
-        reranked = await routed_chat.answer(
-            call,
-            plan,
-            attempts,
-            lambda ranker, once: ranker.rerank_async(query, documents, top_n=top_n),
-            open_target=open_target,
-        )
+        reranked = await routed_chat.answer(call, plan, attempts, ranked, open_target=open_target)
     target = attempts.current
     call.model = target.model
     _count_rerank(call, target.connection, target.model, reranked)
