@@ -104,6 +104,9 @@ class Call:
     sources: list[dict] = field(default_factory=list)
     # Why a chat was answered without the store's context ("" when it was searched).
     rag_skipped_reason: str = ""
+    # What became of its rerank, and why it did not rerank (RequestLog.rerank_outcome).
+    rerank_outcome: str = ""
+    rerank_reason: str = ""
     streamed: bool = False
     ttfb_ms: int | None = None
     error: str = ""
@@ -136,6 +139,7 @@ class Call:
         self.status = status
         self.error = error[:REASON_MAX_LENGTH]
         self.rag_skipped_reason = self.rag_skipped_reason[:REASON_MAX_LENGTH]
+        self.rerank_reason = self.rerank_reason[:REASON_MAX_LENGTH]
         _writer.put(_Finished(self, self.elapsed_ms()))
 
 
@@ -204,6 +208,8 @@ def _row(finished: _Finished, prices: list[ModelPrice]) -> RequestLog:
         rag_hits=call.rag_hits,
         sources=call.sources,
         rag_skipped_reason=call.rag_skipped_reason,
+        rerank_outcome=call.rerank_outcome,
+        rerank_reason=call.rerank_reason,
         streamed=call.streamed,
         error=call.error,
         route_name=call.route_name,

@@ -144,6 +144,9 @@ REQUEST_LOG_COLUMNS = (
     "attempts",
     # The tokens of its rerank (see RequestLog.rerank_tokens).
     "rerank_tokens",
+    # What became of its rerank, and why when it did not rerank (see RequestLog.rerank_outcome).
+    "rerank_outcome",
+    "rerank_reason",
 )
 REQUEST_LOG_MAX_PAGE = 500
 _STATUS = re.compile(r"^(?:[1-5]xx|[1-5][0-9][0-9])$")

@@ -26,7 +26,7 @@ from django.views.decorators.csrf import csrf_exempt
 from gateway.clients import access, limiter, limits, routed_chat, selectors
 from gateway.clients.injection import inject, message_texts, query_text
 from gateway.clients.ledger import Call, Spend
-from gateway.clients.models import Endpoint, Scope
+from gateway.clients.models import Endpoint, RerankOutcome, Scope
 from gateway.clients.offloop import off_loop
 from gateway.clients.routed_chat import Attempts, ChatPlan, ChatTarget
 from gateway.clients.serializers import ChatInput, EmbeddingsInput, RerankInput, RetrieveInput
@@ -64,7 +64,7 @@ from ragmux.core.errors import (
     validation_failed,
 )
 from retrieval import context as rag_context
-from retrieval.rerank import project_rerank_connection, rerank_async
+from retrieval.rerank import RerankReport, project_rerank_connection, rerank_async
 from retrieval.rerank_prompt import listwise_prompt
 from retrieval.search import SearchOptions, SearchResult, embed_query_async, store_search
 from retrieval.serializers import HitOutput, rerank_fields
@@ -295,6 +295,15 @@ def _count_rerank(call: Call, connection: ModelConnection, model: str, reranked:
     call.spends.append(Spend.of_rerank(connection.provider_type, model, reranked))
 
 
+def _rerank_outcome(report: RerankReport) -> tuple[str, str]:
+    """A rerank's outcome on the request log row, and why when it did not rerank."""
+    if report.reranked:
+        return RerankOutcome.RERANKED, ""
+    if report.skipped:
+        return RerankOutcome.SKIPPED, report.skipped_reason
+    return RerankOutcome.FALLBACK, report.fallback_reason
+
+
 def _record_search(call: Call, store: RagStore, result: SearchResult) -> None:
     """What a call's search found, what embedding its query cost and what its rerank spent."""
     call.rag_hits = len(result.hits)
@@ -307,6 +316,7 @@ def _record_search(call: Call, store: RagStore, result: SearchResult) -> None:
     report = result.rerank
     if report is None:
         return
+    call.rerank_outcome, call.rerank_reason = _rerank_outcome(report)
     for connection, billed in report.billed:
         _count_rerank(call, connection, connection.model_name, billed)
     if report.spent is not None:
@@ -750,6 +760,7 @@ async def rerank(request: HttpRequest, call: Call) -> HttpResponse:
         reranked = await routed_chat.answer(call, plan, attempts, ranked, open_target=open_target)
     target = attempts.current
     call.model = target.model
+    call.rerank_outcome = RerankOutcome.RERANKED
     _count_rerank(call, target.connection, target.model, reranked)
     meta: dict[str, Any] = {"tokens": {"input_tokens": reranked.input_tokens, "output_tokens": reranked.output_tokens}}
     if reranked.search_units is not None:
