@@ -35,6 +35,9 @@ logger = logging.getLogger("ragmux.gateway.limits")
 
 # The most calls in one admission statement; more wait for the next.
 MAX_BATCH = 100
+# How long a release statement may take before its calls are left to be settled with their rows:
+# an answer is never held longer than this by a slow or frozen database.
+RELEASE_SECONDS = 2.0
 
 
 @dataclass(eq=False)
@@ -297,7 +300,8 @@ async def _run_releases(loop: asyncio.AbstractEventLoop) -> None:
     try:
         while batch := _releases.pop(loop, []):
             try:
-                await _release_batch(batch)
+                async with asyncio.timeout(RELEASE_SECONDS):
+                    await _release_batch(batch)
             except Exception:
                 logger.exception("usage counters of %d ended calls not released; their rows settle them", len(batch))
                 released = False
