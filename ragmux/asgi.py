@@ -31,6 +31,7 @@ settings.DATABASES["default"]["OPTIONS"]["pool"] = {
 django.setup(set_prefix=False)
 
 from ragmux.core.bodies import BodyCappedASGIHandler  # noqa: E402  (needs the app registry)
+from ragmux.core.errors import is_client_api_path  # noqa: E402
 
 django_application = BodyCappedASGIHandler()
 
@@ -108,7 +109,7 @@ async def lifespan(receive, send) -> None:
 async def application(scope, receive, send):
     if scope["type"] == "lifespan":
         return await lifespan(receive, send)
-    if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+    if scope["type"] == "http" and is_client_api_path(scope["path"]):
         async with ThreadSensitiveContext(executor=_client_api_executor):
             return await django_application(scope, receive, send)
     return await django_application(scope, receive, send)

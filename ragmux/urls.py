@@ -18,6 +18,7 @@ urlpatterns = [
     path("admin/api/", include("retrieval.urls")),
     path("admin/api/", include("gateway.clients.urls")),
     path("v1/", include("gateway.clients.v1_urls")),
+    path("v2/", include("gateway.clients.v2_urls")),
     # After the API: the dashboard's pages are everything else under /admin/.
     path("admin/", include("ragmux.dashboard.urls")),
 ]

@@ -19,7 +19,14 @@ from prometheus_client import generate_latest
 from gateway.clients.metrics import BudgetGaugesCollector, RouteCoolingCollector
 from ragmux.core import asyncdb, metrics_access, readiness
 from ragmux.core import metrics as process_metrics
-from ragmux.core.errors import MethodNotAllowed, NotFound, ServerFault, error_response
+from ragmux.core.errors import (
+    MethodNotAllowed,
+    NotFound,
+    ServerFault,
+    error_response,
+    is_client_api_path,
+    openai_error_response,
+)
 from ragmux.core.middleware import is_api_path
 from stores.backends import pg_search_status
 from stores.choices import SearchBackend
@@ -172,6 +179,9 @@ def metrics(request):
 
 
 def not_found(request, exception=None):
+    if is_client_api_path(request.path):
+        # As OpenAI answers a path it does not serve, so a client's SDK reads it.
+        return openai_error_response(NotFound(f"Invalid URL ({request.method} {request.path})", code="unknown_url"))
     if is_api_path(request.path):
         return error_response(NotFound("not found"))
     return render(request, "404.html", status=404)

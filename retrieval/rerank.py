@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from gateway.connections.models import ModelConnection, RouteKind
@@ -79,9 +79,13 @@ class RerankReport:
     latency_ms: int = 0
     # Why nothing reranked, when nothing could (not a failure): `rerank_skipped_reason`.
     skipped_reason: str = ""
+    # Why the last target failed, when the fused order stood (`fallback`).
+    fallback_reason: str = ""
     # The connection that ran the rerank and what it spent, for pricing (set when it answered).
     connection: ModelConnection | None = None
     spent: Reranked | None = None
+    # What targets whose replies could not be used were billed all the same (their connections).
+    billed: list[tuple[ModelConnection, Reranked]] = field(default_factory=list)
 
     @property
     def skipped(self) -> bool:
@@ -194,9 +198,13 @@ class _Rerank:
         """One target's failure, counted; the next target (if any) is tried."""
         if isinstance(exc, ServiceError):
             logger.warning("rerank (%s) by %s failed: %s", self.report.backend, connection.name, exc.message)
+            self.report.fallback_reason = exc.message
         else:
             logger.exception("rerank (%s) by %s failed", self.report.backend, connection.name)
+            self.report.fallback_reason = "internal error in the rerank (see the server log)"
         metrics.increment(metrics.RERANK_FAILURES, backend=self.report.backend, reason=failure_reason(exc))
+        if isinstance(exc, RerankUnreadable) and exc.spent is not None:
+            self.report.billed.append((connection, exc.spent))
 
     def failed(self) -> None:
         """Every target failed: the fused order stands, with the flag."""

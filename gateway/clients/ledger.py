@@ -104,6 +104,9 @@ class Call:
     sources: list[dict] = field(default_factory=list)
     # Why a chat was answered without the store's context ("" when it was searched).
     rag_skipped_reason: str = ""
+    # What became of its rerank, and why it did not rerank (RequestLog.rerank_outcome).
+    rerank_outcome: str = ""
+    rerank_reason: str = ""
     streamed: bool = False
     ttfb_ms: int | None = None
     error: str = ""
@@ -115,7 +118,8 @@ class Call:
     route_name: str = ""
     target: str = ""
     attempts: list[dict] = field(default_factory=list)
-    # Its place in the usage counters (gateway.clients.limiter), settled when its row is written.
+    # Its place in the usage counters (gateway.clients.limiter): released when its answer ends,
+    # else settled when its row is written.
     admission: Admission | None = None
     # The `x-ratelimit-*` and `x-ragmux-budget-*` headers of its limits.
     limit_headers: dict[str, str] = field(default_factory=dict)
@@ -135,6 +139,7 @@ class Call:
         self.status = status
         self.error = error[:REASON_MAX_LENGTH]
         self.rag_skipped_reason = self.rag_skipped_reason[:REASON_MAX_LENGTH]
+        self.rerank_reason = self.rerank_reason[:REASON_MAX_LENGTH]
         _writer.put(_Finished(self, self.elapsed_ms()))
 
 
@@ -203,6 +208,8 @@ def _row(finished: _Finished, prices: list[ModelPrice]) -> RequestLog:
         rag_hits=call.rag_hits,
         sources=call.sources,
         rag_skipped_reason=call.rag_skipped_reason,
+        rerank_outcome=call.rerank_outcome,
+        rerank_reason=call.rerank_reason,
         streamed=call.streamed,
         error=call.error,
         route_name=call.route_name,
@@ -238,16 +245,22 @@ def _costs(finished: list[_Finished], rows: list[RequestLog]) -> list[int]:
     return [row.cost_micros for row in rows] if rows else [0] * len(finished)
 
 
+def settlement(call: Call, admission: Admission, cost_micros: int) -> Settlement:
+    """What an admitted call spent, as the usage counters take it."""
+    return Settlement(
+        admission=admission,
+        prompt_tokens=call.prompt_tokens + call.embedding_tokens + call.rerank_tokens,
+        completion_tokens=call.completion_tokens,
+        cost_micros=cost_micros,
+    )
+
+
 def _settle(finished: list[_Finished], costs: list[int]) -> None:
-    """The admitted calls' usage into the counters, priced as their rows are."""
+    """The admitted calls' usage into the counters, priced as their rows are (a call released when
+    its answer ended has no admission left to settle)."""
     settle(
         settlements=[
-            Settlement(
-                admission=record.call.admission,
-                prompt_tokens=record.call.prompt_tokens + record.call.embedding_tokens + record.call.rerank_tokens,
-                completion_tokens=record.call.completion_tokens,
-                cost_micros=cost_micros,
-            )
+            settlement(record.call, record.call.admission, cost_micros)
             for record, cost_micros in zip(finished, costs, strict=True)
             if record.call.admission is not None
         ]

@@ -26,7 +26,7 @@ import psycopg
 from django.utils import timezone
 
 from gateway.clients import limits, selectors, usage
-from gateway.clients.ledger import Call, Spend, price
+from gateway.clients.ledger import Call, Spend, price, settlement
 from gateway.connections.pricing import UNPRICED
 from ragmux.core import metrics
 from ragmux.core.errors import Forbidden, RateLimited, Unavailable
@@ -35,6 +35,9 @@ logger = logging.getLogger("ragmux.gateway.limits")
 
 # The most calls in one admission statement; more wait for the next.
 MAX_BATCH = 100
+# How long a release statement may take before its calls are left to be settled with their rows:
+# an answer is never held longer than this by a slow or frozen database.
+RELEASE_SECONDS = 2.0
 
 
 @dataclass(eq=False)
@@ -88,7 +91,8 @@ async def _price_batch(batch: list[_Waiting]) -> None:
         micros = {}
         for spend in (*waiting.spends, *waiting.dearest_of):
             micros[spend], source = price([spend], rows)
-            if source == UNPRICED:
+            # A top-up's rerank sits beside a chat: without a price it adds 0, as on the call's row.
+            if source == UNPRICED and not (spend.rerank and waiting.claim.requests == 0):
                 waiting.unpriced_model = spend.model
                 break
         else:
@@ -104,6 +108,11 @@ async def _admit_batch(project_id: int, batch: list[_Waiting]) -> None:
         waiting.now = now
         admission = usage.Admission(project_id=project_id, key_id=waiting.call.key.pk, windows=windows)
         waiting.claim = usage.Claim(admission=admission, checks=waiting.checks, tokens=waiting.tokens, micros=0)
+    await _check_batch(batch)
+
+
+async def _check_batch(batch: list[_Waiting]) -> None:
+    """Prices the batch's claims and runs them in one admission statement."""
     await _price_batch(batch)
     checked = [waiting for waiting in batch if waiting.failure is None and waiting.unpriced_model is None]
     if not checked:
@@ -187,6 +196,41 @@ async def admit(call: Call, *, tokens: int, spends: list[Spend], dearest_of: Seq
     _conclude(waiting)
 
 
+async def top_up(call: Call, *, tokens: int, spends: list[Spend], dearest_of: Sequence[Spend] = ()) -> None:
+    """Adds ``tokens`` and the price of ``spends`` (and of the dearest of ``dearest_of``) to an
+    admitted call's reservation, in the windows it was admitted in: what a RAG call learns it
+    will send once retrieval has found its context. Refused (429) when its budgets, counted
+    without its own reservation, are reached, or when its tokens no longer fit the minute; the
+    call keeps what it reserved, to settle with what it spent so far."""
+    admission = call.admission
+    if admission is None or not admission.reserved or not (tokens or spends):
+        # No limit to check (or the counters could not be reached at admission): it counts when it settles.
+        return
+    checks = limits.top_up_plan(
+        project=call.project,
+        key=call.key,
+        held_tokens=admission.reserved_tokens,
+        held_micros=admission.reserved_micros,
+        estimate_tokens=tokens,
+    )
+    if not checks:
+        return
+    waiting = _Waiting(call, checks, tokens, spends, dearest_of, asyncio.get_running_loop().create_future())
+    waiting.now = timezone.now()
+    waiting.claim = usage.Claim(admission=admission, checks=checks, tokens=tokens, micros=0, requests=0)
+    # Alone: its windows are the call's, which a batch of admissions now may not share.
+    checked = asyncio.ensure_future(_check_batch([waiting]))
+    try:
+        await asyncio.shield(checked)
+    except asyncio.CancelledError:
+        # The client left: the call settles only once it knows what it holds.
+        await asyncio.wait([checked])
+        raise
+    except Exception as exc:
+        waiting.failure = exc
+    _conclude(waiting)
+
+
 def _conclude(waiting: _Waiting) -> None:
     call, checks, now = waiting.call, waiting.checks, waiting.now
     if waiting.unpriced_model is not None:
@@ -203,7 +247,8 @@ def _conclude(waiting: _Waiting) -> None:
             logger.error("limit check failed for project %s", project_id, exc_info=waiting.failure)
             raise Unavailable("limit check failed; retry shortly", code="limit_check_failed")
         # Minute limits only: better a call past them than an outage. It counts when it settles.
-        call.admission = waiting.claim.admission
+        if call.admission is None:
+            call.admission = waiting.claim.admission
         logger.error(
             "minute limits of project %s not checked: the counters cannot be reached",
             project_id,
@@ -212,10 +257,76 @@ def _conclude(waiting: _Waiting) -> None:
         metrics.increment(metrics.LIMITS_UNCHECKED)
         return
     denied, counters = waiting.denied, waiting.claim.admission.counters
-    call.limit_headers = limits.limit_headers(checks, counters, now, denied)
+    # A top-up's checks update the headers of the limits it checked.
+    call.limit_headers.update(limits.limit_headers(checks, counters, now, denied))
     if denied is not None:
-        refusal = limits.denial(denied, counters[denied.tier, denied.kind.period][denied.kind.column], now)
+        refusal = limits.denial(denied, counters[denied.tier, denied.kind.period], now)
         error = RateLimited(refusal.message, code=refusal.code, openai_type=refusal.error_type)
         error.scope, error.retry_after = refusal.scope, refusal.retry_after
         metrics.increment(metrics.LIMITS_DENIED, code=refusal.code, scope=refusal.scope)
         raise error
+
+
+# --------------------------------------------------------------------------------------------
+# Release: a call's reservation gives way to its spend as soon as its answer ends
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Releasing:
+    call: Call
+    admission: usage.Admission
+    done: asyncio.Future
+
+
+# Per event loop: the calls whose answers ended while the last release statement ran.
+_releases: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[_Releasing]] = weakref.WeakKeyDictionary()
+_release_runners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task] = weakref.WeakKeyDictionary()
+
+
+async def _release_batch(batch: list[_Releasing]) -> None:
+    """One price read and one settlement statement for the batch, priced as the rows will be."""
+    types = sorted({spend.provider_type for releasing in batch for spend in releasing.call.spends})
+    rows = await selectors.prices_of(provider_types=types) if types else []
+    await usage.settle_async(
+        settlements=[
+            settlement(releasing.call, releasing.admission, price(releasing.call.spends, rows)[0])
+            for releasing in batch
+        ]
+    )
+
+
+async def _run_releases(loop: asyncio.AbstractEventLoop) -> None:
+    try:
+        while batch := _releases.pop(loop, []):
+            try:
+                async with asyncio.timeout(RELEASE_SECONDS):
+                    await _release_batch(batch)
+            except Exception:
+                logger.exception("usage counters of %d ended calls not released; their rows settle them", len(batch))
+                released = False
+            else:
+                released = True
+            for releasing in batch:
+                releasing.done.set_result(released)
+    finally:
+        _release_runners.pop(loop, None)
+
+
+async def release(call: Call) -> None:
+    """Settles an admitted call whose answer has ended: its reservation stops counting now, not
+    when the ledger writes its row (which then has nothing left to settle). The calls that end
+    while a release statement runs go in the next one. A release that cannot be written leaves
+    the call to be settled with its row."""
+    admission = call.admission
+    if admission is None or not admission.reserved:
+        return
+    loop = asyncio.get_running_loop()
+    releasing = _Releasing(call, admission, loop.create_future())
+    # Taken from the call: the ledger must not settle it a second time.
+    call.admission = None
+    _releases.setdefault(loop, []).append(releasing)
+    if loop not in _release_runners:
+        _release_runners[loop] = loop.create_task(_run_releases(loop))
+    if not await asyncio.shield(releasing.done):
+        call.admission = admission

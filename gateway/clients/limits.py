@@ -17,8 +17,15 @@ counter of that window before the call:
 
 - a budget denies when ``used + reserved >= budget`` (reaching it blocks the next call, with the
   calls in flight counted): addend 0, threshold ``budget - 1``;
-- tokens per minute deny when ``used + reserved + estimate > tpm``;
+- tokens per minute deny when ``used + reserved + estimate > tpm``; a call estimated larger than
+  the limit on its own could never pass that, so it is admitted when the minute is otherwise
+  unused (``used + reserved > 0`` denies), as a budget lets one call overshoot by its own size;
 - requests per minute deny when ``requests + 1 > rpm`` (the slot the call would take).
+
+A RAG call is admitted on what the client sent, then topped up once retrieval has found its
+context (:func:`top_up_plan`): the budgets and the tokens per minute are checked again, this time
+with the call's own reservation left out, so the call passes when it would have passed had its
+size been known at admission (no request slot is taken twice).
 """
 
 from __future__ import annotations
@@ -26,7 +33,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 
 from gateway.clients.models import SpendLimits
 from ragmux.core.units import micros_to_dollars
@@ -37,6 +43,11 @@ PROJECT, KEY = "project", "key"
 TIERS = (PROJECT, KEY)
 # The counter columns a check reads: requests, tokens used and reserved, micro-dollars used and reserved.
 REQUESTS, TOKENS, MICROS = "requests", "tokens", "micros"
+# Beside them, the part of the tokens and of the micro-dollars that calls in flight have reserved.
+HELD = {TOKENS: "held_tokens", MICROS: "held_micros"}
+# The Retry-After of a refusal that calls in flight caused, not spend: their reservations are
+# released as each answer ends, so a retry has a chance within seconds.
+IN_FLIGHT_RETRY_SECONDS = 1
 
 
 @dataclass(frozen=True)
@@ -106,23 +117,52 @@ class Check:
     threshold: int
 
 
+def _tokens_per_minute(tier: str, limit: int, held: int, estimate_tokens: int) -> Check:
+    """The tokens-per-minute check of a call that holds ``held`` tokens already and asks for
+    ``estimate_tokens`` more: they must fit beside the minute's other calls, or, when the call is
+    larger than the limit, the minute must have no other call."""
+    if held + estimate_tokens > limit:
+        return Check(RATE_LIMIT_TPM, tier, limit, addend=-held, threshold=0)
+    return Check(RATE_LIMIT_TPM, tier, limit, addend=estimate_tokens, threshold=limit)
+
+
 def _check(kind: LimitKind, tier: str, limit: int, estimate_tokens: int) -> Check:
     if kind is RATE_LIMIT_RPM:
         return Check(kind, tier, limit, addend=1, threshold=limit)
     if kind is RATE_LIMIT_TPM:
-        return Check(kind, tier, limit, addend=estimate_tokens, threshold=limit)
+        return _tokens_per_minute(tier, limit, 0, estimate_tokens)
     return Check(kind, tier, limit, addend=0, threshold=limit - 1)
 
 
-def plan(*, project: SpendLimits, key: SpendLimits, estimate_tokens: int) -> list[Check]:
-    """Every configured limit of both tiers, in the order they are checked (empty: nothing to check)."""
-    checks = []
+def _configured(project: SpendLimits, key: SpendLimits, kinds: tuple[LimitKind, ...]):
+    """(kind, tier, limit) of every configured limit among ``kinds``, in the order they are checked."""
     for window in CHECK_ORDER:
         for tier, limits in ((PROJECT, project), (KEY, key)):
             for kind in window:
                 limit = getattr(limits, kind.field)
-                if limit > 0:
-                    checks.append(_check(kind, tier, limit, estimate_tokens))
+                if kind in kinds and limit > 0:
+                    yield kind, tier, limit
+
+
+def plan(*, project: SpendLimits, key: SpendLimits, estimate_tokens: int) -> list[Check]:
+    """Every configured limit of both tiers, in the order they are checked (empty: nothing to check)."""
+    kinds = tuple(kind for window in CHECK_ORDER for kind in window)
+    return [_check(kind, tier, limit, estimate_tokens) for kind, tier, limit in _configured(project, key, kinds)]
+
+
+def top_up_plan(
+    *, project: SpendLimits, key: SpendLimits, held_tokens: int, held_micros: int, estimate_tokens: int
+) -> list[Check]:
+    """The checks of an admitted call that reserves ``estimate_tokens`` more (and their price),
+    holding ``held_tokens`` and ``held_micros`` already: each budget must not be reached by the
+    other calls, and the tokens per minute must fit as at admission, the call counted whole."""
+    checks = []
+    for kind, tier, limit in _configured(project, key, (*BUDGETS, RATE_LIMIT_TPM)):
+        if kind is RATE_LIMIT_TPM:
+            checks.append(_tokens_per_minute(tier, limit, held_tokens, estimate_tokens))
+        else:
+            held = held_micros if kind.column == MICROS else held_tokens
+            checks.append(Check(kind, tier, limit, addend=-held, threshold=limit - 1))
     return checks
 
 
@@ -147,24 +187,51 @@ def _subject(tier: str) -> str:
     return "this project" if tier == PROJECT else "this api key"
 
 
-def _dollars(micros: int) -> str:
-    return f"${micros_to_dollars(micros).quantize(Decimal('0.01'))}"
+def dollars(micros: int) -> str:
+    """Micro-dollars as dollars with every digit that is not a trailing zero (at least cents):
+    $0.01044, $0.0087, $1.00."""
+    whole, fraction = f"{micros_to_dollars(micros):.6f}".split(".")
+    return f"${whole}.{fraction.rstrip('0').ljust(2, '0')}"
 
 
-def denial(check: Check, used: int, now: datetime) -> Denial:
-    """What the client is told when ``check`` denies; ``used`` is its counter's value."""
+def _amount(column: str, value: int) -> str:
+    return dollars(value) if column == MICROS else f"{value} tokens"
+
+
+def denial(check: Check, counters: Counters, now: datetime) -> Denial:
+    """What the client is told when ``check`` denies; ``counters`` are its window's, after the
+    calls checked before it. A refusal that the reservations of calls in flight caused, where
+    spend alone would have passed, says so and asks for a retry within seconds."""
     kind, subject = check.kind, _subject(check.tier)
+    used = counters[kind.column]
+    held = counters[HELD[kind.column]] if kind.column in HELD else 0
+    in_flight = held > 0 and used - held + max(check.addend, 0) <= check.threshold
     retry_after = seconds_until_reset(kind.period, now)
+    if in_flight:
+        retry_after = min(IN_FLIGHT_RETRY_SECONDS, retry_after)
     if kind is RATE_LIMIT_RPM:
         message = f"Rate limit reached: {check.limit} requests per minute for {subject}."
+    elif kind is RATE_LIMIT_TPM and check.threshold == 0:
+        message = (
+            f"Rate limit reached: {check.limit} tokens per minute for {subject}; this call's estimate is larger "
+            "than the limit, so it is admitted only in a minute no other call uses."
+        )
     elif kind is RATE_LIMIT_TPM:
-        message = f"Rate limit reached: tokens per minute for {subject}."
+        message = f"Rate limit reached: {check.limit} tokens per minute for {subject}."
     else:
         window = "Daily" if kind.period == DAY else "Monthly"
-        if kind.column == MICROS:
-            message = f"{window} dollar budget exhausted ({_dollars(used)} of {_dollars(check.limit)} spent)."
+        unit = "dollar" if kind.column == MICROS else "token"
+        if in_flight:
+            message = f"{window} {unit} budget of {subject} is held by calls in progress."
+        elif kind.column == MICROS:
+            message = f"{window} dollar budget exhausted ({dollars(used)} of {dollars(check.limit)} spent)."
         else:
             message = f"{window} token budget exhausted ({used} of {check.limit} tokens used)."
+    if in_flight:
+        message += (
+            f" {_amount(kind.column, used - held)} used and {_amount(kind.column, held)} reserved by calls not "
+            f"finished yet, of {_amount(kind.column, check.limit)}; a reservation is released when its call ends."
+        )
     return Denial(kind.code, kind.error_type, check.tier, f"{message} Retry after {retry_after} seconds.", retry_after)
 
 

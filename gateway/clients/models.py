@@ -117,6 +117,12 @@ STORE_SEARCHING_ENDPOINTS = frozenset({Endpoint.CHAT, Endpoint.RETRIEVE})
 BILLED_ENDPOINTS = frozenset({Endpoint.CHAT, Endpoint.RETRIEVE, Endpoint.EMBEDDINGS, Endpoint.RERANK})
 
 
+class RerankOutcome(models.TextChoices):
+    RERANKED = "reranked"
+    SKIPPED = "skipped"
+    FALLBACK = "fallback"
+
+
 # The longest reason a request log row keeps (an error, why retrieval was skipped).
 REASON_MAX_LENGTH = 512
 
@@ -151,6 +157,11 @@ class RequestLog(models.Model):
     # Why a chat was answered without context although its project has a store (the store cannot
     # embed the query, the provider failed, the search timed out); empty otherwise.
     rag_skipped_reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
+    # What became of the call's rerank (its store's, or `/v1/rerank`'s): `reranked`, `skipped`
+    # (nothing could rerank) or `fallback` (the reranker failed; the fused order stood), with why
+    # for the last two; empty for a call that did not rerank.
+    rerank_outcome = models.CharField(max_length=16, choices=RerankOutcome.choices, blank=True, default="")
+    rerank_reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
     streamed = models.BooleanField(default=False)
     error = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
     # A chat sent to a route: its name, the connection of the target that answered (or was tried

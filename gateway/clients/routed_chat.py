@@ -127,6 +127,22 @@ async def answer(
     raise failure
 
 
+# The gateway's own bounds on a stream (STREAM_MAX_DURATION, STREAM_MAX_BYTES_MB): reaching them is
+# no failure of the target's.
+STREAM_BOUNDS = frozenset({"stream_max_duration", "stream_max_bytes"})
+
+
+async def failed_mid_stream(attempts: Attempts, exc: UpstreamFailed) -> None:
+    """A route's target that failed after its stream had begun reaching the client: the call
+    cannot move any more, but its attempt says it failed, and the failure counts toward the
+    target's cooldown like one before the first byte."""
+    if not attempts.made:
+        return
+    outcome = failure_kind(exc)
+    attempts.made[-1]["outcome"] = outcome
+    await cooldowns.failed(attempts.current.cooldown_key, retry_after=None)
+
+
 async def _order(plan: ChatPlan) -> list[ChatTarget]:
     """The route's targets that are not cooling down, in the order they are tried."""
     cooling = await cooldowns.cooling(list({target.cooldown_key for target in plan.targets}))

@@ -145,6 +145,9 @@ REQUEST_LOG_COLUMNS = (
     "attempts",
     # The tokens of its rerank (see RequestLog.rerank_tokens).
     "rerank_tokens",
+    # What became of its rerank, and why when it did not rerank (see RequestLog.rerank_outcome).
+    "rerank_outcome",
+    "rerank_reason",
 )
 REQUEST_LOG_MAX_PAGE = 500
 _STATUS = re.compile(r"^(?:[1-5]xx|[1-5][0-9][0-9])$")
@@ -270,6 +273,8 @@ class RerankInput(serializers.Serializer):
     top_n = serializers.IntegerField(
         required=False, allow_null=True, default=None, min_value=1, max_value=MAX_RERANK_DOCUMENTS
     )
+    # Cohere's v1 option: each result carries its document's text (`{"document": {"text": ...}}`).
+    return_documents = serializers.BooleanField(required=False, default=False)
 
     def validate(self, data: dict) -> dict:
         top_n, count = data["top_n"], len(data["documents"])

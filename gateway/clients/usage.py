@@ -4,7 +4,7 @@ PostgreSQL alone holds them, one row per (tier, owner, window): every web proces
 reads and writes the same rows, and a restart loses nothing. Why the limits hold exactly under
 concurrency:
 
-- **Admission is one statement under one lock.** `ragmux_usage_admit` (migration 0011) takes
+- **Admission is one statement under one lock.** `ragmux_usage_admit` (migration 0012) takes
   the project's transaction-scoped advisory lock, reads the counters, and for each call it was
   given, in turn, runs the call's checks in order and, when none denies, adds the call's request
   and its estimated tokens and micro-dollars to the reserved columns; then it writes the rows and
@@ -13,11 +13,13 @@ concurrency:
   project that wait in one process, `gateway.clients.limiter`) or in an earlier one. So a budget denies once
   ``used + reserved >= budget``, whatever the concurrency, and exactly ``rpm`` calls of a minute
   get a request slot; a denied call reserves nothing, so it releases nothing.
-- **Settlement swaps the estimate for the truth.** When a call ends (answered, failed, or its
-  client gone), the ledger's writer thread (`gateway.clients.ledger`) settles it here with the
-  tokens and the price it writes to the call's request log row: the reservation leaves the
-  reserved columns and the true usage enters the used ones, in the windows the call was admitted
-  in, under the same lock. The checks count the calls in flight by their estimate and finished
+- **Settlement swaps the estimate for the truth.** When a call's answer ends (answered or
+  failed), the web process settles it here at once (`limiter.release`, the calls that ended
+  meanwhile in one statement) with the tokens and the price its request log row will say; a call
+  whose client left, or whose release could not be written, is settled by the ledger's writer
+  thread (`gateway.clients.ledger`) with its row. The reservation leaves the reserved columns
+  and the true usage enters the used ones, in the windows the call was admitted in, under the
+  same lock. The checks count the calls in flight by their estimate and finished
   calls by their usage; only a single call can overshoot, by its own size.
 - **Writers cannot deadlock, and hold the lock briefly:** each write is one statement
   (`ragmux_usage_admit`, `ragmux_usage_settle`) that takes its projects' locks
@@ -39,6 +41,7 @@ from django.db.models import Q
 
 from gateway.clients.limits import (
     DAY,
+    HELD,
     KEY,
     MICROS,
     MINUTE,
@@ -59,9 +62,9 @@ from ragmux.core import asyncdb
 RETENTION = {MINUTE: timedelta(hours=2), DAY: timedelta(days=400), MONTH: timedelta(days=3 * 366)}
 
 _ADMIT = (
-    "SELECT denied, requests, tokens, micros FROM ragmux_usage_admit(%s, %s::text[], %s::timestamptz[], "
-    "%s::bigint[], %s::bigint[], %s::bigint[], %s::int[], %s::text[], %s::text[], %s::text[], %s::bigint[], "
-    "%s::bigint[])"
+    "SELECT denied, requests, tokens, micros, held_tokens, held_micros FROM ragmux_usage_admit(%s, %s::text[], "
+    "%s::timestamptz[], %s::bigint[], %s::int[], %s::bigint[], %s::bigint[], %s::int[], %s::text[], %s::text[], "
+    "%s::text[], %s::bigint[], %s::bigint[])"
 )
 _SETTLE = (
     "SELECT ragmux_usage_settle(%s::bigint[], %s::text[], %s::bigint[], %s::text[], %s::timestamptz[], "
@@ -102,6 +105,9 @@ class Claim:
     checks: list[Check]
     tokens: int
     micros: int
+    # 1: the call's admission, which takes a request slot; 0: a top-up of an admitted call's
+    # reservation (a RAG call's retrieved context), which adds tokens and micro-dollars only.
+    requests: int = 1
 
     def __setattr__(self, name: str, value) -> None:
         if name in ("tokens", "micros"):
@@ -120,6 +126,7 @@ def admit_params(claims: list[Claim]) -> tuple:
         periods,
         [first.windows[period] for period in periods],
         [claim.admission.key_id for claim in claims],
+        [claim.requests for claim in claims],
         [claim.tokens for claim in claims],
         [claim.micros for claim in claims],
         [index for index, _ in flat_checks],
@@ -134,7 +141,7 @@ def admit_params(claims: list[Claim]) -> tuple:
 def admit_verdicts(claims: list[Claim], row: tuple) -> list[Check | None]:
     """Reads ``ragmux_usage_admit``'s answer into the claims' admissions (their counters, and
     what the admitted ones reserved); returns each claim's denying check, None when admitted."""
-    denied, requests, tokens, micros = row
+    denied, requests, tokens, micros, held_tokens, held_micros = row
     periods = list(claims[0].admission.windows)
     # Each call's counters: the project's windows, then its key's.
     places = [(tier, period) for tier in (PROJECT, KEY) for period in periods]
@@ -142,14 +149,22 @@ def admit_verdicts(claims: list[Claim], row: tuple) -> list[Check | None]:
     for index, claim in enumerate(claims):
         start = index * len(places)
         claim.admission.counters = {
-            place: {REQUESTS: requests[start + at], TOKENS: tokens[start + at], MICROS: micros[start + at]}
+            place: {
+                REQUESTS: requests[start + at],
+                TOKENS: tokens[start + at],
+                MICROS: micros[start + at],
+                HELD[TOKENS]: held_tokens[start + at],
+                HELD[MICROS]: held_micros[start + at],
+            }
             for at, place in enumerate(places)
         }
         if denied[index]:
             verdicts.append(claim.checks[denied[index] - 1])
             continue
         admission = claim.admission
-        admission.reserved, admission.reserved_tokens, admission.reserved_micros = True, claim.tokens, claim.micros
+        admission.reserved = True
+        admission.reserved_tokens += claim.tokens
+        admission.reserved_micros += claim.micros
         verdicts.append(None)
     return verdicts
 
@@ -197,15 +212,25 @@ def _deltas(settlements: list[Settlement]) -> dict[tuple, list[int]]:
     return rows
 
 
+def _settle_params(settlements: list[Settlement]) -> tuple:
+    rows = _deltas(settlements)
+    columns = [list(values) for values in zip(*(key + tuple(change) for key, change in rows.items()), strict=True)]
+    projects = sorted({settlement.admission.project_id for settlement in settlements})
+    return (projects, *columns)
+
+
 def settle(*, settlements: list[Settlement]) -> None:
     """Moves each call from its reservation to its true usage, in one statement."""
     if not settlements:
         return
-    rows = _deltas(settlements)
-    columns = [list(values) for values in zip(*(key + tuple(change) for key, change in rows.items()), strict=True)]
-    projects = sorted({settlement.admission.project_id for settlement in settlements})
     with connection.cursor() as cursor:
-        cursor.execute(_SETTLE, [projects, *columns])
+        cursor.execute(_SETTLE, _settle_params(settlements))
+
+
+async def settle_async(*, settlements: list[Settlement]) -> None:
+    """:func:`settle` from the event loop: the release of calls whose answers have just ended."""
+    if settlements:
+        await asyncdb.execute(_SETTLE, _settle_params(settlements))
 
 
 def usage_counter_purge(*, now: datetime) -> int:

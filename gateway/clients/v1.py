@@ -26,7 +26,7 @@ from django.views.decorators.csrf import csrf_exempt
 from gateway.clients import access, limiter, limits, routed_chat, selectors
 from gateway.clients.injection import inject, message_texts, query_text
 from gateway.clients.ledger import Call, Spend
-from gateway.clients.models import Endpoint, Scope
+from gateway.clients.models import Endpoint, RerankOutcome, Scope
 from gateway.clients.offloop import off_loop
 from gateway.clients.routed_chat import Attempts, ChatPlan, ChatTarget
 from gateway.clients.serializers import ChatInput, EmbeddingsInput, RerankInput, RetrieveInput
@@ -35,7 +35,15 @@ from gateway.connections.models import ModelConnection
 from gateway.connections.providers.chat import NoChat
 from gateway.connections.providers.chat_reply import count
 from gateway.connections.providers.embeddings import Embeddings, embedding_provider, estimate_tokens
-from gateway.connections.providers.rerank import LLM_BACKEND, PASSAGE_CHARS, Reranked, Reranker, backend_of, reranker
+from gateway.connections.providers.rerank import (
+    LLM_BACKEND,
+    PASSAGE_CHARS,
+    Reranked,
+    Reranker,
+    RerankUnreadable,
+    backend_of,
+    reranker,
+)
 from gateway.connections.providers.upstream_errors import failure_kind
 from ragmux.core import logs, metrics
 from ragmux.core.bodies import body_limit, parse_json
@@ -56,7 +64,7 @@ from ragmux.core.errors import (
     validation_failed,
 )
 from retrieval import context as rag_context
-from retrieval.rerank import project_rerank_connection, rerank_async
+from retrieval.rerank import RerankReport, project_rerank_connection, rerank_async
 from retrieval.rerank_prompt import listwise_prompt
 from retrieval.search import SearchOptions, SearchResult, embed_query_async, store_search
 from retrieval.serializers import HitOutput, rerank_fields
@@ -173,24 +181,34 @@ async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str,
         raise
     except ServiceError as exc:
         response = openai_error_response(exc)
-        call.finish(response.status_code, exc.message)
+        await _end(call, response.status_code, exc.message)
     except Exception as exc:
         if (unavailable := database_unavailable(exc)) is not None:
             logger.warning("/v1/%s: %s", endpoint, exc)
             response = openai_error_response(unavailable)
-            call.finish(response.status_code, unavailable.message)
+            await _end(call, response.status_code, unavailable.message)
         else:
             request_id = getattr(request, "request_id", "-")
             logger.exception("internal error in /v1/%s (request id %s)", endpoint, request_id)
-            call.finish(500, "internal error")
+            await _end(call, 500, "internal error")
             response = openai_error_response(ServerFault(f"internal error (request id {request_id})"))
     else:
         if not call.relaying:
             call.mark_first_byte()
-            call.finish(response.status_code)
+            await _end(call, response.status_code)
     for name, value in call.limit_headers.items():
         response[name] = value
     return response
+
+
+async def _end(call: Call, status: int, error: str = "") -> None:
+    """A call whose answer has ended: its reservation released, then its row queued."""
+    try:
+        await limiter.release(call)
+    except asyncio.CancelledError:
+        _client_left(call)
+        raise
+    call.finish(status, error)
 
 
 def _client_left(call: Call) -> None:
@@ -285,6 +303,15 @@ def _count_rerank(call: Call, connection: ModelConnection, model: str, reranked:
     call.spends.append(Spend.of_rerank(connection.provider_type, model, reranked))
 
 
+def _rerank_outcome(report: RerankReport) -> tuple[str, str]:
+    """A rerank's outcome on the request log row, and why when it did not rerank."""
+    if report.reranked:
+        return RerankOutcome.RERANKED, ""
+    if report.skipped:
+        return RerankOutcome.SKIPPED, report.skipped_reason
+    return RerankOutcome.FALLBACK, report.fallback_reason
+
+
 def _record_search(call: Call, store: RagStore, result: SearchResult) -> None:
     """What a call's search found, what embedding its query cost and what its rerank spent."""
     call.rag_hits = len(result.hits)
@@ -295,7 +322,12 @@ def _record_search(call: Call, store: RagStore, result: SearchResult) -> None:
         embedder = store.embedding_connection
         call.spends.append(Spend(embedder.provider_type, embedder.model_name, result.embedding_tokens))
     report = result.rerank
-    if report is not None and report.spent is not None:
+    if report is None:
+        return
+    call.rerank_outcome, call.rerank_reason = _rerank_outcome(report)
+    for connection, billed in report.billed:
+        _count_rerank(call, connection, connection.model_name, billed)
+    if report.spent is not None:
         _count_rerank(call, report.connection, report.connection.model_name, report.spent)
 
 
@@ -396,6 +428,17 @@ def _chat_size(call: Call, plan: ChatPlan, body: dict, messages: list[dict]) -> 
     return {"tokens": prompt + completion, "spends": spends, "dearest_of": chat}
 
 
+def _retrieval_size(call: Call, plan: ChatPlan, context: str) -> dict[str, Any]:
+    """What retrieval adds to a chat's reservation before the upstream is asked: the context it
+    puts in the prompt, priced at the dearest target's input price, and what its rerank spent."""
+    context_tokens = estimate_tokens([context]) if context else 0
+    return {
+        "tokens": context_tokens + call.rerank_tokens,
+        "spends": [spend for spend in call.spends if spend.rerank],
+        "dearest_of": [Spend(target.connection.provider_type, target.model, context_tokens) for target in plan.targets],
+    }
+
+
 async def _chat_plan(call: Call, model: str) -> ChatPlan:
     """The route the call's `model` names among the project's allowed routes, else the
     project's chat route, else its chat connection."""
@@ -431,6 +474,7 @@ async def chat_completions(request: HttpRequest, call: Call) -> HttpResponse:
 
     await limiter.admit(call, **_chat_size(call, plan, body, data["messages"]))
     context, sources = await _ground(call, data["messages"])
+    await limiter.top_up(call, **_retrieval_size(call, plan, context))
     body["messages"] = inject(data["messages"], context=context, system_prompt=call.project.system_prompt)
 
     # Fetch slots are shared fairly between projects.
@@ -513,7 +557,7 @@ async def _stream(
     chunks = await _answer(call, plan, attempts, _measured(attempts, metrics.FIRST_TOKEN_SECONDS, opened))
 
     async def relay() -> AsyncIterator[bytes]:
-        status, error, reported, answer_chars = 200, "", False, 0
+        status, error, reported, answer_chars, relayed = 200, "", False, 0, 0
         metrics.move(metrics.STREAMS_ACTIVE, 1)
         try:
             async with stack:
@@ -527,11 +571,18 @@ async def _stream(
                             continue
                     chunk["model"] = client_model
                     call.mark_first_byte()
+                    relayed += 1
                     yield b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
         except ServiceError as exc:
-            status, error = status_for(exc), exc.message
             if isinstance(exc, UpstreamFailed):
                 _count_failure(attempts, exc)
+            if isinstance(exc, UpstreamFailed) and exc.code not in routed_chat.STREAM_BOUNDS:
+                # Said with how far the answer got, so no one looks for a wrong base URL.
+                exc.message = f"{exc.message} (after {relayed} chunks)"
+                if exc.client_message:
+                    exc.client_message = f"{exc.client_message} (after {relayed} chunks)"
+                await routed_chat.failed_mid_stream(attempts, exc)
+            status, error = status_for(exc), exc.message
             frame = openai_error_body(exc)
             yield b"data: " + json.dumps(frame).encode() + b"\n\n"
         except (asyncio.CancelledError, GeneratorExit):
@@ -545,8 +596,7 @@ async def _stream(
             _settle_tokens(call, attempts, body["messages"], answer_chars, reported)
             if status == CLIENT_CLOSED:
                 _client_left(call)
-            else:
-                call.finish(status, error)
+        await _end(call, status, error)
         yield b"data: [DONE]\n\n"
 
     call.relaying = True
@@ -705,27 +755,34 @@ async def rerank(request: HttpRequest, call: Call) -> HttpResponse:
         target = attempts.current
         _count_rerank(call, target.connection, target.model, estimates[target])
 
+    async def ranked(ranker: Reranker, once) -> Reranked:
+        try:
+            return await ranker.rerank_async(query, documents, top_n=top_n)
+        except RerankUnreadable as exc:
+            # A reply we could not use was billed all the same.
+            if exc.spent is not None:
+                _count_rerank(call, attempts.current.connection, attempts.current.model, exc.spent)
+            raise
+
     with _estimated_if_cancelled(unanswered):
-        reranked = await routed_chat.answer(
-            call,
-            plan,
-            attempts,
-            lambda ranker, once: ranker.rerank_async(query, documents, top_n=top_n),
-            open_target=open_target,
-        )
+        reranked = await routed_chat.answer(call, plan, attempts, ranked, open_target=open_target)
     target = attempts.current
     call.model = target.model
+    call.rerank_outcome = RerankOutcome.RERANKED
     _count_rerank(call, target.connection, target.model, reranked)
     meta: dict[str, Any] = {"tokens": {"input_tokens": reranked.input_tokens, "output_tokens": reranked.output_tokens}}
     if reranked.search_units is not None:
         meta["billed_units"] = {"search_units": reranked.search_units}
+    results = [
+        {"index": ranked.index, "relevance_score": ranked.relevance_score} for ranked in reranked.ranking[:top_n]
+    ]
+    if data["return_documents"]:
+        for result in results:
+            result["document"] = {"text": documents[result["index"]]}
     return JsonResponse(
         {
             "id": getattr(request, "request_id", ""),
-            "results": [
-                {"index": ranked.index, "relevance_score": ranked.relevance_score}
-                for ranked in reranked.ranking[:top_n]
-            ],
+            "results": results,
             "meta": meta,
             "usage": {
                 "prompt_tokens": reranked.input_tokens,

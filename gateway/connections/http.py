@@ -569,7 +569,14 @@ class UpstreamStream:
             except TimeoutError:
                 raise self._bounds.expired(deadline, begun=begun) from None
             except httpx.TransportError as exc:
-                raise _unreachable(connection_failure_message(exc, self.url), retryable=not begun) from None
+                if begun:
+                    # Not a wrong scheme or port: it was answering.
+                    failure = _unreachable(
+                        f"{_origin(self.url)} closed the stream in the middle of its answer", retryable=False
+                    )
+                    failure.client_message = "the upstream closed the stream in the middle of its answer"
+                    raise failure from None
+                raise _unreachable(connection_failure_message(exc, self.url), retryable=True) from None
             self._received += len(chunk)
             if self._received > self._bounds.max_bytes:
                 raise self._bounds.too_large()

@@ -81,7 +81,12 @@ def image_addresses(host: str, port: int) -> list[http.Address]:
     stand_in = settings.IMAGE_FETCH_TEST_RESOLVER.get(host.lower())
     if stand_in is not None:
         return [ipaddress.ip_address(stand_in)]
-    public = [address for address in http.resolve(host, port) if not http.is_private_address(address)]
+    try:
+        addresses = http.resolve(host, port)
+    except UpstreamFailed:
+        # Not a provider's base URL, which resolve()'s own wording would blame.
+        raise _failed(host, "the host cannot be found; check the image URL") from None
+    public = [address for address in addresses if not http.is_private_address(address)]
     if not public:
         raise InvalidInput(
             f'image host "{host}" resolves to a private or local address; image URLs must be public',

@@ -38,6 +38,7 @@ from ragmux.core.errors import (
     ServiceError,
     body_too_large,
     error_response,
+    is_client_api_path,
     openai_error_response,
 )
 from ragmux.core.units import MIB
@@ -110,7 +111,7 @@ class JsonParser(JSONParser):
 def body_limit(path: str) -> int:
     """The largest body a path takes, in bytes: `/v1`'s own ``V1_MAX_BODY_MB``, checked by its
     views once the key is known, else ``DATA_UPLOAD_MAX_MEMORY_SIZE``."""
-    if path.startswith("/v1/"):
+    if is_client_api_path(path):
         return settings.V1_MAX_BODY_MB * MIB
     return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
@@ -230,7 +231,7 @@ class BodyCappedASGIHandler(ASGIHandler):
                 f"the request body did not arrive within {settings.BODY_READ_TIMEOUT:g}s (BODY_READ_TIMEOUT)",
                 code="body_timeout",
             )
-        render = openai_error_response if path.startswith("/v1/") else error_response
+        render = openai_error_response if is_client_api_path(path) else error_response
         response = render(refusal)
         response["Content-Length"] = str(len(response.content))
         response["Connection"] = "close"  # what is left of the body is never read

@@ -195,6 +195,15 @@ class UpstreamFailed(ServiceError):
         return error
 
 
+class UpstreamAuthFailed(UpstreamFailed):
+    """A provider refused the credentials of the operator's connection (its 401 or 403): a 502,
+    so no client SDK tells its application that the application's own key is wrong. The
+    provider's status stays in ``upstream_status`` (the attempts, the route metrics)."""
+
+    code = "upstream_auth_failed"
+    openai_type = "upstream_error"
+
+
 class UpstreamTimeout(UpstreamFailed):
     code = "upstream_timeout"
     openai_type = "timeout"
@@ -214,6 +223,7 @@ STATUS_BY_KIND: tuple[tuple[type[ServiceError], int], ...] = (
     (RateLimited, 429),
     (ServerFault, 500),
     (UpstreamTimeout, 504),
+    (UpstreamAuthFailed, 502),
     (UpstreamFailed, 502),
     (Unavailable, 503),
     (ServiceError, 400),
@@ -228,7 +238,7 @@ client's SDK raises the error it would have raised calling the provider itself.
 
 
 def status_for(exc: ServiceError) -> int:
-    if isinstance(exc, UpstreamFailed) and exc.upstream_status is not None:
+    if isinstance(exc, UpstreamFailed) and exc.upstream_status is not None and not isinstance(exc, UpstreamAuthFailed):
         return exc.upstream_status
     return next(status for kind, status in STATUS_BY_KIND if isinstance(exc, kind))
 
@@ -281,6 +291,16 @@ def openai_error_body(exc: ServiceError) -> dict:
     if exc.scope is not None:
         error["scope"] = exc.scope
     return {"error": error}
+
+
+# The client API's paths, answered in OpenAI's envelope: `/v1`, and `/v2` for the Cohere v2
+# client's rerank.
+CLIENT_API_PREFIXES = ("/v1/", "/v2/")
+
+
+def is_client_api_path(path: str) -> bool:
+    """Under a client API prefix, or the prefix itself without its trailing slash (`/v1`)."""
+    return f"{path}/".startswith(CLIENT_API_PREFIXES)
 
 
 def openai_error_response(exc: ServiceError) -> JsonResponse:
@@ -372,6 +392,9 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
             message = "authentication required"
         elif isinstance(exc, exceptions.NotFound):
             message = "not found"
+        elif isinstance(exc, exceptions.UnsupportedMediaType):
+            # curl's -d sends a form type: say which header the JSON body needs.
+            message = f'{exc.detail} Send the JSON body with the header "Content-Type: application/json".'
         else:
             message = str(exc.detail)
         response = Response(_admin_envelope(exc.status_code, message, code), status=exc.status_code)

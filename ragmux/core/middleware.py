@@ -21,11 +21,18 @@ from whitenoise.middleware import WhiteNoiseMiddleware
 
 from ragmux.core import logs, proxies
 from ragmux.core.audit import requested_from
-from ragmux.core.errors import CLIENT_CLOSED, database_unavailable, error_response, openai_error_response
+from ragmux.core.errors import (
+    CLIENT_API_PREFIXES,
+    CLIENT_CLOSED,
+    database_unavailable,
+    error_response,
+    is_client_api_path,
+    openai_error_response,
+)
 
 logger = logging.getLogger("ragmux.core.middleware")
 access_logger = logging.getLogger("ragmux.access")
-API_PREFIXES = ("/admin/api/", "/v1/")
+API_PREFIXES = ("/admin/api/", *CLIENT_API_PREFIXES)
 
 # Every middleware here works in both modes: under the ASGI server a single sync-only one would
 # push each request, streams included, through a thread.
@@ -247,7 +254,7 @@ class DatabaseUnavailableAnswer(MiddlewareMixin):
         if refusal is None:
             return None
         logger.warning("database unavailable for %s %s: %s", request.method, request.path, exception)
-        if request.path.startswith("/v1/"):
+        if is_client_api_path(request.path):
             return openai_error_response(refusal)
         if is_api_path(request.path):
             return error_response(refusal)
@@ -281,12 +288,12 @@ class _InlineForClientApi:
 
     async def _process_view_async(self, request, view_func, view_args, view_kwargs):
         hook = super().process_view
-        if request.path.startswith("/v1/"):
+        if is_client_api_path(request.path):
             return hook(request, view_func, view_args, view_kwargs)
         return await sync_to_async(hook, thread_sensitive=True)(request, view_func, view_args, view_kwargs)
 
     async def __acall__(self, request):
-        if not request.path.startswith("/v1/"):
+        if not is_client_api_path(request.path):
             return await super().__acall__(request)
         if not self.for_client_api:
             return await self.get_response(request)

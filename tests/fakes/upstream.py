@@ -17,6 +17,8 @@ Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``
   is stopped;
 - ``error_after``: a streamed chat answer sends the provider's mid-stream error event after
   that many chunks;
+- ``reset_after``: a streamed chat answer's connection is reset (a TCP RST, not a clean end)
+  after that many chunks;
 - ``chunk_interval``: seconds a streamed chat answer waits between two of its chunks (a long
   answer that keeps coming);
 - ``tool_call``: the chat answer is a call of the function of that name with
@@ -54,6 +56,7 @@ import math
 import re
 import select
 import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -65,6 +68,7 @@ from tests.fakes.azure import register_azure_routes
 from tests.fakes.rerank import RERANK_PROMPT_MARK, register_rerank_routes, rerank_prompt_numbers
 
 STALL = b""  # yielded by a streamed reply: send nothing more and wait for the caller to hang up
+RESET = b"\x00reset"  # yielded by a streamed reply: abort the connection (a TCP reset) mid-answer
 Reply = tuple[int, dict[str, str], bytes | Iterator[bytes]]
 CHAT_ANSWER = "The launch code is AMBER-7731, according to the context."
 TOOL_ARGUMENTS = {"query": "launch code", "limit": 3}
@@ -82,6 +86,8 @@ class Knobs:
     redirect_to: str | None = None
     stall_after: int | None = None
     error_after: int | None = None
+    # A streamed answer's connection is reset (not closed cleanly) after this many frames.
+    reset_after: int | None = None
     chunk_interval: float = 0.0
     tool_call: str | None = None
     error_reason: str | None = None
@@ -329,6 +335,10 @@ class FakeUpstream:
                     if piece == STALL:
                         self._hangs_up_within(None)
                         return
+                    if piece == RESET:
+                        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        self.connection.close()
+                        return
                     self.wfile.write(piece)
                     self.wfile.flush()
 
@@ -508,6 +518,9 @@ def _stream_events(frames: list[bytes], knobs: Knobs, error_frame: bytes) -> Ite
         if knobs.stall_after is not None and sent == knobs.stall_after:
             yield STALL
             return
+        if knobs.reset_after is not None and sent == knobs.reset_after:
+            yield RESET
+            return
         if knobs.error_after is not None and sent == knobs.error_after:
             yield error_frame
             return
@@ -670,14 +683,17 @@ def _register_ollama_routes(upstream: FakeUpstream) -> None:
         final = {**base, "done": True, "done_reason": "length" if cut else "stop"}
         if not knobs.omit_usage:
             final.update(prompt_eval_count=_prompt_words(payload), eval_count=len(words))
-        if knobs.tool_call:
+        # As Ollama does, a model can only call a tool it was sent.
+        offered = [tool.get("function", {}).get("name") for tool in payload.get("tools") or []]
+        calls_tool = knobs.tool_call is not None and knobs.tool_call in offered
+        if calls_tool:
             calls = [{"function": {"name": knobs.tool_call, "arguments": TOOL_ARGUMENTS}}]
             messages = [{"role": "assistant", "content": "", "tool_calls": calls}]
         else:
             messages = [{"role": "assistant", "content": piece} for piece in _pieces(words)]
         if payload.get("stream") is False:
             whole = {"role": "assistant", "content": "".join(m["content"] for m in messages)}
-            if knobs.tool_call:
+            if calls_tool:
                 whole["tool_calls"] = messages[0]["tool_calls"]
             return json_reply({**final, "message": whole})
         lines = [json.dumps({**base, "message": m, "done": False}).encode() + b"\n" for m in messages]

@@ -102,7 +102,10 @@ def test_an_embedding_failure_is_a_502_with_the_reason(api, store, fake_upstream
     fake_upstream.configure("openai.embeddings", status=401)
     response = search(api("viewer"), store, query="anything")
     assert response.status_code == 502
-    assert "embedding the query failed: openai answered HTTP 401" in response.json()["error"]["message"]
+    assert (
+        "embedding the query failed: openai refused the credentials of this gateway's connection (HTTP 401)"
+        in (response.json()["error"]["message"])
+    )
 
 
 @pytest.mark.parametrize(

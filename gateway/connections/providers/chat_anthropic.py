@@ -28,6 +28,7 @@ from gateway.connections.providers.chat_request import (
     number,
     stop_sequences,
     text_of,
+    wants_json,
 )
 from gateway.connections.providers.stream_framing import sse_events
 from gateway.connections.providers.upstream_errors import ended_early, malformed, type_for_status
@@ -147,6 +148,14 @@ class AnthropicChat(ChatProvider):
                 payload["system"] = system
             else:
                 payload["system"] = "\n\n".join(block["text"] for block in system)
+        if wants_json(body):
+            # Anthropic has no JSON mode: dropping the format silently would answer prose to a
+            # client that parses JSON.
+            raise invalid_request(
+                "Anthropic models have no JSON mode: response_format "
+                f"{body['response_format'].get('type')!r} cannot be honoured; ask for JSON in the prompt, "
+                "or use a tool whose parameters are the schema"
+            )
         for name in ("temperature", "top_p"):
             if number(body, name) is not None:
                 payload[name] = body[name]

@@ -123,8 +123,9 @@ class OllamaChat(ChatProvider):
             schema = response_format.get("json_schema")
             schema = schema.get("schema") if isinstance(schema, dict) else None
             payload["format"] = schema if isinstance(schema, dict) else "json"
-        if body.get("tools"):
-            # Ollama takes OpenAI's tool definitions as they are.
+        if body.get("tools") and body.get("tool_choice") != "none":
+            # Ollama takes OpenAI's tool definitions as they are, and has no tool_choice: a client
+            # that forbade tools gets none sent, so the model cannot call one.
             payload["tools"] = body["tools"]
         for name in PASSTHROUGH:
             if name in body:

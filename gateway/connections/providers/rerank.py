@@ -26,7 +26,7 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
@@ -69,9 +69,11 @@ class NoRerank(Conflict):
 
 
 class RerankUnreadable(UpstreamFailed):
-    """The reranker answered, but its reply names none of the passages it was given."""
+    """The reranker answered, but its reply names none of the passages it was given. ``spent`` is
+    what the reply said the call cost (an estimate where it said nothing): billed all the same."""
 
     code = "rerank_unparseable"
+    spent: Reranked | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,17 @@ class Reranked:
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+
+def _ranked(spent: Reranked, rank: Callable[[], list[Ranked]]) -> Reranked:
+    """``spent`` with the ranking ``rank`` reads; a reply that names no passage still cost what it
+    reported, carried on the failure."""
+    try:
+        ranking = rank()
+    except RerankUnreadable as exc:
+        exc.spent = spent
+        raise
+    return replace(spent, ranking=ranking)
 
 
 def passage_numbers(text: str, count: int) -> list[int]:
@@ -259,14 +272,17 @@ class CohereReranker(ApiReranker):
         return {"model": self.model, "query": query, "documents": documents, "top_n": top_n}
 
     def read(self, reply: Mapping[str, Any], documents: list[str], query: str) -> Reranked:
-        ranking = ranking_of(reply.get("results"), len(documents), self.label)
+        spent = self._spent(reply, documents, query)
+        return _ranked(spent, lambda: ranking_of(reply.get("results"), len(documents), self.label))
+
+    def _spent(self, reply: Mapping[str, Any], documents: list[str], query: str) -> Reranked:
         meta = _as_object(reply.get("meta"))
         units = _count(_as_object(meta.get("billed_units")).get("search_units"))
         tokens = _as_object(meta.get("tokens"))
         input_tokens, output_tokens = _count(tokens.get("input_tokens")), _count(tokens.get("output_tokens"))
         reported = input_tokens is not None
         return Reranked(
-            ranking=ranking,
+            ranking=[],
             input_tokens=input_tokens if reported else self._estimated_input(query, documents),
             output_tokens=(output_tokens or 0) if reported else 0,
             tokens_reported=reported,
@@ -286,14 +302,14 @@ class VoyageReranker(ApiReranker):
         return {"model": self.model, "query": query, "documents": documents, "top_k": top_n, "truncation": True}
 
     def read(self, reply: Mapping[str, Any], documents: list[str], query: str) -> Reranked:
-        ranking = ranking_of(reply.get("data"), len(documents), self.label)
         total = _count(_as_object(reply.get("usage")).get("total_tokens"))
-        return Reranked(
-            ranking=ranking,
+        spent = Reranked(
+            ranking=[],
             input_tokens=self._estimated_input(query, documents) if total is None else total,
             output_tokens=0,
             tokens_reported=total is not None,
         )
+        return _ranked(spent, lambda: ranking_of(reply.get("data"), len(documents), self.label))
 
 
 class ChatReranker(Reranker):
@@ -316,18 +332,23 @@ class ChatReranker(Reranker):
         choices = reply.get("choices")
         message = _as_object(choices[0]).get("message") if isinstance(choices, list) and choices else None
         text = _as_object(message).get("content")
-        if not isinstance(text, str):
-            raise RerankUnreadable(f"{self.label} answered the rerank prompt without text")
-        order = passage_numbers(text, count)[:top_n]
         usage = _as_object(reply.get("usage"))
         prompt_tokens, completion_tokens = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
         reported = prompt_tokens is not None and completion_tokens is not None
-        return Reranked(
-            ranking=[Ranked(index, 1 - rank / count) for rank, index in enumerate(order)],
+        spent = Reranked(
+            ranking=[],
             input_tokens=prompt_tokens if reported else estimate_tokens([m["content"] for m in messages]),
-            output_tokens=completion_tokens if reported else math.ceil(len(text) / 4),
+            output_tokens=completion_tokens if reported else math.ceil(len(text if isinstance(text, str) else "") / 4),
             tokens_reported=reported,
         )
+
+        def rank() -> list[Ranked]:
+            if not isinstance(text, str):
+                raise RerankUnreadable(f"{self.label} answered the rerank prompt without text")
+            order = passage_numbers(text, count)[:top_n]
+            return [Ranked(index, 1 - rank / count) for rank, index in enumerate(order)]
+
+        return _ranked(spent, rank)
 
     def rerank(self, query: str, passages: Sequence[str], *, top_n: int) -> Reranked:
         messages = self.prompt(query, self.cut(passages))

@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-from ragmux.core.errors import UpstreamFailed, UpstreamTimeout
+from ragmux.core.errors import UpstreamAuthFailed, UpstreamFailed, UpstreamTimeout
 
 MAX_ERROR_MESSAGE = 512
 # The credential shapes providers are known to echo: HTTP auth schemes, JWTs, OpenAI and Anthropic
@@ -25,6 +25,8 @@ _SECRET_PATTERNS = re.compile(
 # A URL's userinfo (`https://user:password@host`): the credentials go, the scheme and host stay.
 _URL_USERINFO = re.compile(r"(?<=://)[^\s/?#@]+@")
 
+# The statuses with which a provider refuses the connection's own credentials.
+CREDENTIALS_REFUSED = frozenset((401, 403))
 # How an adapter reads a provider's error answer: (status, error object) -> the status, OpenAI
 # error type and code the client gets.
 Classify = Callable[[int, dict | None], tuple[int, str, str | None]]
@@ -124,8 +126,22 @@ def refusal(
         message = body["message"]
     if not message:
         message = content.decode("utf-8", errors="replace").strip() or "no details"
-    message = redact(f"{label} answered HTTP {status}: {message}", secret)[:MAX_ERROR_MESSAGE]
     relayed_status, openai_type, code = classify(status, error if isinstance(error, dict) else None)
+    if CREDENTIALS_REFUSED.intersection((status, relayed_status)):
+        # The operator's credentials, not the client's: a 401 would make every SDK blame the caller's key.
+        message = redact(
+            f"{label} refused the credentials of this gateway's connection (HTTP {status}): {message}; "
+            "an admin must check the connection's API key",
+            secret,
+        )[:MAX_ERROR_MESSAGE]
+        return UpstreamAuthFailed.relayed(
+            message,
+            status=status,
+            openai_type=UpstreamAuthFailed.openai_type,
+            code=UpstreamAuthFailed.code,
+            retryable=False,
+        )
+    message = redact(f"{label} answered HTTP {status}: {message}", secret)[:MAX_ERROR_MESSAGE]
     return UpstreamFailed.relayed(
         message,
         status=relayed_status,

@@ -104,7 +104,8 @@ def test_embeddings_come_through_azure(sdk, fake_upstream, api_version):
 @pytest.mark.parametrize(
     ("status", "error_class", "code"),
     [
-        (401, openai.AuthenticationError, "invalid_api_key"),
+        # The connection's key, not the client's: a 502.
+        (401, openai.InternalServerError, "upstream_auth_failed"),
         (404, openai.NotFoundError, "model_not_found"),
         (429, openai.RateLimitError, "rate_limit_exceeded"),
         (400, openai.BadRequestError, "content_filter"),
@@ -115,5 +116,5 @@ def test_azure_errors_reach_the_client_in_openai_terms(sdk, fake_upstream, api_v
     with pytest.raises(error_class) as refused:
         sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hello"}])
     assert refused.value.code == code
-    assert "azure_openai answered HTTP" in refused.value.message
+    assert f"(HTTP {status})" in refused.value.message or f"answered HTTP {status}" in refused.value.message
     assert AZURE_KEY not in refused.value.message

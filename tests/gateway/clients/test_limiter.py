@@ -422,3 +422,167 @@ def test_a_reservation_is_clamped_to_what_the_counters_hold():
     claim = Claim(admission=Admission(project_id=1, key_id=1, windows={}), checks=[], tokens=2**70, micros=0)
     claim.micros = 2**64
     assert (claim.tokens, claim.micros) == (MAX_RESERVATION, MAX_RESERVATION)
+
+# A handbook whose three sections each fill a chunk: a RAG call's prompt is mostly its context.
+RAG_SECTION_WORDS = 600
+RAG_CALLS = 25
+
+
+@pytest.fixture
+def rag_limited(priced_connection, fake_connection, ingest_now):
+    """``rag_limited(project_limits, key_limits)`` is a key (plaintext) of a new RAG project whose
+    store puts about 2,000 tokens of context in each chat, the project and the key each with
+    those limits; ``rag_limited.project`` is the project."""
+    from gateway.clients.services import key_create, project_create
+    from ingestion.services import IncomingFile, document_upload
+    from stores.services import store_create
+
+    store = store_create(name="manuals", values={"embedding_connection_id": fake_connection.id, "top_k": 3})
+    sections = "\n\n".join(
+        f"## Part {part}\n\n" + " ".join(f"w{part}{n % 100:02d}" for n in range(RAG_SECTION_WORDS)) for part in "abc"
+    )
+    document = IncomingFile("manual.md", f"# Manual\n\n{sections}".encode())
+    assert document_upload(store=store, files=[document]).refusal is None
+    ingest_now()
+
+    def make(project_limits: dict | None = None, key_limits: dict | None = None) -> str:
+        make.project = project_create(
+            name="rag-limited",
+            chat_connection_id=priced_connection.id,
+            embedding_connection_id=None,
+            store_id=store.id,
+            system_prompt="",
+            **(project_limits or {}),
+        )
+        return key_create(project=make.project, name="k", scopes=None, expires_at=None, **(key_limits or {})).key
+
+    return make
+
+
+def _spent(rows) -> tuple[int, int]:
+    """The tokens (every kind) and micro-dollars the rows spent."""
+    tokens = sum(row.prompt_tokens + row.completion_tokens + row.embedding_tokens + row.rerank_tokens for row in rows)
+    return tokens, sum(row.cost_micros for row in rows)
+
+
+@pytest.mark.parametrize("unit", ["tokens", "usd"])
+@pytest.mark.parametrize("tight", ["project", "key"])
+def test_a_budget_counts_a_rag_calls_retrieved_context_before_the_upstream_is_asked(
+    unit, tight, rag_limited, start_web_process, fake_upstream, v1
+):
+    from gateway.clients.models import Project, RequestLog
+
+    # One call alone, unlimited: what a RAG call really costs.
+    key = rag_limited()
+    assert v1(key).post("/chat/completions", json=CHAT).status_code == 200
+    call_tokens, call_micros = _spent(wait_for_logs(1, project=rag_limited.project))
+    assert call_tokens > 20 * CALL_TOKENS, "the context must dominate the call"
+    Project.objects.filter(pk=rag_limited.project.pk).update(name="measured")
+
+    # A budget that fits 5 such calls, on the tight tier; the other tier's is twice as large.
+    field, budget = (
+        ("budget_daily_tokens", 5 * call_tokens)
+        if unit == "tokens"
+        else (
+            "budget_daily_usd_micros",
+            5 * call_micros,
+        )
+    )
+    key = rag_limited(
+        {field: budget if tight == "project" else 2 * budget}, {field: budget if tight == "key" else 2 * budget}
+    )
+    urls = [start_web_process().url, start_web_process().url]
+    fake_upstream.forget_requests()
+    responses = _burst(urls, key, CHAT, calls=RAG_CALLS)
+
+    passed = sum(response.status_code == 200 for response in responses)
+    assert 1 <= passed <= 6
+    assert fake_upstream.calls("openai.chat") == passed, "a refused call sends nothing upstream"
+    code = "budget_daily" if unit == "tokens" else "budget_daily_usd"
+    assert {(error["code"], error["scope"]) for error in _denials(responses)} == {(code, tight)}
+    rows = wait_for_logs(RAG_CALLS, project__name="rag-limited")
+    assert len(rows) == RAG_CALLS
+    spent_tokens, spent_micros = _spent(rows)
+    assert spent_tokens <= 6 * call_tokens
+    assert spent_micros <= 6 * call_micros
+    # A call refused after retrieval still counts its query's embedding, and nothing else.
+    refused = [row for row in rows if row.status_code == 429]
+    assert {(row.prompt_tokens, row.completion_tokens) for row in refused} == {(0, 0)}
+    assert any(row.embedding_tokens > 0 for row in refused)
+    assert RequestLog.objects.filter(project__name="measured").count() == 1
+
+
+# A call that reserves a whole budget of 1,000 tokens on its own (its estimate: its prompt and a
+# 990-token completion) but spends CALL_TOKENS.
+WHOLE_BUDGET = {**CHAT, "max_tokens": 990}
+
+
+def _chat_in(process, key: str, body: dict) -> httpx.Response:
+    """A chat call sent to another web process."""
+    return httpx.post(
+        f"{process.url}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30
+    )
+
+
+def test_a_calls_reservation_is_released_when_its_answer_ends(v1, limited):
+    key = limited({"budget_daily_tokens": 1000})
+    client = v1(key)
+    # Each call reserves 1,010 tokens and spends 29: back to back, each finds the one before
+    # settled to its spend, not still holding its reservation until its row is written.
+    answers = [client.post("/chat/completions", json=WHOLE_BUDGET) for _ in range(5)]
+    assert [answer.status_code for answer in answers] == [200] * 5, answers[-1].text
+
+
+def test_a_refusal_caused_by_calls_in_flight_says_so_and_asks_for_a_retry_in_seconds(
+    v1, limited, second_web_process, fake_upstream
+):
+    key = limited({"budget_daily_tokens": 1000})
+    fake_upstream.configure("openai.chat", stall_after=2)
+    with v1(key).stream("POST", "/chat/completions", json={**WHOLE_BUDGET, "stream": True}) as held:
+        chunks = held.iter_bytes()
+        next(chunks)
+        refused = _chat_in(second_web_process, key, CHAT)
+    assert refused.status_code == 429
+    assert refused.headers["Retry-After"] == "1"
+    assert refused.json()["error"]["message"] == (
+        "Daily token budget of this project is held by calls in progress. 0 tokens used and 1010 tokens "
+        "reserved by calls not finished yet, of 1000 tokens; a reservation is released when its call ends. "
+        "Retry after 1 seconds."
+    )
+
+
+def test_a_call_larger_than_the_tokens_per_minute_is_admitted_in_a_minute_no_other_call_uses(
+    v1, limited, second_web_process
+):
+    key = limited({"rate_limit_tpm": 1000})
+    _wait_for_a_fresh_minute_stretch()
+    # Without max_tokens the call is estimated at its prompt and LIMIT_DEFAULT_COMPLETION_TOKENS (1,000).
+    unbounded = {key: value for key, value in CHAT.items() if key != "max_tokens"}
+    first = v1(key).post("/chat/completions", json=unbounded)
+    assert first.status_code == 200, first.text
+    sent = datetime.now(UTC)
+    second = _chat_in(second_web_process, key, unbounded)
+    assert second.status_code == 429
+    # True: the next minute has room for it.
+    next_minute = sent.replace(second=0, microsecond=0).timestamp() + 60
+    assert int(second.headers["Retry-After"]) <= math.ceil(next_minute - sent.timestamp())
+    assert second.json()["error"]["message"].startswith(
+        "Rate limit reached: 1000 tokens per minute for this project; this call's estimate is larger than "
+        "the limit, so it is admitted only in a minute no other call uses."
+    )
+    # A call that fits still gets in beside the first.
+    assert v1(key).post("/chat/completions", json=CHAT).status_code == 200
+
+
+def test_a_dollar_budgets_refusal_shows_amounts_to_the_micro_dollar(v1, limited, fake_upstream):
+    from gateway.clients.models import Project
+
+    key = limited({"budget_daily_usd_micros": CALL_MICROS - 1})
+    assert v1(key).post("/chat/completions", json=CHAT).status_code == 200
+    _settled(Project.objects.get(name="limited"), 1)
+    refused = v1(key).post("/chat/completions", json=CHAT)
+    assert refused.status_code == 429
+    assert CALL_MICROS == 38
+    assert refused.json()["error"]["message"].startswith(
+        "Daily dollar budget exhausted ($0.000038 of $0.000037 spent)."
+    )

@@ -112,7 +112,7 @@ def test_retry_after_is_the_ceiling_of_the_seconds_to_the_windows_end_and_at_lea
             900,
             "rate_limit_tpm",
             "rate_limit_exceeded",
-            "Rate limit reached: tokens per minute for this api key. Retry after 43 seconds.",
+            "Rate limit reached: 1000 tokens per minute for this api key. Retry after 43 seconds.",
         ),
         (
             "budget_daily_tokens",
@@ -128,7 +128,7 @@ def test_retry_after_is_the_ceiling_of_the_seconds_to_the_windows_end_and_at_lea
             1_234_567,
             "budget_monthly_usd",
             "insufficient_quota",
-            "Monthly dollar budget exhausted ($1.23 of $1.00 spent). Retry after 43 seconds.",
+            "Monthly dollar budget exhausted ($1.234567 of $1.00 spent). Retry after 43 seconds.",
         ),
     ],
 )
@@ -136,7 +136,7 @@ def test_a_denial_names_its_code_type_scope_and_wait(field, tier, used, code, er
     limit = {"rate_limit_rpm": 10, "rate_limit_tpm": 1000, "budget_daily_tokens": 1000}.get(field, 1_000_000)
     tiers = {"project": spend_limits(), "key": spend_limits(), tier: spend_limits(**{field: limit})}
     [check] = limits.plan(project=tiers["project"], key=tiers["key"], estimate_tokens=200)
-    refusal = limits.denial(check, used, NOW)
+    refusal = limits.denial(check, {check.kind.column: used, "held_tokens": 0, "held_micros": 0}, NOW)
     assert (refusal.code, refusal.error_type, refusal.scope, refusal.retry_after) == (code, error_type, tier, 43)
     assert refusal.message == message
 

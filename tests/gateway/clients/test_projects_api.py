@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 
 import pytest
 
@@ -290,3 +292,27 @@ def test_the_largest_limits_the_columns_hold_are_accepted(api, project):
         2**63 - 1,
         2**63 - 1,
     )
+
+
+def test_a_body_without_its_json_content_type_is_a_415_naming_the_header(api, project_body):
+    # What curl's -d sends without -H "Content-Type: application/json".
+    response = api("admin").post(
+        "/admin/api/projects",
+        content=json.dumps(project_body),
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert response.status_code == 415
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_media_type"
+    assert error["message"].endswith('Send the JSON body with the header "Content-Type: application/json".')
+
+
+def test_every_curl_example_that_sends_a_body_says_it_is_json():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    for doc in (root / "README.md", *sorted((root / "docs").glob("*.md"))):
+        # A command runs from `curl` to the first line that does not end in a backslash.
+        for command in re.findall(r"^curl (?:.*\\\n)*.*$", doc.read_text(), flags=re.MULTILINE):
+            if " -d " in command:
+                assert '-H "Content-Type: application/json"' in command, f"{doc.name}: {command}"

@@ -340,9 +340,7 @@ def test_inline_images_become_the_providers_image_parts(sdk, provider, spec, fak
     ("provider", "status", "knobs", "expected", "sdk_error", "code"),
     [
         ("anthropic", 400, {}, 400, openai.BadRequestError, "invalid_request_error"),
-        ("anthropic", 401, {}, 401, openai.AuthenticationError, "authentication_error"),
         ("anthropic", 529, {}, 503, openai.InternalServerError, "overloaded_error"),
-        ("gemini", 400, {"error_reason": "API_KEY_INVALID"}, 401, openai.AuthenticationError, "invalid_api_key"),
         ("gemini", 404, {}, 404, openai.NotFoundError, "not_found"),
         ("gemini", 429, {}, 429, openai.RateLimitError, "resource_exhausted"),
         ("ollama", 404, {}, 404, openai.NotFoundError, None),
@@ -363,6 +361,36 @@ def test_upstream_errors_come_back_in_the_openai_envelope(
     assert SECRET not in caught.value.response.text
     [row] = wait_for_logs(1, project=provider_project)
     assert row.status_code == expected
+
+
+@pytest.mark.parametrize(
+    ("provider", "status", "knobs"),
+    [
+        ("anthropic", 401, {}),
+        ("anthropic", 403, {}),
+        # Gemini refuses a bad key with 400 API_KEY_INVALID.
+        ("gemini", 400, {"error_reason": "API_KEY_INVALID"}),
+        ("gemini", 403, {}),
+        ("ollama", 401, {}),
+    ],
+    indirect=["provider"],
+)
+def test_a_provider_refusing_the_connections_credentials_is_a_502_the_client_cannot_take_for_its_own_key(
+    sdk, provider, spec, fake_upstream, provider_project, status, knobs
+):
+    fake_upstream.configure(spec["route"], status=status, **knobs)
+    with pytest.raises(openai.InternalServerError) as caught:
+        sdk.chat.completions.create(model="m", messages=HISTORY)
+    assert caught.value.status_code == 502
+    error = caught.value.response.json()["error"]
+    assert (error["type"], error["code"]) == ("upstream_error", "upstream_auth_failed")
+    assert error["message"].startswith(
+        f"{provider} refused the credentials of this gateway's connection (HTTP {status})"
+    )
+    assert SECRET not in caught.value.response.text
+    [row] = wait_for_logs(1, project=provider_project)
+    assert row.status_code == 502
+    assert f"(HTTP {status})" in row.error
 
 
 def test_an_error_before_the_first_chunk_of_a_stream_is_a_plain_error(sdk, spec, fake_upstream):
@@ -428,6 +456,8 @@ EXPECTED_OPTIONS = {
 
 
 def test_sampling_tool_choice_and_json_mode_are_said_in_the_providers_terms(sdk, provider, spec, fake_upstream):
+    # Anthropic has no JSON mode (test_anthropic_refuses_a_json_response_format_it_cannot_honour).
+    json_mode = {} if provider == "anthropic" else {"response_format": {"type": "json_object"}}
     sdk.chat.completions.create(
         model="m",
         messages=HISTORY,
@@ -437,10 +467,34 @@ def test_sampling_tool_choice_and_json_mode_are_said_in_the_providers_terms(sdk,
         temperature=0.2,
         top_p=0.9,
         seed=7,
-        response_format={"type": "json_object"},
         extra_body={"keep_alive": "5m", "options": {"num_ctx": 8192}},
+        **json_mode,
     )
     assert options_sent(provider, sent_to(fake_upstream, spec["route"])) == EXPECTED_OPTIONS[provider]
+
+
+@pytest.mark.parametrize("provider", ["anthropic"], indirect=True)
+@pytest.mark.parametrize("response_format", [{"type": "json_object"}, {"type": "json_schema", "json_schema": {}}])
+def test_anthropic_refuses_a_json_response_format_it_cannot_honour(sdk, provider, spec, fake_upstream, response_format):
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk.chat.completions.create(model="m", messages=HISTORY, response_format=response_format)
+    assert caught.value.response.json()["error"]["message"].startswith(
+        f"Anthropic models have no JSON mode: response_format '{response_format['type']}' cannot be honoured"
+    )
+    assert fake_upstream.calls(spec["route"]) == 0
+    # Plain text is what Anthropic answers anyway.
+    sdk.chat.completions.create(model="m", messages=HISTORY, response_format={"type": "text"})
+
+
+@pytest.mark.parametrize("provider", ["ollama"], indirect=True)
+def test_ollama_is_sent_no_tools_when_the_client_said_tool_choice_none(sdk, provider, spec, fake_upstream):
+    fake_upstream.configure(spec["route"], tool_call="search_docs")
+    allowed = sdk.chat.completions.create(model="m", messages=HISTORY, tools=TOOLS)
+    assert allowed.choices[0].message.tool_calls
+    forbidden = sdk.chat.completions.create(model="m", messages=HISTORY, tools=TOOLS, tool_choice="none")
+    assert "tools" not in fake_upstream.requests_to(spec["route"])[-1].json()
+    assert forbidden.choices[0].message.tool_calls is None
+    assert forbidden.choices[0].finish_reason == "stop"
 
 
 @pytest.mark.parametrize("provider", ["anthropic"], indirect=True)

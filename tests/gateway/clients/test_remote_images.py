@@ -197,6 +197,15 @@ def test_an_image_host_error_is_a_400_naming_only_the_host(chat, provider, image
     assert_no_chat_call(fake_upstream, provider)
 
 
+def test_an_image_host_that_does_not_resolve_is_blamed_on_the_image_url(chat, provider, fake_upstream):
+    error = refused(chat("https://no-such-host.invalid/cat.png"), 400, "image_fetch_failed")
+    assert error["message"] == (
+        "could not fetch the image from no-such-host.invalid: the host cannot be found; check the image URL"
+    )
+    assert "base URL" not in error["message"]
+    assert_no_chat_call(fake_upstream, provider)
+
+
 def test_more_images_than_the_per_request_cap_is_a_400_before_any_fetch(
     chat, provider, image_host, fake_upstream, settings
 ):

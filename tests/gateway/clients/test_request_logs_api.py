@@ -174,13 +174,15 @@ def test_the_csv_has_every_column_and_neutralises_formulas(api, ledger):
     assert (as_csv["tokens_estimated"], as_csv["streamed"], as_csv["ttfb_ms"]) == ("true", "true", "20")
     assert by_id[ledger["rows"][1].id]["ttfb_ms"] == ""  # null is an empty cell
     # New columns come last, so a reader by position keeps working.
-    assert list(as_csv)[-6:] == [
+    assert list(as_csv)[-8:] == [
         "cached_prompt_tokens",
         "cache_write_tokens",
         "route_name",
         "target",
         "attempts",
         "rerank_tokens",
+        "rerank_outcome",
+        "rerank_reason",
     ]
     assert (by_id[ledger["rows"][5].id]["cached_prompt_tokens"], by_id[ledger["rows"][5].id]["cache_write_tokens"]) == (
         "15",

@@ -134,3 +134,48 @@ def test_a_budget_counts_the_rerank_tokens(v1, project, project_key, falcon_pool
 
     counted = UsageCounter.objects.get(tier="project", owner_id=project.pk, period="day")
     assert counted.prompt_tokens == body["usage"]["total_tokens"] == row.embedding_tokens + row.rerank_tokens
+
+
+# Replies a reranker was billed for but that name no passage we sent, by backend: the knobs that
+# make the fake upstream answer so, in each provider's own wire format.
+UNUSABLE_REPLIES = {
+    "cohere": ("cohere.rerank", {"rerank_results": []}),
+    "voyage": ("voyage.rerank", {"rerank_results": [99]}),
+    "llm": ("openai.chat", {"answer": "These passages all look relevant to me."}),
+}
+
+
+@pytest.mark.parametrize("backend", sorted(UNUSABLE_REPLIES))
+def test_a_billed_rerank_whose_reply_could_not_be_used_is_still_on_the_row(
+    v1, project, project_key, falcon_pool, fake_upstream, rerank_connection, backend
+):
+    reranking(falcon_pool, rerank_connection, backend)
+    set_price("cohere_rerank", "rerank-v3.5", per_search_unit=Decimal("0.0031"))
+    set_price("voyage_rerank", "rerank-2.5", input_per_mtok=Decimal(50), output_per_mtok=Decimal(0))
+    route, knobs = UNUSABLE_REPLIES[backend]
+    fake_upstream.configure(route, **knobs)
+
+    body = retrieve(v1(project_key))
+
+    assert (body["reranked"], body["rerank_fallback"]) == (False, True)
+    [row] = wait_for_logs(1, project=project)
+    assert row.rerank_tokens == body["usage"]["rerank_tokens"] > 0
+    expected_micros = {"cohere": 3100, "voyage": row.rerank_tokens * 50, "llm": row.rerank_tokens * 2}[backend]
+    assert row.cost_micros == expected_micros
+
+
+def test_the_rerank_endpoints_unusable_but_billed_reply_is_on_the_row(
+    v1, project, project_key, falcon_pool, fake_upstream, rerank_connection
+):
+    from gateway.clients.services import key_create
+
+    reranking(falcon_pool, rerank_connection, "cohere")
+    set_price("cohere_rerank", "rerank-v3.5", per_search_unit=Decimal("0.0031"))
+    fake_upstream.configure("cohere.rerank", rerank_results=[7, 8])
+    key = key_create(project=project, name="reranking", scopes=["rerank"], expires_at=None).key
+
+    answer = v1(key).post("/rerank", json={"model": "rerank-v3.5", "query": "q", "documents": ["a b", "c"]})
+
+    assert answer.status_code == 502
+    [row] = wait_for_logs(1, project=project)
+    assert (row.endpoint, row.rerank_tokens, row.cost_micros) == ("rerank", 4, 3100)

@@ -151,7 +151,33 @@ def test_a_stream_failing_after_its_first_byte_ends_with_an_error_frame(v1, proj
     assert calls(upstreams) == [1, 0, 0]
     [row] = wait_for_logs(1, project=project)
     assert (row.status_code, row.target) == (504, f"{ROUTE}-target-0")
-    assert [a["outcome"] for a in row.attempts] == ["ok"]
+    assert [a["outcome"] for a in row.attempts] == ["timeout"]
+
+
+def test_a_stream_its_upstream_drops_says_so_is_logged_failed_and_cools_the_target(
+    v1, project, routed_key, upstreams, settings
+):
+    settings.ROUTE_COOLDOWN_FAILURES, settings.ROUTE_COOLDOWN = 2, 30
+    upstreams[0].configure("openai.chat", reset_after=3)
+    client = v1(routed_key)
+    for _ in range(2):
+        response = chat(client, stream=True)
+        assert response.status_code == 200
+        assert frames(response)[-1] == "[DONE]"
+        message = json.loads(frames(response)[-2])["error"]["message"]
+        assert message == "the upstream closed the stream in the middle of its answer (after 3 chunks)"
+    rows = wait_for_logs(2, project=project)
+    assert {row.error for row in rows} == {
+        f"{upstreams[0].url} closed the stream in the middle of its answer (after 3 chunks)"
+    }
+    assert [(row.status_code, [a["outcome"] for a in row.attempts]) for row in rows] == [
+        (502, ["upstream_unreachable"]),
+        (502, ["upstream_unreachable"]),
+    ]
+    # Two failures cooled the target: the next streams go to the second one.
+    for _ in range(3):
+        assert frames(chat(client, stream=True))[-1] == "[DONE]"
+    assert calls(upstreams)[:2] == [2, 3]
 
 
 def test_a_bad_request_is_answered_without_failing_over(v1, project, routed_key, upstreams):

@@ -83,14 +83,29 @@ def test_a_batchs_checks_are_flattened_with_the_index_of_their_call():
     from gateway.clients.usage import admit_params
 
     first = _claim(KEY_A, 30, 5, key_limits=_limits(rate_limit_rpm=2))
-    second = _claim(KEY_B, 40, 6, project_limits=_limits(budget_daily_tokens=100), key_limits=_limits(rate_limit_tpm=9))
-    project, periods, starts, keys, tokens, micros, calls, tiers, check_periods, columns, addends, thresholds = (
-        admit_params([first, second])
+    second = _claim(
+        KEY_B, 40, 6, project_limits=_limits(budget_daily_tokens=100), key_limits=_limits(rate_limit_tpm=90)
     )
-    assert (project, periods, keys, tokens, micros) == (
+    (
+        project,
+        periods,
+        starts,
+        keys,
+        requests,
+        tokens,
+        micros,
+        calls,
+        tiers,
+        check_periods,
+        columns,
+        addends,
+        thresholds,
+    ) = admit_params([first, second])
+    assert (project, periods, keys, requests, tokens, micros) == (
         PROJECT_ID,
         ["minute", "day", "month"],
         [KEY_A, KEY_B],
+        [1, 1],
         [30, 40],
         [5, 6],
     )
@@ -99,7 +114,7 @@ def test_a_batchs_checks_are_flattened_with_the_index_of_their_call():
     assert list(zip(calls, tiers, check_periods, columns, addends, thresholds, strict=True)) == [
         (1, "key", "minute", "requests", 1, 2),
         (2, "project", "day", "tokens", 0, 99),
-        (2, "key", "minute", "tokens", 40, 9),
+        (2, "key", "minute", "tokens", 40, 90),
     ]
 
 
@@ -109,11 +124,14 @@ def test_a_batchs_answer_gives_each_call_its_counters_and_its_verdict():
     admitted = _claim(KEY_A, 30, 5, key_limits=_limits(rate_limit_rpm=2))
     refused = _claim(KEY_A, 40, 6, key_limits=_limits(rate_limit_rpm=2))
     # Per call: the project's minute, day, month, then its key's.
-    row = ([0, 1], list(range(1, 13)), list(range(101, 113)), list(range(201, 213)))
+    row = ([0, 1], *(list(range(start, start + 12)) for start in (1, 101, 201, 301, 401)))
     assert admit_verdicts([admitted, refused], row) == [None, refused.checks[0]]
-    assert admitted.admission.counters[("project", "minute")] == {"requests": 1, "tokens": 101, "micros": 201}
-    assert admitted.admission.counters[("key", "month")] == {"requests": 6, "tokens": 106, "micros": 206}
-    assert refused.admission.counters[("project", "minute")] == {"requests": 7, "tokens": 107, "micros": 207}
+    held = {"held_tokens": 301, "held_micros": 401}
+    assert admitted.admission.counters[("project", "minute")] == {"requests": 1, "tokens": 101, "micros": 201, **held}
+    held = {"held_tokens": 306, "held_micros": 406}
+    assert admitted.admission.counters[("key", "month")] == {"requests": 6, "tokens": 106, "micros": 206, **held}
+    held = {"held_tokens": 307, "held_micros": 407}
+    assert refused.admission.counters[("project", "minute")] == {"requests": 7, "tokens": 107, "micros": 207, **held}
     assert (admitted.admission.reserved, admitted.admission.reserved_tokens, admitted.admission.reserved_micros) == (
         True,
         30,

@@ -150,8 +150,10 @@ def test_a_credential_echoed_by_the_upstream_reaches_neither_client_nor_log(
 ):
     fake_upstream.configure("openai.chat", status=401, error_message=f"rejected {echoed} for this model")
     response = v1(project_key).post("/chat/completions", json={"messages": MESSAGES})
-    assert response.status_code == 401
+    # The provider refused the gateway's connection, not the client's key.
+    assert (response.status_code, error_of(response)["code"]) == (502, "upstream_auth_failed")
     [row] = wait_for_logs(1, project=project)
+    assert (row.status_code, "(HTTP 401)" in row.error) == (502, True)
     for text in (error_of(response)["message"], row.error):
         assert secret not in text
         assert "rejected " in text and "[redacted]" in text and " for this model" in text

@@ -130,3 +130,41 @@ def test_retrieve_reranks_through_the_stores_rerank_route(v1, project_key, reran
     assert failed.json()["documents"] == pool
     assert [hit["content"] for hit in body["data"]] == list(reversed(pool))[:3]
     assert (body["reranked"], body["rerank_backend"], body["rerank_fallback"]) == (True, "cohere", False)
+
+
+# How a store's rerank ends, what makes it end so, and the row's (outcome, reason).
+RERANK_ENDINGS = {
+    "reranked": ({}, ("reranked", "")),
+    "fallback": (
+        {"answer": "I cannot rank these passages."},
+        ("fallback", "the reranking model's answer names no passage between 1 and 6"),
+    ),
+    "skipped": (
+        {"backend": "cohere"},
+        ("skipped", "the store has no rerank connection or route (none was set, or it was deleted)"),
+    ),
+}
+
+
+@pytest.mark.parametrize("ending", sorted(RERANK_ENDINGS))
+def test_the_rerank_outcome_and_why_are_on_the_row_in_the_api_and_in_the_csv(
+    v1, api, project, project_key, reranking_store, falcon_store, fake_upstream, ending
+):
+    import csv
+    import io
+
+    knobs, expected = RERANK_ENDINGS[ending]
+    if "backend" in knobs:
+        from stores.models import RagStore
+
+        RagStore.objects.filter(pk=falcon_store.pk).update(rerank_backend=knobs["backend"])
+    else:
+        fake_upstream.configure("openai.chat", **knobs)
+    assert v1(project_key).post("/retrieve", json={"query": QUESTION, "top_k": 3}).status_code == 200
+    [row] = wait_for_logs(1, project=project)
+    assert (row.status_code, row.error, row.rerank_outcome, row.rerank_reason) == (200, "", *expected)
+    [listed] = api("viewer").get("/admin/api/request-logs").json()["data"]
+    assert (listed["rerank_outcome"], listed["rerank_reason"]) == expected
+    exported = api("viewer").get("/admin/api/request-logs.csv", headers={"Accept": "text/csv"})
+    [line] = csv.DictReader(io.StringIO(exported.text))
+    assert (line["rerank_outcome"], line["rerank_reason"]) == expected

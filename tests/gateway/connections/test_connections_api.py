@@ -167,7 +167,7 @@ def test_a_failing_chat_probe_is_reported_redacted_and_recorded(api, fake_upstre
     ).json()
     outcome = admin.post(f"/admin/api/models/{created['id']}/test").json()
     assert outcome["ok"] is False
-    assert "anthropic answered HTTP 401" in outcome["error"]
+    assert "anthropic refused the credentials of this gateway's connection (HTTP 401)" in outcome["error"]
     stored = admin.get(f"/admin/api/models/{created['id']}").json()
     assert stored["last_test_ok"] is False and "HTTP 401" in stored["last_test_error"]
 

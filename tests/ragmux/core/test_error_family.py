@@ -32,6 +32,7 @@ from ragmux.core.errors import (
     TooLarge,
     Unauthenticated,
     Unavailable,
+    UpstreamAuthFailed,
     UpstreamFailed,
     UpstreamTimeout,
     api_exception_handler,
@@ -85,6 +86,17 @@ ROWS = [
     (UpstreamBlocked("private"), 502, "Bad Gateway", "upstream_error", "private_upstream", None),
     (Unavailable("busy"), 503, "Service Unavailable", "server_error", "unavailable", None),
     (UpstreamTimeout("slow"), 504, "Gateway Timeout", "timeout", "upstream_timeout", None),
+    # A provider refusing the connection's own credentials: a 502, its 401 kept for the attempts.
+    (
+        UpstreamAuthFailed.relayed(
+            "refused", status=401, openai_type="upstream_error", code="upstream_auth_failed", retryable=False
+        ),
+        502,
+        "Bad Gateway",
+        "upstream_error",
+        "upstream_auth_failed",
+        None,
+    ),
     # An upstream's own refusal keeps its status, type and code (none, when it gave none).
     (
         relayed(401, "authentication_error", "invalid_api_key"),

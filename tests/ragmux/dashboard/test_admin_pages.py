@@ -141,7 +141,9 @@ def test_a_test_shows_the_width_and_latency_or_the_providers_error(as_role, fake
     fake_upstream.configure("openai.embeddings", status=401)
     page = text(admin.post(url, {"csrfmiddlewaretoken": csrf_token(admin)}, follow=True))
     assert re.search(r"“fake-openai” failed\. .* Embeddings failed after \d+ ms: .*401", page)
-    assert re.search(r"failed embedding: openai answered HTTP 401", page)
+    assert re.search(
+        r"failed embedding: openai refused the credentials of this gateway.s connection \(HTTP 401\)", page
+    )
 
 
 def test_a_connection_in_use_is_not_deleted_and_the_page_says_by_what(as_role, fake_connection):

@@ -13,18 +13,25 @@ from tests.helpers import sign_in, wait_for_logs
 pytestmark = pytest.mark.browser
 
 
-def test_a_models_call_shows_no_store_and_no_pricing(
-    wide_page, personas, chat_connection, falcon_store, asgi_url, shots
-):
-    from gateway.clients.services import key_create, project_create
+def _falcon_bot(chat_connection, store):
+    """A project chatting through ``chat_connection``, grounded in ``store``."""
+    from gateway.clients.services import project_create
 
-    project = project_create(
+    return project_create(
         name="falcon-bot",
         chat_connection_id=chat_connection.id,
         embedding_connection_id=None,
-        store_id=falcon_store.id,
+        store_id=store.id,
         system_prompt="",
     )
+
+
+def test_a_models_call_shows_no_store_and_no_pricing(
+    wide_page, personas, chat_connection, falcon_store, asgi_url, shots
+):
+    from gateway.clients.services import key_create
+
+    project = _falcon_bot(chat_connection, falcon_store)
     issued = key_create(project=project, name="support-app", scopes=None, expires_at=None)
     with httpx.Client(base_url=f"{asgi_url}/v1", headers={"Authorization": f"Bearer {issued.key}"}) as v1:
         assert v1.get("/models").status_code == 200
@@ -40,3 +47,21 @@ def test_a_models_call_shows_no_store_and_no_pricing(
     expect(page.get_by_text("Prompt tokens")).to_have_count(0)
     expect(page.get_by_text("Latency")).to_be_visible()
     shots(page, "request-log-models")
+
+
+def test_a_calls_page_says_its_rerank_fell_back_and_why(wide_page, personas, chat_connection, falcon_store, shots):
+    from gateway.clients.models import RequestLog
+
+    project = _falcon_bot(chat_connection, falcon_store)
+    reason = "cohere_rerank named none of the 6 passages it was sent"
+    call = RequestLog.objects.create(
+        project=project, endpoint="retrieve", status_code=200, rerank_outcome="fallback", rerank_reason=reason
+    )
+
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto(f"/admin/request-logs/{call.pk}")
+    sources = page.get_by_role("region", name="Sources")
+    expect(sources.locator(".rerank-outcome dt")).to_have_text("Rerank")
+    expect(sources.locator(".rerank-outcome dd")).to_have_text(f"Fallback: {reason}")
+    shots(page, "request-log-rerank-fallback")
