@@ -3,6 +3,7 @@ settings, searched in each mode and backend, scored at document level (nDCG@10, 
 next to in-bench baselines over the very same chunks (bm25s, exact dense, their RRF).
 
     python bench/quality.py [--dataset DIR] [--smoke] [--store-setting NAME=VALUE ...] [--index-config NAME]
+                            [--legs FILE]
 
 A document ranks at its best chunk: a configuration's chunk list (candidate pools of 100 per
 side, the first 100 chunks kept) is collapsed to documents in order of first appearance.
@@ -25,9 +26,15 @@ The reference is recomputed twice, without and with English stemming and stop wo
 headline is compared with the one that matches the store's index language (stemmed for the
 default `english`).
 
-The variant rows rerun lexical and hybrid bm25 on the same store with one of issue 21's
-behaviours taken back (a module constant patched for those searches only): no exact BM25 pass
-(the posting budget's approximation); so its effect shows on the same store and queries.
+The variant rows rerun lexical and hybrid bm25 on the same store with one behaviour taken back
+(a module constant patched for those searches only): issue 21's exact BM25 pass (the posting
+budget's approximation stands), and issue 40's query term counts (each query word scored once,
+however often the question repeats it); so their effect shows on the same store and queries.
+The bm25s baseline and the stemmed reference are recomputed with distinct query words too.
+
+``--legs FILE`` writes each query's two legs as the hybrid search fuses them (the vector and
+the lexical bm25 candidates, ``POOL`` each, with their distances and scores), every chunk's
+document and the judgements, as JSON: fusion rules can then be compared without the store.
 
 ``--rerank-connection ID`` (a connection of the bench's database; ``TYPE=BASE_URL`` creates one,
 e.g. ``cohere_rerank=http://127.0.0.1:9100`` for bench/openai_upstream.py, whose rerank routes
@@ -112,10 +119,22 @@ NAIVE_WINDOW = 1000
 NAIVE_OVERLAP = 200
 NAIVE_WINDOWS = f"naive bm25s, {NAIVE_WINDOW}-char windows ({NAIVE_OVERLAP} overlap), \\w+ tokens"
 NAIVE_WHOLE = "naive bm25s, whole documents, \\w+ tokens"
-# (name, search overrides, {(module, constant): value}): the searches again with issue 21's exact
-# BM25 pass taken back.
+# Issue 40's change taken back: each query word scored once, however often the question repeats
+# it. The statements are cached when first built: the variant builds them afresh.
+DISTINCT_WORDS_PATCHES = {
+    ("retrieval.sql", "_TERM_WEIGHT"): "ln(1 + (stats.n - st.df + 0.5) / (st.df + 0.5))",
+    ("retrieval.sql", "_bm25_statement"): lambda sql: sql._bm25_statement.__wrapped__,
+    ("retrieval.sql", "_bm25_exact_statement"): lambda sql: sql._bm25_exact_statement.__wrapped__,
+}
+DISTINCT_WORDS = ", distinct query words (before issue 40)"
+# (name, search overrides, {(module, constant): value, or a function of the module giving it}): the
+# searches again with issue 21's exact BM25 pass taken back, and with issue 40's query term counts.
 VARIANTS: list[tuple[str, dict, dict]] = [
-    (f"{name}, no exact pass (posting budget only)", overrides, {("retrieval.sql", "BM25_EXACT_POSTINGS"): 0})
+    (f"{name}{variant}", overrides, patches)
+    for variant, patches in (
+        (", no exact pass (posting budget only)", {("retrieval.sql", "BM25_EXACT_POSTINGS"): 0}),
+        (DISTINCT_WORDS, DISTINCT_WORDS_PATCHES),
+    )
     for name, overrides in (("lexical bm25", LEXICAL_OVERRIDES), (HEADLINE, HEADLINE_OVERRIDES))
 ]
 # Searches repeated with reranking on, given --rerank-connection.
@@ -353,13 +372,19 @@ def bm25s_chunk_rankings(chunks: StoredChunks, query_lexemes: dict[str, list[str
 
 
 def reference_rankings(
-    corpus: list[dict], query_text: dict[str, str], dense: dict[str, list[str]], *, stemmed: bool = False
+    corpus: list[dict],
+    query_text: dict[str, str],
+    dense: dict[str, list[str]],
+    *,
+    stemmed: bool = False,
+    distinct: bool = False,
 ) -> dict[str, dict[str, list[str]]]:
     """The reference method of the dataset's README, recomputed on whole documents (title and
     text, no chunking, no header): bm25s over its own lowercase word tokens (no stemming and no
     stop words, or with ``stemmed`` English stemming and stop words), and the RRF of its top 100
     with ``dense`` (:func:`reference_dense_rankings`). Empty documents are left out, so they are
-    never retrieved."""
+    never retrieved. A query word counts as often as the query holds it, as bm25s scores a token
+    list; with ``distinct``, once (what repeats are worth on a collection)."""
     import bm25s
 
     tokenize = {"stopwords": None}
@@ -374,10 +399,12 @@ def reference_rankings(
     lexical = {}
     for query_id, text in query_text.items():
         words = bm25s.tokenize([text], show_progress=False, return_ids=False, **tokenize)[0]
+        if distinct:
+            words = list(dict.fromkeys(words))
         ranked = bm25s_top(retriever, ids, [tokens.vocab[word] for word in words if word in tokens.vocab])
         lexical[query_id] = [documents[n]["_id"] for n in ranked]
     fused = {query_id: reciprocal_rank_fusion([dense[query_id], lexical[query_id]])[:POOL] for query_id in dense}
-    suffix = STEMMED if stemmed else ""
+    suffix = (STEMMED if stemmed else "") + (DISTINCT_WORDS if distinct else "")
     return {REFERENCE_LEXICAL + suffix: lexical, REFERENCE_FUSED + suffix: fused}
 
 
@@ -483,6 +510,12 @@ def main() -> None:
         metavar="NAME",
         help="then rebuild the lexical index with this text search configuration (e.g. english) and add its rows",
     )
+    parser.add_argument(
+        "--legs",
+        type=Path,
+        metavar="FILE",
+        help="write each query's vector and lexical candidates (and the judgements) to FILE as JSON",
+    )
     args = parser.parse_args()
 
     with BenchEnvironment(worker=True):
@@ -519,14 +552,14 @@ def main() -> None:
         syntax_queries = [query_id for query_id, text in query_text.items() if uses_websearch_syntax(text)]
 
         chunks = StoredChunks(store)
-        lexical = bm25s_chunk_rankings(
-            chunks,
-            {
-                query_id: query_lexemes(lexical_text(positive_text(text)), store.query_config)
-                for query_id, text in query_text.items()
-            },
-        )
+        lexemes = {
+            query_id: query_lexemes(lexical_text(positive_text(text)), store.query_config)
+            for query_id, text in query_text.items()
+        }
+        lexical = bm25s_chunk_rankings(chunks, lexemes)
         dense = exact_dense_rankings(chunks.ids, chunks.vectors, vectors)
+        if args.legs:
+            write_legs(args.legs, store, chunks, query_text, vectors, qrels)
         fused = {query_id: reciprocal_rank_fusion([dense[query_id], lexical[query_id]])[:POOL] for query_id in dense}
         for name, chunk_rankings in (
             ("baseline bm25s", lexical),
@@ -534,6 +567,11 @@ def main() -> None:
             ("baseline rrf(bm25s, dense)", fused),
         ):
             rankings[name] = {query_id: chunks.documents(ranked) for query_id, ranked in chunk_rankings.items()}
+        distinct_lexemes = {query_id: list(dict.fromkeys(found)) for query_id, found in lexemes.items()}
+        rankings["baseline bm25s" + DISTINCT_WORDS] = {
+            query_id: chunks.documents(ranked)
+            for query_id, ranked in bm25s_chunk_rankings(chunks, distinct_lexemes).items()
+        }
         for name, units in ((NAIVE_WINDOWS, naive_windows(corpus)), (NAIVE_WHOLE, naive_whole_documents(corpus))):
             rankings[name] = naive_rankings(units, query_text)
             rankings[naive_fusion_name(name)] = {
@@ -543,8 +581,8 @@ def main() -> None:
         provider = embedding_provider(store.embedding_connection)
         reference_dense = reference_dense_rankings(corpus, vectors, lambda texts: provider.embed(texts).vectors)
         rankings[REFERENCE_DENSE] = reference_dense
-        for stemmed in (False, True):
-            rankings.update(reference_rankings(corpus, query_text, reference_dense, stemmed=stemmed))
+        for stemmed, distinct in ((False, False), (True, False), (True, True)):
+            rankings.update(reference_rankings(corpus, query_text, reference_dense, stemmed=stemmed, distinct=distinct))
         comparisons = [
             (HEADLINE, reference_for(store.index_config)),
             ("lexical bm25", reference_for(store.index_config, REFERENCE_LEXICAL)),
@@ -641,6 +679,32 @@ def main() -> None:
         )
 
 
+def write_legs(path: Path, store, chunks: StoredChunks, query_text: dict, vectors: dict, qrels: dict) -> None:
+    """Each query's vector and lexical bm25 candidates as the hybrid search draws them (``POOL``
+    per side): [chunk id, distance] and [chunk id, score], best first; with each chunk's document
+    and lexemes (as the bm25s baseline reads them), so either leg can be checked query by query."""
+    from retrieval.search import store_search
+
+    legs = {}
+    for query_id, text in query_text.items():
+        sides = {}
+        for side, overrides in (("vector", {"mode": "vector"}), ("lexical", LEXICAL_OVERRIDES)):
+            hits = store_search(
+                store=store,
+                query=text,
+                overrides={**overrides, "top_k": POOL},
+                candidates=POOL,
+                query_vector=vectors[query_id],
+            ).hits
+            sides[side] = [[hit.chunk_id, hit.distance if side == "vector" else hit.lex_score] for hit in hits]
+        legs[query_id] = sides
+    sources = {str(chunk_id): source for chunk_id, source in chunks.source.items()}
+    lexemes = dict(zip(map(str, chunks.ids.tolist()), chunks.lexemes, strict=True))
+    path.write_text(
+        json.dumps({"legs": legs, "sources": sources, "lexemes": lexemes, "qrels": qrels, "queries": query_text})
+    )
+
+
 def naive_fusion_name(name: str) -> str:
     return name.replace("naive bm25s,", "naive rrf(bm25s, dense),")
 
@@ -651,12 +715,14 @@ def reference_for(config: str, reference: str = REFERENCE_FUSED) -> str:
 
 
 def patched(patches: dict[tuple[str, str], object]) -> ExitStack:
-    """A context in which each (module, constant) has the given value."""
+    """A context in which each (module, constant) has the given value (a function's value is
+    what it returns given the module)."""
     import importlib
 
     stack = ExitStack()
     for (module, name), value in patches.items():
-        stack.enter_context(mock.patch.object(importlib.import_module(module), name, value))
+        imported = importlib.import_module(module)
+        stack.enter_context(mock.patch.object(imported, name, value(imported) if callable(value) else value))
     return stack
 
 

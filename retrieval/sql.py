@@ -114,7 +114,7 @@ BM25_FILTER_CHECKS_PER_CANDIDATE = 4
 BM25_EXACT_POSTINGS = 60000
 # The exact pass also reads in full, rarest first, the terms it could skip while their postings
 # and every rarer term's number at most this many: a posting read in a row costs far less than
-# the probe of each chunk that a skipped term's idf would leave to rescore.
+# the probe of each chunk that a skipped term's weight would leave to rescore.
 BM25_EXACT_READ_AHEAD = 12000
 # The exact pass rescores at most this many of those chunks (one probe each), best bound first.
 BM25_EXACT_RESCORED = 1000
@@ -129,20 +129,21 @@ def _density_order(table: str = "") -> str:
     return f"{table}tf::float8 / greatest({table}chunk_length, 1) DESC, {table}chunk_id"
 
 
-def _contribution(idf: str) -> str:
-    """One posting's share of the score; ``idf`` is the term's idf, `ct` the posting. The
+def _contribution(weight: str) -> str:
+    """One posting's share of the score; ``weight`` is the term's weight (_TERM_WEIGHT), `ct` the posting. The
     constants are float8 parameters: as bare literals they would be numeric, and numeric
     arithmetic on every posting costs more than the rest of the scan."""
     length_norm = "(1 - %(b)s::float8 + %(b)s::float8 * ct.chunk_length / stats.avgdl)"
-    return f"{idf} * ct.tf / (ct.tf + %(k1)s::float8 * {length_norm})"
+    return f"{weight} * ct.tf / (ct.tf + %(k1)s::float8 * {length_norm})"
 
 
 def bm25_candidates(
     *, store_id: int, config: str, scoring_text: str, filter_query: str | None, limit: int
 ) -> list[tuple[int, float]]:
-    """BM25 in Lucene's form — Σ idf · tf / (tf + k1 · (1 − b + b · length / average length)) with
-    idf = ln(1 + (N − df + 0.5) / (df + 0.5)), k1 1.2, b 0.75 — over the store's term statistics,
-    the query tokenised by ``config``, the configuration the store's index is built with.
+    """BM25 in Lucene's form — Σ qtf · idf · tf / (tf + k1 · (1 − b + b · length / average length))
+    with idf = ln(1 + (N − df + 0.5) / (df + 0.5)), k1 1.2, b 0.75, qtf the times the query holds
+    the term — over the store's term statistics, the query tokenised by ``config``, the
+    configuration the store's index is built with.
 
     ``filter_query`` (websearch syntax) restricts the result to chunks matching its phrases and
     exclusions; scoring uses the positive terms of ``scoring_text`` only. Rows are (chunk id,
@@ -200,10 +201,15 @@ def bm25_candidates(
     return exact
 
 
-# The first CTEs of both BM25 statements: the query's distinct lexemes and the store's chunk
-# count and average length.
+# A query term's weight in the BM25 sum (`qt` the query term, `st` its store statistics): its idf
+# times the times the query holds it. A word the query repeats counts each time, as a repeated
+# clause does in Lucene, a repeated token in bm25s and Robertson's qtf factor (with k3 large).
+_TERM_WEIGHT = "qt.occurrences * ln(1 + (stats.n - st.df + 0.5) / (st.df + 0.5))"
+# The first CTEs of both BM25 statements: the query's distinct lexemes, each with how often the
+# query holds it (its positions), and the store's chunk count and average length.
 _QUERY_TERMS_AND_STATS = """WITH query_terms AS (
-            SELECT DISTINCT lexeme AS term FROM unnest(to_tsvector(%(config)s::regconfig, %(text)s))
+            SELECT lexeme AS term, cardinality(positions) AS occurrences
+            FROM unnest(to_tsvector(%(config)s::regconfig, %(text)s))
         ), stats AS MATERIALIZED (
             SELECT chunk_count::float8 AS n, greatest(token_total::float8 / greatest(chunk_count, 1), 1e-9) AS avgdl
             FROM store_text_stats WHERE store_id = %(store)s
@@ -241,20 +247,20 @@ def _bm25_statement(*, filtered: bool) -> str:
     exclusion only filters the candidates: a phrase whose chunks are none of them returns fewer
     hits than full scoring would.
     """
-    contribution = _contribution("w.idf")
+    contribution = _contribution("w.weight")
     passes_filter = _passes_filter("ranked") if filtered else ""
     in_budget = "postings_through <= %(budget)s"
     checked = "LIMIT %(checks)s" if filtered else ""
     return f"""
         {_QUERY_TERMS_AND_STATS}, ranked_terms AS MATERIALIZED (
             -- postings_through: the postings of this term and of every rarer one.
-            SELECT st.term, st.df, ln(1 + (stats.n - st.df + 0.5) / (st.df + 0.5)) AS idf,
+            SELECT st.term, st.df, {_TERM_WEIGHT} AS weight,
                    row_number() OVER (ORDER BY st.df, st.term) AS rarity,
                    sum(st.df) OVER (ORDER BY st.df, st.term) AS postings_through
-            FROM store_terms st, stats
-            WHERE st.store_id = %(store)s AND st.term IN (SELECT term FROM query_terms)
+            FROM store_terms st JOIN query_terms qt ON qt.term = st.term, stats
+            WHERE st.store_id = %(store)s
         ), weights AS MATERIALIZED (
-            SELECT term, idf, rarity, df, CASE WHEN {in_budget} THEN df ELSE greatest(
+            SELECT term, weight, rarity, df, CASE WHEN {in_budget} THEN df ELSE greatest(
                 %(min_postings)s,
                 (%(budget)s - coalesce(max(postings_through) FILTER (WHERE {in_budget}) OVER (), 0))
                 / count(*) FILTER (WHERE NOT {in_budget}) OVER ()
@@ -285,7 +291,7 @@ def _bm25_statement(*, filtered: bool) -> str:
             FROM postings p JOIN unseen u ON u.rarity = p.rarity GROUP BY p.chunk_id
         ), query AS MATERIALIZED (
             -- complete: every term read in full, so the ranking above was full scoring.
-            SELECT array_agg(term ORDER BY rarity) AS terms, array_agg(idf ORDER BY rarity) AS idfs,
+            SELECT array_agg(term ORDER BY rarity) AS terms, array_agg(weight ORDER BY rarity) AS weights,
                    bool_and(depth >= df) AS complete
             FROM weights
         ), kept AS MATERIALIZED (
@@ -300,7 +306,7 @@ def _bm25_statement(*, filtered: bool) -> str:
         -- Each kept chunk's exact score (_RESCORE_CHUNK).
         SELECT k.chunk_id, sum(ct.part ORDER BY ct.rarity) AS score, bool_and(q.complete) AS complete
         FROM kept k CROSS JOIN query q CROSS JOIN stats CROSS JOIN LATERAL (
-            {_RESCORE_CHUNK.format(contribution=_contribution("q.idfs[r.rarity]"), chunk="k.chunk_id")}
+            {_RESCORE_CHUNK.format(contribution=_contribution("q.weights[r.rarity]"), chunk="k.chunk_id")}
         ) ct
         GROUP BY k.chunk_id
         ORDER BY score DESC, k.chunk_id LIMIT %(limit)s
@@ -310,7 +316,7 @@ def _bm25_statement(*, filtered: bool) -> str:
 # One kept chunk's parts of the score: one probe of the postings primary key for the query's
 # terms, answered from the index. OFFSET 0 keeps the probe per chunk: flattened into a join, the
 # planner (which estimates every CTE at a few rows) reads the terms' whole postings lists
-# instead. A term's idf is looked up by its position in the query's arrays, not joined, for the
+# instead. A term's weight is looked up by its position in the query's arrays, not joined, for the
 # same reason.
 _RESCORE_CHUNK = """
     SELECT r.rarity, {contribution} AS part
@@ -324,46 +330,47 @@ def _bm25_exact_statement(*, filtered: bool) -> str:
     """The exact top-n once a ``threshold`` is known (the n-th score of chunks scored exactly),
     in the manner of MaxScore.
 
-    A term adds less than its idf to any chunk (tf / (tf + k1 · …) < 1). Only the query's most
-    frequent terms may be skipped, and only while their idfs sum below ``threshold``: a chunk
+    A term adds less than its weight (idf times the times the query holds it) to any chunk
+    (tf / (tf + k1 · …) < 1). Only the query's lightest terms may be skipped, and only while
+    their weights sum below ``threshold``: a chunk
     holding none but those scores below the threshold and cannot be in the top n. Every other
     term is read in full: the deciding ones, which must be (when their postings number at most
     ``max_postings``; else nothing is returned), and, rarest first, the skippable ones whose
     postings and every rarer term's still fit ``read_ahead``. Each chunk found is bounded by what
-    those postings add plus the skipped terms' idfs, and the chunks whose bound reaches the
+    those postings add plus the skipped terms' weights, and the chunks whose bound reaches the
     threshold, best bound first (at most ``rescored``; with a filter, those passing it among the
     first ``checks``), are rescored exactly over every term. When neither cap cuts the chunks
     short, the best n of those are exactly full scoring's.
 
     Reading ahead is what keeps the rescoring small: a rescored chunk costs one probe of the
     postings' primary key, as much as a few dozen postings read in a row, and every term skipped
-    adds its idf to every chunk's bound. Skipping all a MaxScore may leaves the skipped idfs close
+    adds its weight to every chunk's bound. Skipping all a MaxScore may leaves the skipped weights close
     to the threshold itself, so that almost every chunk found would have to be rescored.
     """
     passes_filter = _passes_filter("bounded") if filtered else ""
     checked = "LIMIT %(checks)s" if filtered else ""
     return f"""
         {_QUERY_TERMS_AND_STATS}, terms AS MATERIALIZED (
-            SELECT st.term, st.df, ln(1 + (stats.n - st.df + 0.5) / (st.df + 0.5)) AS idf,
+            SELECT st.term, st.df, {_TERM_WEIGHT} AS weight,
                    row_number() OVER (ORDER BY st.df, st.term) AS rarity
-            FROM store_terms st, stats
-            WHERE st.store_id = %(store)s AND st.term IN (SELECT term FROM query_terms)
+            FROM store_terms st JOIN query_terms qt ON qt.term = st.term, stats
+            WHERE st.store_id = %(store)s
         ), bounds AS MATERIALIZED (
-            -- bound_through: the idfs of this term and of every more frequent one;
+            -- bound_through: the weights of this term and of every lighter one;
             -- postings_through: the postings of this term and of every rarer one.
-            SELECT term, df, idf, rarity, sum(idf) OVER (ORDER BY idf, term) AS bound_through,
+            SELECT term, df, weight, rarity, sum(weight) OVER (ORDER BY weight, term) AS bound_through,
                    sum(df) OVER (ORDER BY rarity) AS postings_through
             FROM terms
         ), read AS MATERIALIZED (
-            SELECT term, idf, rarity, df, bound_through >= %(threshold)s::float8 AS deciding FROM bounds
+            SELECT term, weight, rarity, df, bound_through >= %(threshold)s::float8 AS deciding FROM bounds
             WHERE bound_through >= %(threshold)s::float8 OR postings_through <= %(read_ahead)s
         ), plan AS MATERIALIZED (
-            SELECT coalesce((SELECT sum(idf) FROM terms WHERE term NOT IN (SELECT term FROM read)), 0)
+            SELECT coalesce((SELECT sum(weight) FROM terms WHERE term NOT IN (SELECT term FROM read)), 0)
                        AS skipped_bound,
                    coalesce((SELECT sum(df) FROM read WHERE deciding), 0) <= %(max_postings)s AS affordable
         ), seen AS MATERIALIZED (
             -- A bound needs no particular order of addition: a plain sum, hashed, not sorted.
-            SELECT ct.chunk_id, sum({_contribution("r.idf")}) AS score
+            SELECT ct.chunk_id, sum({_contribution("r.weight")}) AS score
             FROM read r CROSS JOIN stats CROSS JOIN LATERAL (
                 -- Each term's postings through the density index, as the bounded pass reads them:
                 -- joined instead, a small table's plan may scan every term's postings.
@@ -385,11 +392,11 @@ def _bm25_exact_statement(*, filtered: bool) -> str:
             {passes_filter}
             ORDER BY bound DESC, chunk_id LIMIT %(rescored)s
         ), query AS MATERIALIZED (
-            SELECT array_agg(term ORDER BY rarity) AS terms, array_agg(idf ORDER BY rarity) AS idfs FROM terms
+            SELECT array_agg(term ORDER BY rarity) AS terms, array_agg(weight ORDER BY rarity) AS weights FROM terms
         )
         SELECT k.chunk_id, sum(ct.part ORDER BY ct.rarity) AS score
         FROM kept k CROSS JOIN query q CROSS JOIN stats CROSS JOIN LATERAL (
-            {_RESCORE_CHUNK.format(contribution=_contribution("q.idfs[r.rarity]"), chunk="k.chunk_id")}
+            {_RESCORE_CHUNK.format(contribution=_contribution("q.weights[r.rarity]"), chunk="k.chunk_id")}
         ) ct
         GROUP BY k.chunk_id
         ORDER BY score DESC, k.chunk_id LIMIT %(limit)s
@@ -440,10 +447,12 @@ def matched_words(*, chunk_ids: list[int], words: list[str], config: str) -> dic
 
 
 def query_lexemes(text: str, config: str) -> list[str]:
-    """The lexemes of a query under ``config``, in order of first appearance."""
+    """The lexemes of a query under ``config`` in the query's order, each as often as the query
+    holds it: the tokens BM25 scores (a repeated one counts each time)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, %s)) ORDER BY positions[1]", [config, text]
+            "SELECT t.lexeme FROM unnest(to_tsvector(%s::regconfig, %s)) t, unnest(t.positions) p ORDER BY p",
+            [config, text],
         )
         return [row[0] for row in cursor.fetchall()]
 

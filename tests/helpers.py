@@ -404,11 +404,10 @@ def chunk_tokens(store) -> tuple[list[int], list[list[str]]]:
 
 
 def query_tokens(query: str, config: str) -> list[str]:
-    from django.db import connection
+    """The query's lexemes as BM25 scores them: each as often as the query holds it."""
+    from retrieval.sql import query_lexemes
 
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT DISTINCT lexeme FROM unnest(to_tsvector(%s::regconfig, %s))", [config, query])
-        return [row[0] for row in cursor.fetchall()]
+    return query_lexemes(query, config)
 
 
 def matching_chunks(store, query: str) -> set[int]:

@@ -124,3 +124,19 @@ def read_collection(folder: Path) -> tuple[list[dict], dict[str, str], dict[str,
             raise BeirFormatError(f"{file_name}: not found in {folder}")
         texts[file_name] = path.read_text(encoding="utf-8")
     return parse_corpus(texts[CORPUS_FILE]), parse_queries(texts[QUERIES_FILE]), parse_qrels(texts[QRELS_FILE])
+
+
+def write_collection(
+    folder: Path, *, corpus: list[dict], queries: list[tuple[str, str]], judgements: list[tuple[str, str, int]]
+) -> None:
+    """Writes a BEIR-layout folder that :func:`read_collection` reads back: ``corpus`` as given
+    (one JSON object a line), ``queries`` as (id, text) and ``judgements`` as (query id,
+    document id, gain), in the order given (the benches' converters of classic collections)."""
+    folder = Path(folder)
+    (folder / QRELS_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (folder / CORPUS_FILE).write_text("".join(json.dumps(document) + "\n" for document in corpus))
+    (folder / QUERIES_FILE).write_text(
+        "".join(json.dumps({"_id": identifier, "text": text}) + "\n" for identifier, text in queries)
+    )
+    rows = ["\t".join(QRELS_HEADER), *(f"{query}\t{document}\t{gain}" for query, document, gain in judgements)]
+    (folder / QRELS_FILE).write_text("\n".join(rows) + "\n")

@@ -76,6 +76,8 @@ def running_workers() -> set[tuple[int, float]]:
     }
 
 
+POOL_CHUNKS = 30  # the smoke store's chunks: every vector search returns them all
+
 QUALITY_CONFIGS = [
     "vector",
     "lexical pgvector (ts_rank_cd)",
@@ -87,9 +89,12 @@ QUALITY_CONFIGS = [
     "hybrid bm25, plain-word queries (diagnostic)",
     "lexical bm25, no exact pass (posting budget only)",
     "hybrid bm25, no exact pass (posting budget only)",
+    "lexical bm25, distinct query words (before issue 40)",
+    "hybrid bm25, distinct query words (before issue 40)",
     "baseline bm25s",
     "baseline exact dense",
     "baseline rrf(bm25s, dense)",
+    "baseline bm25s, distinct query words (before issue 40)",
     "naive bm25s, 1000-char windows (200 overlap), \\w+ tokens",
     "naive rrf(bm25s, dense), 1000-char windows (200 overlap), \\w+ tokens",
     "naive bm25s, whole documents, \\w+ tokens",
@@ -99,6 +104,8 @@ QUALITY_CONFIGS = [
     "reference rrf, whole documents",
     "reference bm25s, whole documents, English stemming + stop words",
     "reference rrf, whole documents, English stemming + stop words",
+    "reference bm25s, whole documents, English stemming + stop words, distinct query words (before issue 40)",
+    "reference rrf, whole documents, English stemming + stop words, distinct query words (before issue 40)",
 ]
 
 
@@ -113,11 +120,31 @@ def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(
     rebuild = ["--index-config", rebuilt_in] if rebuilt_in else []
     # The fake Cohere ranks in reverse: the reranked rows must fall below the same searches unreranked.
     rerank = ["--rerank-connection", f"cohere_rerank={fake_upstream.url}"]
+    legs = run_tmpdir / "legs.json"
     finished = run_bench(
-        "quality.py", run_tmpdir, "--smoke", "--dataset", DATASET, "--ingest", ingest, *rebuild, *rerank
+        "quality.py",
+        run_tmpdir,
+        "--smoke",
+        "--dataset",
+        DATASET,
+        "--ingest",
+        ingest,
+        *rebuild,
+        *rerank,
+        "--legs",
+        str(legs),
+        timeout=600,  # a dozen searches a query on a loaded 2-core machine
     )
 
     assert finished.returncode == 0, finished.stderr[-3000:]
+    # Each query's two legs, every chunk's document and lexemes, and the judgements.
+    saved = json.loads(legs.read_text())
+    assert saved["legs"].keys() == saved["qrels"].keys() == saved["queries"].keys()
+    assert all(len(sides["vector"]) == POOL_CHUNKS and sides["lexical"] for sides in saved["legs"].values())
+    assert saved["sources"].keys() == saved["lexemes"].keys()
+    assert {str(chunk_id) for sides in saved["legs"].values() for chunk_id, _ in sides["lexical"]} <= saved[
+        "sources"
+    ].keys()
     result = json.loads(finished.stdout.strip().splitlines()[-1])
     assert {"dataset", "settings", "results"} <= result.keys()
     assert result["settings"]["search_backend"] == "bm25"  # the store kept its default settings

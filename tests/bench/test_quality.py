@@ -7,6 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from quality import (  # noqa: E402  (the bench folder is not a package)
+    DISTINCT_WORDS,
     REFERENCE_FUSED,
     REFERENCE_LEXICAL,
     STEMMED,
@@ -81,3 +82,19 @@ def test_naive_rankings_use_lowercase_word_runs_and_rank_documents_at_their_best
     units = naive_whole_documents(corpus) + [("split", "nothing relevant")]
 
     assert naive_rankings(units, {"q": "HEAT transfer"}) == {"q": ["compound", "split"]}
+
+
+def test_the_reference_counts_a_repeated_query_word_each_time_unless_told_distinct():
+    # "alpha" and "beta" have the same statistics: asked once each, their documents tie (corpus
+    # order); "alpha" asked twice puts its document first.
+    corpus = [
+        {"_id": "beta", "title": "", "text": "beta one"},
+        {"_id": "alpha", "title": "", "text": "alpha two"},
+        {"_id": "other", "title": "", "text": "three four"},
+    ]
+    dense = {"q": ["other", "beta", "alpha"]}
+    repeated = reference_rankings(corpus, {"q": "alpha beta alpha"}, dense)
+    distinct = reference_rankings(corpus, {"q": "alpha beta alpha"}, dense, distinct=True)
+
+    assert repeated[REFERENCE_LEXICAL]["q"] == ["alpha", "beta"]
+    assert distinct[REFERENCE_LEXICAL + DISTINCT_WORDS]["q"] == ["beta", "alpha"]

@@ -16,11 +16,15 @@ taken for a search operator; its line breaks become spaces. Nothing else is chan
 
 from __future__ import annotations
 
-import json
 import re
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))  # the repository, for its BEIR writer
+
+from retrieval.evaluation.beir import write_collection  # noqa: E402
+
 SOURCE = HERE / "source"
 _RECORD = re.compile(r"^\*(TEXT|FIND)\s+(\d+)", re.MULTILINE)
 
@@ -56,17 +60,12 @@ def main() -> None:
     all_judgements = judgements(SOURCE / "TIME.REL")
     qrels = [(question, article) for question, article in all_judgements if article in known]
     dropped = sorted(set(all_judgements) - set(qrels))
-    with open(HERE / "corpus.jsonl", "w") as handle:
-        for number, text in articles:
-            handle.write(json.dumps({"_id": number, "title": "", "text": text}) + "\n")
-    with open(HERE / "queries.jsonl", "w") as handle:
-        for number, text in questions:
-            handle.write(json.dumps({"_id": number, "text": text}) + "\n")
-    (HERE / "qrels").mkdir(exist_ok=True)
-    with open(HERE / "qrels" / "test.tsv", "w") as handle:
-        handle.write("query-id\tcorpus-id\tscore\n")
-        for question, article in qrels:
-            handle.write(f"{question}\t{article}\t1\n")
+    write_collection(
+        HERE,
+        corpus=[{"_id": number, "title": "", "text": text} for number, text in articles],
+        queries=questions,
+        judgements=[(question, article, 1) for question, article in qrels],
+    )
     characters = sum(len(text) for _, text in articles) / len(articles)
     words = sum(len(text.split()) for _, text in questions) / len(questions)
     print(f"judgements of articles TIME.ALL lacks, left out: {dropped}")

@@ -4,7 +4,14 @@ import json
 
 import pytest
 
-from retrieval.evaluation.beir import BeirFormatError, parse_corpus, parse_qrels, parse_queries, read_collection
+from retrieval.evaluation.beir import (
+    BeirFormatError,
+    parse_corpus,
+    parse_qrels,
+    parse_queries,
+    read_collection,
+    write_collection,
+)
 
 
 def jsonl(*objects) -> str:
@@ -89,3 +96,15 @@ def test_read_collection_reads_a_folder_and_names_a_missing_file(tmp_path):
     (tmp_path / "qrels").mkdir()
     (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n", encoding="utf-8")
     assert read_collection(tmp_path) == ([{"_id": "d1", "title": "", "text": "x"}], {"q1": "é?"}, {"q1": {"d1": 1}})
+
+
+def test_a_written_collection_reads_back_as_written(tmp_path):
+    corpus = [
+        {"_id": "2", "title": "a title", "text": "text \u2028 with a separator"},
+        {"_id": "1", "title": "", "text": "x"},
+    ]
+    queries = [("q2", "second question"), ("q1", "first")]
+
+    write_collection(tmp_path / "set", corpus=corpus, queries=queries, judgements=[("q2", "1", 1), ("q1", "2", 2)])
+
+    assert read_collection(tmp_path / "set") == (corpus, dict(queries), {"q2": {"1": 1}, "q1": {"2": 2}})
