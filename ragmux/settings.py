@@ -185,6 +185,9 @@ try:
     ROUTE_COOLDOWN = env_duration("ROUTE_COOLDOWN", 30, minimum=1)
     UPSTREAM_MAX_RESPONSE_MB = env_int("UPSTREAM_MAX_RESPONSE_MB", 64, minimum=1)
     ALLOW_PRIVATE_UPSTREAMS = env_bool("ALLOW_PRIVATE_UPSTREAMS", False)
+    # Loopback addresses only (a model server on this machine: Ollama at localhost:11434). The
+    # embedded default, one machine, turns it on (ragmux.launch.embedded); the compose file not.
+    ALLOW_LOOPBACK_UPSTREAMS = env_bool("ALLOW_LOOPBACK_UPSTREAMS", False)
     PRIVATE_UPSTREAM_ALLOWLIST = env_host_allowlist("PRIVATE_UPSTREAM_ALLOWLIST")
 
     # Remote images the gateway fetches for providers that take images inline only (Gemini,

@@ -57,7 +57,11 @@ def _connection_form_page(request, form: Form, *, connection=None):
 
 @page("viewer")
 def connections(request):
-    return render(request, "dashboard/connections.html", {"connections": list(selectors.connection_list())})
+    rows = list(selectors.connection_list())
+    refusals = selectors.private_upstream_refusals(rows)
+    for row in rows:
+        row.guard_refusal = refusals.get(row.pk)
+    return render(request, "dashboard/connections.html", {"connections": rows})
 
 
 @page("admin", methods=("GET", "POST"))
