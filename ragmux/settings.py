@@ -314,8 +314,13 @@ TEMPLATES = [
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTHENTICATION_BACKENDS = ["ragmux.core.authentication.CaseInsensitiveModelBackend"]
+# Every password set (dashboard, API, `ragmux reset-password`, RAGMUX_ADMIN_PASSWORD) passes
+# through ragmux.core.accounts, which asks each of these.
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "/admin/login/"
 LOGIN_REDIRECT_URL = "/admin/"
