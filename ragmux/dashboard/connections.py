@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from gateway.connections import selectors, services
 from gateway.connections.http import UpstreamBlocked
@@ -115,7 +116,7 @@ def connection_delete(request, connection_id: int):
     return render(request, "dashboard/connection_delete.html", {"connection": connection})
 
 
-@page("admin", methods=("POST",))
+@page("admin", methods=("POST",), shown_on=lambda connection_id: reverse("dashboard:connections"))
 def connection_test(request, connection_id: int):
     connection = selectors.connection_get(connection_id)
     tested = attempt(lambda: services.connection_test(connection=connection, actor=request.user))
@@ -195,7 +196,7 @@ def prices(request):
     return _prices_page(request, Form(names=PRICE_CREATE_FIELDS, initial={"provider_type": ProviderType.OPENAI}))
 
 
-@page("admin", methods=("POST",))
+@page("admin", methods=("POST",), shown_on=lambda: reverse("dashboard:prices"))
 def price_create(request):
     form = Form(request, names=PRICE_CREATE_FIELDS)
     data = {**_price_values_input(form), "provider_type": form.values["provider_type"], "model": form.values["model"]}
@@ -249,7 +250,7 @@ def price_edit(request, price_id: int):
     )
 
 
-@page("admin", methods=("POST",))
+@page("admin", methods=("POST",), shown_on=lambda price_id: reverse("dashboard:prices"))
 def price_delete(request, price_id: int):
     price = selectors.price_get(price_id)
     deleted = attempt(lambda: services.price_delete(price=price, actor=request.user))

@@ -6,6 +6,7 @@ import math
 
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
+from django.shortcuts import redirect
 
 from ragmux.core.signin import InvalidCredentials, SignInThrottled, sign_in, sign_out
 
@@ -45,6 +46,12 @@ class DashboardLoginView(auth_views.LoginView):
 
 class DashboardLogoutView(auth_views.LogoutView):
     next_page = "/admin/login/"
+    http_method_names = ["get", "post", "options"]
+
+    def get(self, request, *args, **kwargs):
+        """A visit (a bookmark, a reload) signs no one out, and is no bare 405 either: it goes to
+        the overview, or to the sign-in page for whoever is signed out."""
+        return redirect("dashboard:overview")
 
     def post(self, request, *args, **kwargs):
         sign_out(request=request)  # audited; Django's own sign-out that follows finds no one
