@@ -17,7 +17,7 @@ from gateway.connections import selectors, services
 from gateway.connections.http import UpstreamBlocked
 from gateway.connections.models import RATE_FIELDS, ModelPrice, PriceSource, ProviderType
 from gateway.connections.prices import builtin_values
-from gateway.connections.pricing import token_cost
+from gateway.connections.pricing import rerank_cost
 from gateway.connections.serializers import ConnectionInput, PriceCreateInput, PriceValuesInput
 from ragmux.core.errors import status_for
 from ragmux.dashboard.access import page
@@ -161,8 +161,16 @@ class PriceRow:
 
     @property
     def preview(self) -> str:
-        cost = token_cost(self.price, prompt_tokens=PREVIEW_INPUT_TOKENS, completion_tokens=PREVIEW_OUTPUT_TOKENS)
+        """What one request costs: one search unit for a row billed per search (a rerank API),
+        else the preview's tokens."""
+        cost = rerank_cost(
+            self.price, search_units=1, prompt_tokens=PREVIEW_INPUT_TOKENS, completion_tokens=PREVIEW_OUTPUT_TOKENS
+        )
         return dollars(cost.micros)
+
+    @property
+    def per_search(self) -> bool:
+        return self.price.per_search_unit is not None
 
 
 def _price_values_input(form: Form) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ragmux.dashboard.spend import METER_FULL, METER_WARN
 from stores import selectors
 from stores.models import RagStore
 
@@ -20,6 +21,14 @@ class Meter:
     @property
     def full(self) -> bool:
         return bool(self.limit) and self.used >= self.limit
+
+    @property
+    def warn_at(self) -> float:
+        return self.limit * METER_WARN
+
+    @property
+    def full_at(self) -> float:
+        return self.limit * METER_FULL
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from gateway.clients.models import Project
 from gateway.clients.usage_reports import UsageReport, WindowUsage, project_usage_reports, usage_report
 from gateway.clients.usage_windows import percent_of
 from ragmux.dashboard.access import page
-from ragmux.dashboard.filters import dollars
+from ragmux.dashboard.filters import dollars, number
 
 # Each meter: window, what it measures, its name in sentences, and the forecast that goes with it.
 _METERS = (
@@ -27,6 +27,13 @@ _METERS = (
     (MINUTE, "tokens", "tokens-a-minute limit", None),
     (MINUTE, "requests", "requests-a-minute limit", None),
 )
+
+
+# A meter's colour: green up to 80 % of its limit, amber up to 95 %, red above, a spent limit
+# included (the <meter>'s optimum is 0, so above its high boundary is the bad region; a value
+# equal to the boundary is still amber, so the boundary sits below the limit).
+METER_WARN = 0.8
+METER_FULL = 0.95
 
 
 def utc_moment(moment: datetime, now: datetime) -> str:
@@ -63,8 +70,17 @@ class BudgetMeter:
     def full(self) -> bool:
         return self.used >= self.limit
 
+    @property
+    def warn_at(self) -> float:
+        """Where the meter turns amber; above ``full_at`` it is red (the <meter>'s low and high)."""
+        return self.limit * METER_WARN
+
+    @property
+    def full_at(self) -> float:
+        return self.limit * METER_FULL
+
     def _amount(self, value: int) -> str:
-        return dollars(value) if self.unit == "dollars" else f"{value:,}"
+        return dollars(value) if self.unit == "dollars" else number(value)
 
     @property
     def text(self) -> str:
@@ -89,6 +105,9 @@ def budget_meters(report: UsageReport) -> list[BudgetMeter]:
         if not limit:
             continue
         exhausted_at = report.forecast[forecast_key] if forecast_key else None
+        if window == MONTH and _day_blocks(report):
+            # No call gets through until the day resets: the month's rate says nothing.
+            exhausted_at = None
         meters.append(
             BudgetMeter(
                 name=name,
@@ -100,6 +119,12 @@ def budget_meters(report: UsageReport) -> list[BudgetMeter]:
             )
         )
     return meters
+
+
+def _day_blocks(report: UsageReport) -> bool:
+    """True while a daily budget is spent, so the limits refuse every call until it resets."""
+    day = report.windows[DAY]
+    return any(limit and used >= limit for used, limit in (_used_and_limit(day, u) for u in ("tokens", "dollars")))
 
 
 @dataclass(frozen=True)

@@ -75,10 +75,10 @@ def test_an_admin_connects_tests_prices_manages_a_user_and_reads_the_audit(
     page.get_by_label("Input, USD per million tokens", exact=True).fill("2")
     page.get_by_label("Output, USD per million tokens").fill("4")
     page.get_by_role("button", name="Preview the cost").click()
-    expect(page.locator("#preview .preview")).to_have_text("$0.0040")
+    expect(page.locator("#preview .preview")).to_have_text("$0.004")
     page.get_by_role("button", name="Save the price").click()
-    expect(flash(page)).to_contain_text("one request now costs $0.0040")
-    expect(row.locator(".preview")).to_have_text("$0.0040")
+    expect(flash(page)).to_contain_text("one request now costs $0.004")
+    expect(row.locator(".preview")).to_have_text("$0.004")
     expect(row).to_contain_text("yours, overrides the built-in price")
     shots(page, "prices")
 
