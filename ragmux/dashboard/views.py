@@ -396,7 +396,8 @@ class Column:
         if report.reranked:
             return f"reranked by {report.backend} in {report.latency_ms} ms"
         if report.fallback:
-            return f"{report.backend} failed after {report.latency_ms} ms: the fused order is kept"
+            reason = report.fallback_reason
+            return f"{report.backend} failed after {report.latency_ms} ms ({reason}): the fused order is kept"
         return f"skipped: {report.skipped_reason}"
 
 
