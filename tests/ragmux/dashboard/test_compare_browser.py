@@ -164,3 +164,22 @@ def test_an_llm_rerank_that_is_no_ranking_or_fails_keeps_the_fused_order_and_say
     reply = body.json()
     assert reply["rerank_fallback"] is True and reply["reranked"] is False
     assert "503" in reply["rerank_fallback_reason"] and reply["rerank_fallback_reason"].startswith("fake-chat: ")
+
+
+def test_a_vector_column_names_no_lexical_backend_and_hits_say_nothing_of_a_column_not_run(
+    wide_page, personas, memos, shots
+):
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto(compare_address(memos, **{"a-mode": "vector", "b-mode": "hybrid", "b-backend": "bm25"}))
+    vector = page.locator("section.column[data-side=a]")
+    expect(vector.locator(".backend-ran")).to_have_text("none: a vector search has no lexical side")
+    expect(page.locator("section.column[data-side=b] .backend-ran")).to_have_text("bm25")
+
+    # A refused, so not run: B's hits are not "only here", and carry no "A: —".
+    page.goto(compare_address(memos, **{"a-mode": "lexical", "a-backend": "pg_search", "b-backend": "bm25"}))
+    b = page.locator("section.column[data-side=b]")
+    expect(b.locator(".hit").first).to_be_visible()
+    expect(b.locator(".movement")).to_have_count(0)
+    expect(b.locator(".hit.only-here")).to_have_count(0)
+    shots(page, "search-compare-one-run")
