@@ -29,7 +29,8 @@ logger = logging.getLogger("ragmux.stores")
 WIDTH_PROBE_TIMEOUT = 15.0
 # Settings whose change alters the chunks, and so what is stored and embedded.
 CHUNK_SHAPING_FIELDS = ("chunk_size", "chunk_overlap", "contextual_chunks", "chunking_strategy")
-_audit = partial(audit_change, object_type="store")
+# The audit row of a change to a store; admission's bulk reprocess writes its row here too.
+audit_store = partial(audit_change, object_type="store")
 # What a document's row in the audit trail says of it (its error too, when it has one).
 AUDITED_DOCUMENT_FIELDS = ("store_id", "filename", "size_bytes", "status")
 
@@ -144,7 +145,7 @@ def store_create(*, name: str, values: dict[str, Any], actor=None) -> RagStore:
             # Nothing is indexed yet: the index starts out in the chosen configuration.
             store.indexed_config = store.index_config
             store.save()
-            _audit(store, actor=actor, action="store.create", after=_settings(store))
+            audit_store(store, actor=actor, action="store.create", after=_settings(store))
     except IntegrityError:
         raise Conflict(f"a store named {name!r} already exists", code="duplicate_name") from None
     warn_about_fts_config(store)
@@ -179,7 +180,7 @@ def store_update(*, store: RagStore, name: str, values: dict[str, Any], actor=No
         locked.name = name
         _apply(locked, merged)
         locked.save()
-        _audit(locked, actor=actor, action="store.update", before=before, after=_settings(locked))
+        audit_store(locked, actor=actor, action="store.update", before=before, after=_settings(locked))
         has_documents = Document.objects.filter(store=locked).exists()
         if locked.index_config != locked.indexed_config:
             send_on_commit(tasks.rebuild_lexical_index, locked.pk)
@@ -191,7 +192,7 @@ def store_update(*, store: RagStore, name: str, values: dict[str, Any], actor=No
 def store_delete(*, store: RagStore, actor=None) -> None:
     # Documents, chunks, vectors and term statistics go with it (ON DELETE CASCADE).
     RagStore.objects.filter(pk=store.pk).delete()
-    _audit(store, actor=actor, action="store.delete", before=_settings(store))
+    audit_store(store, actor=actor, action="store.delete", before=_settings(store))
 
 
 # --------------------------------------------------------------------------------------------

@@ -300,9 +300,9 @@ def test_the_audit_page_lists_changes_with_before_and_after_and_no_secret(as_rol
     html = admin.get("/admin/audit/").content.decode()
     page = text(admin.get("/admin/audit/"))
     assert KEY not in html and "a secret password" not in html
-    assert "admin user.create user #" in page and "username: — → erin" in page
+    assert "admin user.create user #" in page and "username: erin" in page
     assert "price.update price #" in page and "input_per_mtok: 0.15 → 2" in page and "source: builtin → user" in page
-    assert "connection.create connection #" in page and "api_key_masked: — → sk-…0000" in page
+    assert "connection.create connection #" in page and "api_key_masked: sk-…0000" in page
 
     only_prices = text(admin.get("/admin/audit/", {"object_type": "price"}))
     assert "1 entry" in only_prices and "user.create" not in only_prices

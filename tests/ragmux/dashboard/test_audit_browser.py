@@ -44,7 +44,7 @@ def test_an_admin_follows_a_document_to_its_entries_and_reads_the_refused_sign_i
     expect(rows.first).to_have_attribute("data-action", "document.upload")
     expect(rows.first).to_contain_text("admin")
     expect(rows.first).to_contain_text("127.0.0.1")
-    expect(rows.first).to_contain_text("filename: — → memo.md")
+    expect(rows.first).to_contain_text("filename: memo.md")
     shots(page, "audit-document")
 
     page.get_by_role("link", name="Clear").click()
@@ -67,3 +67,24 @@ def test_an_admin_follows_a_document_to_its_entries_and_reads_the_refused_sign_i
     expect(lockouts.first).to_contain_text("127.0.0.1")
     expect(page.locator("table.refusals tbody tr[data-action='login.locked']")).to_have_count(1)
     shots(page, "sign-ins")
+
+
+def test_retry_all_failed_leaves_an_entry_per_document_and_one_store_entry_found_under_store(
+    wide_page, personas, kb, shots
+):
+    from tests.factories import DocumentFactory
+
+    failed = [DocumentFactory(store=kb, status="failed", error="no text found") for _ in range(2)]
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto(f"/admin/stores/{kb.pk}/")
+    page.get_by_role("button", name="Retry all failed (2)").click()
+    page.goto(f"/admin/audit/?object_type=store&object_id={kb.pk}")
+    rows = page.locator("table.audit tbody tr")
+    expect(rows).to_have_count(2)  # its creation, and the retry
+    expect(rows.first).to_have_attribute("data-action", "store.reprocess")
+    expect(rows.first.locator(".changes li")).to_have_text(["status: failed", "documents: 2"])
+    shots(page, "audit-store")
+    for document in failed:
+        page.goto(f"/admin/audit/?document={document.pk}")
+        expect(page.locator("table.audit tbody tr[data-action='document.reprocess']")).to_have_count(1)
