@@ -8,9 +8,19 @@ from decimal import ROUND_HALF_UP, Decimal
 from django import template
 
 from ingestion.queue import stage_of
+from ragmux.core.models import AuditEntry
+from ragmux.core.signin import OUTCOME_WORDS
 from ragmux.core.units import DOLLAR_PLACES, micros_to_dollars
 
 register = template.Library()
+
+
+@register.filter
+def sign_in_outcome(entry: AuditEntry) -> str:
+    """A sign-in row's outcome in words: "refused: wrong password", "locked out: …"."""
+    words = OUTCOME_WORDS.get(entry.action, entry.action)
+    reason = (entry.after or {}).get("reason")
+    return f"{words}: {reason}" if reason else words
 
 
 @register.filter

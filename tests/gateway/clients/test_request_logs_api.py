@@ -175,7 +175,10 @@ def test_the_csv_has_every_column_and_neutralises_formulas(api, ledger):
     assert as_csv["created_at"] == as_json["created_at"]
     assert (as_csv["tokens_estimated"], as_csv["streamed"], as_csv["ttfb_ms"]) == ("true", "true", "20")
     assert by_id[ledger["rows"][1].id]["ttfb_ms"] == ""  # null is an empty cell
-    assert (as_csv["project_name"], as_csv["cost_usd"]) == (plain.project.name, str(micros_to_dollars(plain.cost_micros)))
+    assert (as_csv["project_name"], as_csv["cost_usd"]) == (
+        plain.project.name,
+        str(micros_to_dollars(plain.cost_micros)),
+    )
     # New columns come last, so a reader by position keeps working.
     assert list(as_csv)[-9:-3] == [
         "cached_prompt_tokens",

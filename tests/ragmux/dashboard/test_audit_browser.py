@@ -88,3 +88,28 @@ def test_retry_all_failed_leaves_an_entry_per_document_and_one_store_entry_found
     for document in failed:
         page.goto(f"/admin/audit/?document={document.pk}")
         expect(page.locator("table.audit tbody tr[data-action='document.reprocess']")).to_have_count(1)
+
+
+def test_sign_in_outcomes_are_words_and_a_deactivated_user_is_told_so_only_with_the_right_password(
+    wide_page, personas, browser, live_server, shots
+):
+    from tests.factories import UserFactory
+
+    UserFactory(username="gone", role="viewer", is_active=False)
+    visitor = browser.new_context(base_url=live_server.url).new_page()
+    sign_in(visitor, "gone", "a guess")
+    expect(visitor.get_by_role("alert")).not_to_contain_text("deactivated")
+    sign_in(visitor, "gone", PASSWORD)
+    expect(visitor.get_by_role("alert")).to_contain_text("This account is deactivated. Ask an admin to reactivate it.")
+    sign_in(visitor, "nobody", "a guess")
+    visitor.context.close()
+
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto("/admin/security/sign-ins/")
+    outcomes = page.locator("table.refusals tbody td.outcome-words")
+    expect(outcomes).to_have_text(
+        ["refused: unknown username", "refused: deactivated account", "refused: wrong password"]
+    )
+    expect(page.locator("table.refusals")).not_to_contain_text("login.failure")
+    shots(page, "sign-ins-outcomes")
