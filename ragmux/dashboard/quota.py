@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragmux.dashboard.spend import METER_FULL, METER_WARN
+from ragmux.dashboard.spend import MeterBounds
 from stores import selectors
 from stores.models import RagStore
 
 
 @dataclass(frozen=True)
-class Meter:
+class Meter(MeterBounds):
     used: int
     limit: int  # 0 = unlimited
 
@@ -21,14 +21,6 @@ class Meter:
     @property
     def full(self) -> bool:
         return bool(self.limit) and self.used >= self.limit
-
-    @property
-    def warn_at(self) -> float:
-        return self.limit * METER_WARN
-
-    @property
-    def full_at(self) -> float:
-        return self.limit * METER_FULL
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,21 @@ METER_WARN = 0.8
 METER_FULL = 0.95
 
 
+class MeterBounds:
+    """The <meter> boundaries of a meter with a ``limit``: amber above ``warn_at``, red above
+    ``full_at``."""
+
+    limit: int
+
+    @property
+    def warn_at(self) -> float:
+        return self.limit * METER_WARN
+
+    @property
+    def full_at(self) -> float:
+        return self.limit * METER_FULL
+
+
 def utc_moment(moment: datetime, now: datetime) -> str:
     """``at 15:40 UTC`` on ``now``'s day, ``on 2026-12-02 at 00:00 UTC`` on any other."""
     moment, now = moment.astimezone(UTC), now.astimezone(UTC)
@@ -54,7 +69,7 @@ def forecast_words(name: str, exhausted_at: datetime | None, now: datetime) -> s
 
 
 @dataclass(frozen=True)
-class BudgetMeter:
+class BudgetMeter(MeterBounds):
     name: str
     used: int
     limit: int
@@ -69,15 +84,6 @@ class BudgetMeter:
     @property
     def full(self) -> bool:
         return self.used >= self.limit
-
-    @property
-    def warn_at(self) -> float:
-        """Where the meter turns amber; above ``full_at`` it is red (the <meter>'s low and high)."""
-        return self.limit * METER_WARN
-
-    @property
-    def full_at(self) -> float:
-        return self.limit * METER_FULL
 
     def _amount(self, value: int) -> str:
         return dollars(value) if self.unit == "dollars" else number(value)
