@@ -22,6 +22,7 @@ from stores import index, tasks
 from stores.backends import backend_available, text_search_config_exists
 from stores.choices import ChunkingStrategy, SearchBackend, UnknownStrategy
 from stores.models import STORE_SETTINGS, Document, RagStore, store_defaults
+from stores.selectors import embedding_connection_locked
 from stores.vector_tables import MAX_INDEXED_DIMS
 
 logger = logging.getLogger("ragmux.stores")
@@ -165,7 +166,7 @@ def store_update(*, store: RagStore, name: str, values: dict[str, Any], actor=No
         raise Conflict(f"a store named {name!r} already exists", code="duplicate_name")
     connection_changed = merged["embedding_connection_id"] != store.embedding_connection_id
     if connection_changed:
-        if store.dimensions is not None or Document.objects.filter(store=store, chunk_count__gt=0).exists():
+        if embedding_connection_locked(store):
             raise Conflict(
                 "the embedding connection is fixed once the store holds chunks; create a new store instead",
                 code="embedding_connection_locked",

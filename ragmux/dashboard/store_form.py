@@ -14,6 +14,7 @@ from ragmux.dashboard.forms import Form
 from stores.backends import backend_statuses, text_search_configs
 from stores.choices import ChunkingStrategy, RerankBackend, SearchBackend, SearchMode
 from stores.models import STORE_SETTINGS, RagStore, store_defaults
+from stores.selectors import embedding_connection_locked
 from stores.serializers import StoreCreateInput
 
 CHECKBOXES = ("contextual_chunks", "typo_tolerance", "rerank")
@@ -307,6 +308,7 @@ class StoreForm(Form):
             default = default_embedding_connection(self.connections)
             if default is not None:
                 self.values["embedding_connection_id"] = default.pk
+        self.embedding_locked = store is not None and embedding_connection_locked(store)
         self.rerank_connections = rerank_connection_choices(connections)
         self.rerank_routes = rerank_route_choices(rerank_routes)
 
@@ -345,7 +347,11 @@ class StoreForm(Form):
 
     def _options(self, name: str) -> list[Option]:
         if name == "embedding_connection_id":
-            return [Option(str(c.pk), f"{c.name} ({c.provider_type} · {c.model_name})") for c in self.connections]
+            # Once the store holds chunks the service refuses any other: only its own is offered.
+            offered = [
+                c for c in self.connections if not self.embedding_locked or c.pk == self.store.embedding_connection_id
+            ]
+            return [Option(str(c.pk), f"{c.name} ({c.provider_type} · {c.model_name})") for c in offered]
         if name == "rerank_backend":
             return [Option(value, f"{value}: {line}") for value, line in RERANK_BACKEND_LINES.items()]
         chosen = str(self.values.get("rerank_backend") or RerankBackend.LLM)
