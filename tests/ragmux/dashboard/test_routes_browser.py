@@ -130,3 +130,18 @@ def test_a_new_route_says_no_project_may_call_it_until_one_allows_it(
     assert reply.status_code == 200, reply.text
     [call] = wait_for_logs(1, project=project, endpoint="chat")
     assert call.route_name == "smart"
+
+
+def test_a_routes_delete_page_names_the_projects_that_block_it(wide_page, personas, shots):
+    from tests.factories import RouteTargetFactory
+
+    route = RouteTargetFactory(connection=ConnectionFactory(name="chat-0", model_name="gpt-4o-mini")).route
+    project = ProjectFactory(name="support")
+    project.allowed_routes.add(route)
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto(f"/admin/routes/{route.pk}/delete")
+    blocking = page.locator("ul.blocking li")
+    expect(blocking).to_have_text(["support, whose keys may call it"])
+    expect(blocking.get_by_role("link", name="support")).to_have_attribute("href", f"/admin/projects/{project.pk}/")
+    shots(page, "route-delete-blocked")
