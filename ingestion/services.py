@@ -20,14 +20,13 @@ from psycopg.pq import Format
 from ingestion import queue
 from ingestion.parsing import SNIFF_WINDOW, UnsupportedFormat, check_upload
 from ingestion.parsing.types import MAX_EXTRACTED_TEXT
-from ragmux.core.audit import audit_change
 from ragmux.core.errors import Conflict, InvalidInput, LimitReached, ServiceError, TooLarge, Unavailable
 from ragmux.core.units import MIB
 from ragmux.core.wakeups import send_on_commit
 from stores.models import Document, DocumentStatus, RagStore
 from stores.quotas import quota_violation
 from stores.selectors import store_limits, store_usage
-from stores.services import audit_document, document_snapshot
+from stores.services import audit_document, audit_store, document_snapshot
 
 # Formats whose whole file becomes the extracted text: one larger than the cap on extracted text
 # can only fail, so it is refused before it is stored.
@@ -305,11 +304,7 @@ def store_reprocess(*, store: RagStore, status: str | None = None, actor=None) -
     queued, refused = _requeue(ids)
     if refused:
         raise BacklogFull(f"{queue.BACKLOG_FULL}; {queued} of {len(ids)} documents were queued", queued=queued)
-    audit_change(
-        store,
-        object_type="store",
-        actor=actor,
-        action="rag_store.reprocess_all",
-        after={"documents": queued, "status": status or "any"},
-    )
+    for document in Document.objects.filter(pk__in=ids).order_by("id"):
+        audit_document(document, actor=actor, action="document.reprocess", after=document_snapshot(document))
+    audit_store(store, actor=actor, action="store.reprocess", after={"documents": queued, "status": status or "any"})
     return queued

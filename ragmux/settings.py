@@ -200,6 +200,9 @@ try:
     ROUTE_COOLDOWN = env_duration("ROUTE_COOLDOWN", 30, minimum=1)
     UPSTREAM_MAX_RESPONSE_MB = env_int("UPSTREAM_MAX_RESPONSE_MB", 64, minimum=1)
     ALLOW_PRIVATE_UPSTREAMS = env_bool("ALLOW_PRIVATE_UPSTREAMS", False)
+    # Loopback addresses only (a model server on this machine: Ollama at localhost:11434). The
+    # embedded default, one machine, turns it on (ragmux.launch.embedded); the compose file not.
+    ALLOW_LOOPBACK_UPSTREAMS = env_bool("ALLOW_LOOPBACK_UPSTREAMS", False)
     PRIVATE_UPSTREAM_ALLOWLIST = env_host_allowlist("PRIVATE_UPSTREAM_ALLOWLIST")
 
     # Remote images the gateway fetches for providers that take images inline only (Gemini,
@@ -326,8 +329,13 @@ TEMPLATES = [
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTHENTICATION_BACKENDS = ["ragmux.core.authentication.CaseInsensitiveModelBackend"]
+# Every password set (dashboard, API, `ragmux reset-password`, RAGMUX_ADMIN_PASSWORD) passes
+# through ragmux.core.accounts, which asks each of these.
 AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "/admin/login/"
 LOGIN_REDIRECT_URL = "/admin/"

@@ -79,7 +79,8 @@ class RerankReport:
     latency_ms: int = 0
     # Why nothing reranked, when nothing could (not a failure): `rerank_skipped_reason`.
     skipped_reason: str = ""
-    # Why the last target failed, when the fused order stood (`fallback`).
+    # Why the rerank failed and the fused order stands (the last target's failure, with the
+    # upstream's HTTP status when it answered one): `rerank_fallback_reason`.
     fallback_reason: str = ""
     # The connection that ran the rerank and what it spent, for pricing (set when it answered).
     connection: ModelConnection | None = None
@@ -198,10 +199,10 @@ class _Rerank:
         """One target's failure, counted; the next target (if any) is tried."""
         if isinstance(exc, ServiceError):
             logger.warning("rerank (%s) by %s failed: %s", self.report.backend, connection.name, exc.message)
-            self.report.fallback_reason = exc.message
+            self.report.fallback_reason = f"{connection.name}: {exc.message}"
         else:
             logger.exception("rerank (%s) by %s failed", self.report.backend, connection.name)
-            self.report.fallback_reason = "internal error in the rerank (see the server log)"
+            self.report.fallback_reason = f"{connection.name}: internal error in the rerank (see the server log)"
         metrics.increment(metrics.RERANK_FAILURES, backend=self.report.backend, reason=failure_reason(exc))
         if isinstance(exc, RerankUnreadable) and exc.spent is not None:
             self.report.billed.append((connection, exc.spent))

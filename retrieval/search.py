@@ -428,9 +428,12 @@ def store_search(
 
 def query_words(query: str, corrections: list[Correction]) -> list[str]:
     """The words a query scores with, lowercased, once each: its positive words as typed, then the
-    typo corrections that replaced some of them."""
+    typo corrections that replaced some of them, as the word the documents use ("liability"): the
+    stem the query runs with ("liabil") has the same lexeme, but a person reads the word."""
     typed = lexical_text(positive_text(query)).lower().split()
-    return list(dict.fromkeys([*typed, *(correction.corrected for correction in corrections)]))
+    return list(
+        dict.fromkeys([*typed, *(correction.corrected_word or correction.corrected for correction in corrections)])
+    )
 
 
 def matching_words(*, query: str, result: SearchResult) -> list[str]:

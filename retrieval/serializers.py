@@ -90,4 +90,5 @@ def rerank_fields(result: SearchResult) -> dict:
         "rerank_latency_ms": None if report is None else report.latency_ms,
         "rerank_skipped": bool(report and report.skipped),
         "rerank_skipped_reason": report.skipped_reason if report else "",
+        "rerank_fallback_reason": report.fallback_reason if report else "",
     }

@@ -47,6 +47,12 @@ def store_list() -> QuerySet[RagStore]:
     )
 
 
+def embedding_connection_locked(store: RagStore) -> bool:
+    """True once the store holds vectors: its embedding connection can no longer change (the
+    vectors' width and meaning are that model's)."""
+    return store.dimensions is not None or Document.objects.filter(store=store, chunk_count__gt=0).exists()
+
+
 def store_get(store_id: int) -> RagStore:
     """The store with its usage counts; NotFound when there is none."""
     store = store_list().filter(pk=store_id).first()

@@ -22,6 +22,7 @@ from stores import index, tasks
 from stores.backends import backend_available, text_search_config_exists
 from stores.choices import ChunkingStrategy, SearchBackend, UnknownStrategy
 from stores.models import STORE_SETTINGS, Document, RagStore, store_defaults
+from stores.selectors import embedding_connection_locked
 from stores.vector_tables import MAX_INDEXED_DIMS
 
 logger = logging.getLogger("ragmux.stores")
@@ -29,7 +30,8 @@ logger = logging.getLogger("ragmux.stores")
 WIDTH_PROBE_TIMEOUT = 15.0
 # Settings whose change alters the chunks, and so what is stored and embedded.
 CHUNK_SHAPING_FIELDS = ("chunk_size", "chunk_overlap", "contextual_chunks", "chunking_strategy")
-_audit = partial(audit_change, object_type="store")
+# The audit row of a change to a store; admission's bulk reprocess writes its row here too.
+audit_store = partial(audit_change, object_type="store")
 # What a document's row in the audit trail says of it (its error too, when it has one).
 AUDITED_DOCUMENT_FIELDS = ("store_id", "filename", "size_bytes", "status")
 
@@ -144,7 +146,7 @@ def store_create(*, name: str, values: dict[str, Any], actor=None) -> RagStore:
             # Nothing is indexed yet: the index starts out in the chosen configuration.
             store.indexed_config = store.index_config
             store.save()
-            _audit(store, actor=actor, action="store.create", after=_settings(store))
+            audit_store(store, actor=actor, action="store.create", after=_settings(store))
     except IntegrityError:
         raise Conflict(f"a store named {name!r} already exists", code="duplicate_name") from None
     warn_about_fts_config(store)
@@ -164,7 +166,7 @@ def store_update(*, store: RagStore, name: str, values: dict[str, Any], actor=No
         raise Conflict(f"a store named {name!r} already exists", code="duplicate_name")
     connection_changed = merged["embedding_connection_id"] != store.embedding_connection_id
     if connection_changed:
-        if store.dimensions is not None or Document.objects.filter(store=store, chunk_count__gt=0).exists():
+        if embedding_connection_locked(store):
             raise Conflict(
                 "the embedding connection is fixed once the store holds chunks; create a new store instead",
                 code="embedding_connection_locked",
@@ -179,7 +181,7 @@ def store_update(*, store: RagStore, name: str, values: dict[str, Any], actor=No
         locked.name = name
         _apply(locked, merged)
         locked.save()
-        _audit(locked, actor=actor, action="store.update", before=before, after=_settings(locked))
+        audit_store(locked, actor=actor, action="store.update", before=before, after=_settings(locked))
         has_documents = Document.objects.filter(store=locked).exists()
         if locked.index_config != locked.indexed_config:
             send_on_commit(tasks.rebuild_lexical_index, locked.pk)
@@ -191,7 +193,7 @@ def store_update(*, store: RagStore, name: str, values: dict[str, Any], actor=No
 def store_delete(*, store: RagStore, actor=None) -> None:
     # Documents, chunks, vectors and term statistics go with it (ON DELETE CASCADE).
     RagStore.objects.filter(pk=store.pk).delete()
-    _audit(store, actor=actor, action="store.delete", before=_settings(store))
+    audit_store(store, actor=actor, action="store.delete", before=_settings(store))
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ from datetime import datetime
 
 from rest_framework import serializers
 
+from ragmux.core.units import micros_to_dollars
+
 # A spreadsheet runs a cell that starts with one of these as a formula (a leading tab or
 # carriage return can hide one), so such cells get a leading apostrophe.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -46,3 +48,10 @@ def csv_pieces(columns: Iterable[str], batches: Iterable[list[tuple]]) -> Iterat
     for batch in batches:
         writer.writerows([cell(value) for value in row] for row in batch)
         yield flush()
+
+
+def with_dollars(batches: Iterable[list[tuple]], *, micros_at: int) -> Iterator[list[tuple]]:
+    """Each row with its amount at ``micros_at`` (micro-dollars) appended in dollars, exactly
+    ("0.0525"): what a spreadsheet sums."""
+    for batch in batches:
+        yield [(*row, micros_to_dollars(row[micros_at])) for row in batch]

@@ -149,6 +149,10 @@ REQUEST_LOG_COLUMNS = (
     "rerank_outcome",
     "rerank_reason",
 )
+# The CSV's columns after the JSON API's: the names a spreadsheet reader needs beside the ids
+# (each read by its lookup), then the cost in dollars (REQUEST_LOG_CSV_COST, from cost_micros).
+REQUEST_LOG_CSV_NAMES = {"project_name": "project__name", "key_name": "key__name"}
+REQUEST_LOG_CSV_COST = "cost_usd"
 REQUEST_LOG_MAX_PAGE = 500
 _STATUS = re.compile(r"^(?:[1-5]xx|[1-5][0-9][0-9])$")
 _CURSOR_PREFIX = "before:"

@@ -202,6 +202,14 @@ def project_update(*, project: Project, actor=None, **changes: Unpack[ProjectCha
     return project
 
 
+def project_route_allow(*, project: Project, route: Route, actor=None) -> Project:
+    """Lets ``project``'s keys name ``route`` as their model, beside the routes it allows already."""
+    allowed = list(project.allowed_routes.values_list("pk", flat=True))
+    if route.pk in allowed:
+        return project
+    return project_update(project=project, actor=actor, allowed_route_ids=[*allowed, route.pk])
+
+
 @transaction.atomic
 def project_delete(*, project: Project, actor=None) -> None:
     before = _project_snapshot(project)

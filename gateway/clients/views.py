@@ -8,9 +8,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from gateway.clients import selectors, services, usage_reports
-from gateway.clients.exports import csv_pieces
+from gateway.clients.exports import csv_pieces, with_dollars
 from gateway.clients.serializers import (
     REQUEST_LOG_COLUMNS,
+    REQUEST_LOG_CSV_COST,
+    REQUEST_LOG_CSV_NAMES,
     IssuedKeyOutput,
     KeyInput,
     KeyOutput,
@@ -167,10 +169,13 @@ class RequestLogsCsvApi(APIView):
     def get(self, request):
         query = RequestLogQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
+        read = (*REQUEST_LOG_COLUMNS, *REQUEST_LOG_CSV_NAMES.values())
         batches = selectors.request_log_batches(
-            selectors.request_log_list(**query.validated_data), REQUEST_LOG_COLUMNS, size=CSV_BATCH
+            selectors.request_log_list(**query.validated_data), read, size=CSV_BATCH
         )
-        response = streaming_response(request, csv_pieces(REQUEST_LOG_COLUMNS, batches), content_type="text/csv")
+        rows = with_dollars(batches, micros_at=REQUEST_LOG_COLUMNS.index("cost_micros"))
+        header = (*REQUEST_LOG_COLUMNS, *REQUEST_LOG_CSV_NAMES, REQUEST_LOG_CSV_COST)
+        response = streaming_response(request, csv_pieces(header, rows), content_type="text/csv")
         filename = f"ragmux-request-logs-{timezone.now():%Y-%m-%d}.csv"
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
         return response

@@ -195,7 +195,9 @@ def connection_failure_message(exc: BaseException, url: str) -> str:
 def blocked_message(host: str) -> str:
     return (
         f'upstream host "{host}" resolves to a private or local address; set '
-        "ALLOW_PRIVATE_UPSTREAMS=true or add it to PRIVATE_UPSTREAM_ALLOWLIST"
+        "ALLOW_PRIVATE_UPSTREAMS=true or add it to PRIVATE_UPSTREAM_ALLOWLIST (loopback alone: "
+        "ALLOW_LOOPBACK_UPSTREAMS=true) in the server's environment (deploy/.env under Docker Compose) "
+        "and restart ragmux to apply it"
     )
 
 
@@ -207,6 +209,12 @@ def is_private_address(address: Address) -> bool:
         or address.is_multicast
         or any(address in network for network in _EXTRA_BLOCKED if network.version == address.version)
     )
+
+
+def _loopback_allowed(address: Address) -> bool:
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return settings.ALLOW_LOOPBACK_UPSTREAMS and address.is_loopback
 
 
 def _allowlisted(host: str, address: Address) -> bool:
@@ -247,10 +255,23 @@ def checked_addresses(host: str, port: int) -> list[Address]:
     addresses = resolve(host, port)
     if settings.ALLOW_PRIVATE_UPSTREAMS:
         return addresses
-    allowed = [a for a in addresses if not is_private_address(a) or _allowlisted(host, a)]
+    allowed = [a for a in addresses if not is_private_address(a) or _loopback_allowed(a) or _allowlisted(host, a)]
     if not allowed:
         raise UpstreamBlocked(blocked_message(host))
     return allowed
+
+
+def refusal(url: str) -> str | None:
+    """Why the guard would refuse a call to ``url`` under the settings running now; None when
+    it would not (or when the host does not resolve here: the call itself will say so)."""
+    parts = urlsplit(url)
+    try:
+        checked_addresses(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
+    except UpstreamBlocked as exc:
+        return exc.message
+    except UpstreamFailed:
+        return None
+    return None
 
 
 # The addresses a call to (host, port) may use, raising when none is allowed: checked_addresses

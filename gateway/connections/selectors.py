@@ -6,6 +6,7 @@ from typing import TypeVar
 
 from django.db.models import Model, Prefetch, QuerySet
 
+from gateway.connections import http
 from gateway.connections.models import (
     BASE_URL_REQUIRED,
     DEFAULT_BASE_URLS,
@@ -21,6 +22,7 @@ from gateway.connections.models import (
     capabilities_of,
     connection_fields_of,
 )
+from gateway.connections.providers.embeddings import effective_base_url
 from ragmux.core.errors import InvalidInput, NotFound
 
 ModelT = TypeVar("ModelT", bound=Model)
@@ -28,6 +30,19 @@ ModelT = TypeVar("ModelT", bound=Model)
 
 def connection_list() -> QuerySet[ModelConnection]:
     return ModelConnection.objects.order_by("id")
+
+
+def private_upstream_refusals(connections) -> dict[int, str]:
+    """Each connection to a private address that the guard refuses under the settings running
+    now, with the refusal its Test would meet (the private flag was recorded at save, under the
+    settings of that moment)."""
+    refusals = {}
+    for connection in connections:
+        if connection.private_upstream:
+            refusal = http.refusal(effective_base_url(connection.provider_type, connection.base_url))
+            if refusal:
+                refusals[connection.pk] = refusal
+    return refusals
 
 
 def provider_type_list() -> list[dict]:

@@ -58,6 +58,13 @@ LOGIN_LOCKED = "login.locked"
 LOGOUT = "logout"
 # The refused attempts the security page lists.
 LOGIN_REFUSALS = (LOGIN_FAILURE, LOGIN_THROTTLED, LOGIN_LOCKED)
+# A sign-in row's outcome in words (a failure's own reason, when it recorded one, comes after).
+OUTCOME_WORDS = {
+    LOGIN_SUCCESS: "signed in",
+    LOGIN_FAILURE: "refused",
+    LOGIN_THROTTLED: "throttled: too many attempts this minute",
+    LOGIN_LOCKED: "locked out: too many failures from this address",
+}
 RECENT_REFUSALS = 50
 
 T = TypeVar("T")
@@ -66,10 +73,27 @@ T = TypeVar("T")
 class InvalidCredentials(Unauthenticated):
     code = "invalid_credentials"
 
-    def __init__(self, *, attempts_remaining: int | None):
+    def __init__(self, *, attempts_remaining: int | None, deactivated: bool = False):
         extra = {} if attempts_remaining is None else {"attempts_remaining": attempts_remaining}
         # One message for unknown, wrong-password and deactivated users: no user enumeration.
         super().__init__("invalid username or password", **extra)
+        # The right password of a deactivated account: only someone who knows it learns this.
+        self.deactivated = deactivated
+
+
+# Why a sign-in failed, as its audit row records it (the person is told only what is safe).
+UNKNOWN_USERNAME = "unknown username"
+WRONG_PASSWORD = "wrong password"
+DEACTIVATED = "deactivated account"
+
+
+def _failure_reason(username: str, password: str) -> str:
+    user = User.objects.filter(username__iexact=username).first()
+    if user is None:
+        return UNKNOWN_USERNAME
+    if not user.is_active and user.check_password(password):
+        return DEACTIVATED
+    return WRONG_PASSWORD
 
 
 class SignInThrottled(RateLimited):
@@ -258,9 +282,9 @@ def _uncount(attempt: _Attempt) -> None:
         redis_outage.failed(exc)
 
 
-def _audit_sign_in(action: str, *, username: str, user: User | None = None) -> None:
+def _audit_sign_in(action: str, *, username: str, user: User | None = None, reason: str = "") -> None:
     """A row for a sign-in attempt or a sign-out: the account is its object, by the name typed
-    when no one was signed in."""
+    when no one was signed in; a failure's ``after`` holds its reason."""
     audit_record(
         actor=user,
         actor_username=None if user is not None else ANONYMOUS,
@@ -268,6 +292,7 @@ def _audit_sign_in(action: str, *, username: str, user: User | None = None) -> N
         object_type="user",
         object_id=user.pk if user is not None else None,
         object_repr=user.get_username() if user is not None else username,
+        after={"reason": reason} if reason else None,
     )
 
 
@@ -281,8 +306,9 @@ def sign_in(*, request, username: str, password: str) -> User:
         raise
     user = authenticate(request, username=username, password=password)
     if user is None:
-        _audit_sign_in(LOGIN_FAILURE, username=username)
-        raise InvalidCredentials(attempts_remaining=attempt.attempts_remaining)
+        reason = _failure_reason(username, password)
+        _audit_sign_in(LOGIN_FAILURE, username=username, reason=reason)
+        raise InvalidCredentials(attempts_remaining=attempt.attempts_remaining, deactivated=reason == DEACTIVATED)
     _uncount(attempt)
     _audit_sign_in(LOGIN_SUCCESS, username=username, user=user)
     return user

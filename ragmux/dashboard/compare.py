@@ -163,17 +163,23 @@ def hit_scores(hit: Hit, mode: str) -> list[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class RankedHit:
-    """A hit with its rank here and in the other configuration (None when absent there)."""
+    """A hit with its rank here and in the other configuration (None when absent there, or when
+    the other configuration did not run: then ``compared`` is false and nothing is said of it)."""
 
     rank: int
     hit: Hit
     other_rank: int | None
     snippet: list[tuple[str, bool]]
     scores: list[tuple[str, str]]
+    compared: bool = True
 
     @property
     def moved(self) -> bool:
         return self.other_rank is not None and self.other_rank != self.rank
+
+    @property
+    def only_here(self) -> bool:
+        return self.compared and self.other_rank is None
 
     @property
     def movement(self) -> str:
@@ -189,7 +195,14 @@ class RankedHit:
 def rank_against(hits: list[Hit], other: list[Hit] | None, terms: list[str], *, mode: str) -> list[RankedHit]:
     other_rank = {hit.chunk_id: rank for rank, hit in enumerate(other or [], start=1)}
     return [
-        RankedHit(rank, hit, other_rank.get(hit.chunk_id), snippet(hit.content, terms), hit_scores(hit, mode))
+        RankedHit(
+            rank,
+            hit,
+            other_rank.get(hit.chunk_id),
+            snippet(hit.content, terms),
+            hit_scores(hit, mode),
+            compared=other is not None,
+        )
         for rank, hit in enumerate(hits, start=1)
     ]
 

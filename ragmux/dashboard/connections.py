@@ -11,12 +11,13 @@ from urllib.parse import urlsplit
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from gateway.connections import selectors, services
 from gateway.connections.http import UpstreamBlocked
 from gateway.connections.models import RATE_FIELDS, ModelPrice, PriceSource, ProviderType
 from gateway.connections.prices import builtin_values
-from gateway.connections.pricing import token_cost
+from gateway.connections.pricing import rerank_cost
 from gateway.connections.serializers import ConnectionInput, PriceCreateInput, PriceValuesInput
 from ragmux.core.errors import status_for
 from ragmux.dashboard.access import page
@@ -57,7 +58,11 @@ def _connection_form_page(request, form: Form, *, connection=None):
 
 @page("viewer")
 def connections(request):
-    return render(request, "dashboard/connections.html", {"connections": list(selectors.connection_list())})
+    rows = list(selectors.connection_list())
+    refusals = selectors.private_upstream_refusals(rows)
+    for row in rows:
+        row.guard_refusal = refusals.get(row.pk)
+    return render(request, "dashboard/connections.html", {"connections": rows})
 
 
 @page("admin", methods=("GET", "POST"))
@@ -111,7 +116,7 @@ def connection_delete(request, connection_id: int):
     return render(request, "dashboard/connection_delete.html", {"connection": connection})
 
 
-@page("admin", methods=("POST",))
+@page("admin", methods=("POST",), shown_on=lambda connection_id: reverse("dashboard:connections"))
 def connection_test(request, connection_id: int):
     connection = selectors.connection_get(connection_id)
     tested = attempt(lambda: services.connection_test(connection=connection, actor=request.user))
@@ -156,8 +161,16 @@ class PriceRow:
 
     @property
     def preview(self) -> str:
-        cost = token_cost(self.price, prompt_tokens=PREVIEW_INPUT_TOKENS, completion_tokens=PREVIEW_OUTPUT_TOKENS)
+        """What one request costs: one search unit for a row billed per search (a rerank API),
+        else the preview's tokens."""
+        cost = rerank_cost(
+            self.price, search_units=1, prompt_tokens=PREVIEW_INPUT_TOKENS, completion_tokens=PREVIEW_OUTPUT_TOKENS
+        )
         return dollars(cost.micros)
+
+    @property
+    def per_search(self) -> bool:
+        return self.price.per_search_unit is not None
 
 
 def _price_values_input(form: Form) -> dict:
@@ -191,7 +204,7 @@ def prices(request):
     return _prices_page(request, Form(names=PRICE_CREATE_FIELDS, initial={"provider_type": ProviderType.OPENAI}))
 
 
-@page("admin", methods=("POST",))
+@page("admin", methods=("POST",), shown_on=lambda: reverse("dashboard:prices"))
 def price_create(request):
     form = Form(request, names=PRICE_CREATE_FIELDS)
     data = {**_price_values_input(form), "provider_type": form.values["provider_type"], "model": form.values["model"]}
@@ -245,7 +258,7 @@ def price_edit(request, price_id: int):
     )
 
 
-@page("admin", methods=("POST",))
+@page("admin", methods=("POST",), shown_on=lambda price_id: reverse("dashboard:prices"))
 def price_delete(request, price_id: int):
     price = selectors.price_get(price_id)
     deleted = attempt(lambda: services.price_delete(price=price, actor=request.user))

@@ -8,9 +8,19 @@ from decimal import ROUND_HALF_UP, Decimal
 from django import template
 
 from ingestion.queue import stage_of
+from ragmux.core.models import AuditEntry
+from ragmux.core.signin import OUTCOME_WORDS
 from ragmux.core.units import DOLLAR_PLACES, micros_to_dollars
 
 register = template.Library()
+
+
+@register.filter
+def sign_in_outcome(entry: AuditEntry) -> str:
+    """A sign-in row's outcome in words: "refused: wrong password", "locked out: …"."""
+    words = OUTCOME_WORDS.get(entry.action, entry.action)
+    reason = (entry.after or {}).get("reason")
+    return f"{words}: {reason}" if reason else words
 
 
 @register.filter
@@ -20,20 +30,28 @@ def ingestion_stage(progress_percent: int) -> str:
 
 
 CENT = Decimal("0.01")
-# A sub-cent amount keeps this many significant digits ($0.0042), so it never reads as $0.00.
-SUB_CENT_DIGITS = 2
+# An amount under a dollar keeps this many significant digits ($0.0525, $0.002), so a cheap
+# call's cost is neither rounded to cents nor to nothing.
+UNDER_A_DOLLAR_DIGITS = 3
 
 
 @register.filter(name="money")
 def dollars(micros: int) -> str:
-    """An amount of micro-dollars as a person reads money: "$1,234.50", "$0.0042", "$0.00".
-
-    Cents from one cent up; below it, the first two significant digits (the smallest amount,
-    one micro-dollar, is $0.000001), so a cheap call's cost is not rounded to nothing."""
+    """An amount of micro-dollars, the one way every page writes money: from a dollar up, cents
+    with thousands separators ("$1,234.50", "$2.50"); under a dollar, three significant digits
+    and never fewer than two places ("$0.0525", "$0.002", "$0.50", "$0.00")."""
     amount = micros_to_dollars(micros)
-    if amount != 0:
-        places = min(SUB_CENT_DIGITS - 1 - amount.adjusted(), DOLLAR_PLACES)
-        sub_cent = amount.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
-        if abs(sub_cent) < CENT:
-            return f"${sub_cent}"
+    if amount != 0 and abs(amount) < 1:
+        places = min(UNDER_A_DOLLAR_DIGITS - 1 - amount.adjusted(), DOLLAR_PLACES)
+        shown = amount.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+        if abs(shown) < 1:
+            digits = f"{shown:f}".rstrip("0")
+            whole, _, fraction = digits.partition(".")
+            return f"${whole}.{fraction.ljust(2, '0')}"
     return f"${amount.quantize(CENT, rounding=ROUND_HALF_UP):,}"
+
+
+@register.filter(name="number")
+def number(value: int | None) -> str:
+    """A count as every page writes one: "20,000"; "—" for none."""
+    return "—" if value is None else f"{value:,}"

@@ -24,6 +24,7 @@ from ragmux.core.units import micros_to_dollars
 from ragmux.dashboard import once
 from ragmux.dashboard.access import page
 from ragmux.dashboard.connections import figure
+from ragmux.dashboard.filters import dollars, number
 from ragmux.dashboard.forms import Form
 from ragmux.dashboard.spend import project_spend
 from stores.selectors import store_list
@@ -69,14 +70,15 @@ def limit_facts(target: SpendLimits, *, only_set: bool = False) -> list[tuple[st
     """Each limit's label and value as the pages say it ("no limit" for 0, left out when
     ``only_set``)."""
     facts = []
-    for name, value in limit_values(target).items():
-        if value == "0":
+    for name, field in LimitsInput().fields.items():
+        stored = getattr(target, field.source)
+        if not stored:
             if only_set:
                 continue
-            value = "no limit"
-        elif name.endswith("_usd"):
-            value = f"${value}"
-        facts.append((LIMIT_LABELS[name], value))
+            shown = "no limit"
+        else:
+            shown = dollars(stored) if isinstance(field, MicroDollarsField) else number(stored)
+        facts.append((LIMIT_LABELS[name], shown))
     return facts
 
 

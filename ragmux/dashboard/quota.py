@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ragmux.dashboard.spend import MeterBounds
 from stores import selectors
 from stores.models import RagStore
 
 
 @dataclass(frozen=True)
-class Meter:
+class Meter(MeterBounds):
     used: int
     limit: int  # 0 = unlimited
 

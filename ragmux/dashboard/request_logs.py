@@ -67,6 +67,9 @@ def request_log_detail(request, log_id: int):
             "cost": dollars(log.cost_micros),
             "searches_store": log.endpoint in STORE_SEARCHING_ENDPOINTS,
             "billed": log.endpoint in BILLED_ENDPOINTS,
+            # A billed call refused before any model ran (a 429, a 400) spent nothing: no block of zeros.
+            "spent": log.cost_micros > 0
+            or any((log.prompt_tokens, log.completion_tokens, log.embedding_tokens, log.rerank_tokens)),
         },
     )
 

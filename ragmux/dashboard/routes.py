@@ -11,7 +11,10 @@ from functools import partial
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
+from gateway.clients import selectors as client_selectors
+from gateway.clients import services as client_services
 from gateway.connections import selectors, services
 from gateway.connections.models import MAX_ROUTE_TARGETS, ROUTE_TARGET_PROVIDERS, Route, RouteKind, RouteStrategy
 from gateway.connections.serializers import RouteInput
@@ -123,7 +126,38 @@ def _route_form_page(request, form: Form, *, route: Route | None = None):
 
 @page("viewer")
 def routes(request):
-    return render(request, "dashboard/routes.html", {"routes": list(selectors.route_list())})
+    return render(
+        request,
+        "dashboard/routes.html",
+        {
+            "routes": list(selectors.route_list().prefetch_related("allowed_projects")),
+            "projects": list(client_selectors.project_list()),
+        },
+    )
+
+
+def _allowed_message(route: Route) -> str:
+    """What is true of a route's callers, said where it is created or allowed."""
+    names = ", ".join(f"“{project.name}”" for project in route.allowed_projects.order_by("name"))
+    if not names:
+        return (
+            f"No project may send “{route.name}” as model yet: until a project allows it, a call naming it is "
+            "answered by the project's own chat model. Allow it on a project below."
+        )
+    return f"Keys of {names} may send “{route.name}” as model; it is listed in their /v1/models."
+
+
+@page("admin", methods=("POST",), shown_on=lambda route_id: reverse("dashboard:routes"))
+def route_allow(request, route_id: int):
+    route = selectors.route_get(route_id=route_id)
+    project_id = request.POST.get("project", "")
+    if not project_id.isdigit():
+        messages.error(request, f"Choose the project that may send “{route.name}” as model.")
+        return redirect("dashboard:routes")
+    project = client_selectors.project_get(project_id=int(project_id))
+    client_services.project_route_allow(project=project, route=route, actor=request.user)
+    messages.success(request, _allowed_message(route))
+    return redirect("dashboard:routes")
 
 
 @page("admin", methods=("GET", "POST"))
@@ -131,7 +165,7 @@ def route_create(request):
     form = _form(request, initial={"kind": RouteKind.CHAT, "strategy": RouteStrategy.ORDERED})
     if request.method == "POST":
         if form.submit(RouteInput, _route_input(form), partial(services.route_create, actor=request.user)):
-            messages.success(request, f"Created the route “{form.result.name}”. Clients may now send it as model.")
+            messages.success(request, f"Created the route “{form.result.name}”. {_allowed_message(form.result)}")
             return redirect("dashboard:routes")
         messages.error(request, "The route was not created: see the messages beside the fields.")
     return _route_form_page(request, form)

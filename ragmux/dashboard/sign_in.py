@@ -6,8 +6,13 @@ import math
 
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
+from django.shortcuts import redirect
 
 from ragmux.core.signin import InvalidCredentials, SignInThrottled, sign_in, sign_out
+
+# Said only to someone who typed the account's right password.
+DEACTIVATED_MESSAGE = "This account is deactivated. Ask an admin to reactivate it."
 
 
 class SignInForm(AuthenticationForm):
@@ -19,7 +24,9 @@ class SignInForm(AuthenticationForm):
         if username and password:
             try:
                 self.user_cache = sign_in(request=self.request, username=username, password=password)
-            except InvalidCredentials:
+            except InvalidCredentials as refused:
+                if refused.deactivated:
+                    raise ValidationError(DEACTIVATED_MESSAGE, code="inactive") from None
                 raise self.get_invalid_login_error() from None
         return self.cleaned_data
 
@@ -45,6 +52,12 @@ class DashboardLoginView(auth_views.LoginView):
 
 class DashboardLogoutView(auth_views.LogoutView):
     next_page = "/admin/login/"
+    http_method_names = ["get", "post", "options"]
+
+    def get(self, request, *args, **kwargs):
+        """A visit (a bookmark, a reload) signs no one out, and is no bare 405 either: it goes to
+        the overview, or to the sign-in page for whoever is signed out."""
+        return redirect("dashboard:overview")
 
     def post(self, request, *args, **kwargs):
         sign_out(request=request)  # audited; Django's own sign-out that follows finds no one

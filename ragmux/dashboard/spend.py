@@ -16,7 +16,7 @@ from gateway.clients.models import Project
 from gateway.clients.usage_reports import UsageReport, WindowUsage, project_usage_reports, usage_report
 from gateway.clients.usage_windows import percent_of
 from ragmux.dashboard.access import page
-from ragmux.dashboard.filters import dollars
+from ragmux.dashboard.filters import dollars, number
 
 # Each meter: window, what it measures, its name in sentences, and the forecast that goes with it.
 _METERS = (
@@ -27,6 +27,28 @@ _METERS = (
     (MINUTE, "tokens", "tokens-a-minute limit", None),
     (MINUTE, "requests", "requests-a-minute limit", None),
 )
+
+
+# A meter's colour: green up to 80 % of its limit, amber up to 95 %, red above, a spent limit
+# included (the <meter>'s optimum is 0, so above its high boundary is the bad region; a value
+# equal to the boundary is still amber, so the boundary sits below the limit).
+METER_WARN = 0.8
+METER_FULL = 0.95
+
+
+class MeterBounds:
+    """The <meter> boundaries of a meter with a ``limit``: amber above ``warn_at``, red above
+    ``full_at``."""
+
+    limit: int
+
+    @property
+    def warn_at(self) -> float:
+        return self.limit * METER_WARN
+
+    @property
+    def full_at(self) -> float:
+        return self.limit * METER_FULL
 
 
 def utc_moment(moment: datetime, now: datetime) -> str:
@@ -47,7 +69,7 @@ def forecast_words(name: str, exhausted_at: datetime | None, now: datetime) -> s
 
 
 @dataclass(frozen=True)
-class BudgetMeter:
+class BudgetMeter(MeterBounds):
     name: str
     used: int
     limit: int
@@ -64,7 +86,7 @@ class BudgetMeter:
         return self.used >= self.limit
 
     def _amount(self, value: int) -> str:
-        return dollars(value) if self.unit == "dollars" else f"{value:,}"
+        return dollars(value) if self.unit == "dollars" else number(value)
 
     @property
     def text(self) -> str:
@@ -89,6 +111,9 @@ def budget_meters(report: UsageReport) -> list[BudgetMeter]:
         if not limit:
             continue
         exhausted_at = report.forecast[forecast_key] if forecast_key else None
+        if window == MONTH and _day_blocks(report):
+            # No call gets through until the day resets: the month's rate says nothing.
+            exhausted_at = None
         meters.append(
             BudgetMeter(
                 name=name,
@@ -100,6 +125,12 @@ def budget_meters(report: UsageReport) -> list[BudgetMeter]:
             )
         )
     return meters
+
+
+def _day_blocks(report: UsageReport) -> bool:
+    """True while a daily budget is spent, so the limits refuse every call until it resets."""
+    day = report.windows[DAY]
+    return any(limit and used >= limit for used, limit in (_used_and_limit(day, u) for u in ("tokens", "dollars")))
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.connections.models import Capability, why_cannot
+from gateway.connections.models import Capability, ProviderType, why_cannot
 from ragmux.dashboard.forms import Form
 from stores.backends import backend_statuses, text_search_configs
 from stores.choices import ChunkingStrategy, RerankBackend, SearchBackend, SearchMode
 from stores.models import STORE_SETTINGS, RagStore, store_defaults
+from stores.selectors import embedding_connection_locked
 from stores.serializers import StoreCreateInput
 
 CHECKBOXES = ("contextual_chunks", "typo_tolerance", "rerank", "ocr")
@@ -288,6 +289,16 @@ def rerank_route_choices(routes) -> list[tuple[Any, str]]:
     ]
 
 
+def default_embedding_connection(connections):
+    """The connection a new store is offered first: the instance's own local model (which
+    `ragmux serve` creates) when it is there, else the only connection that can embed; None when
+    there is a choice to make."""
+    local = [c for c in connections if c.provider_type == ProviderType.LOCAL]
+    if local:
+        return local[0]
+    return connections[0] if len(connections) == 1 else None
+
+
 def shown_default(name: str) -> str | None:
     """A setting's default as its help text ends with it, from the model (the one place it is
     written); None for the embedding connection, which has none."""
@@ -312,9 +323,11 @@ class StoreForm(Form):
         )
         self.store = store
         self.connections = [c for c in connections if c.supports_embeddings]
-        if store is None and len(self.connections) == 1 and self.values.get("embedding_connection_id") is None:
-            # The one connection that can embed is the only choice: a new store takes it unasked.
-            self.values["embedding_connection_id"] = self.connections[0].pk
+        if store is None and self.values.get("embedding_connection_id") is None:
+            default = default_embedding_connection(self.connections)
+            if default is not None:
+                self.values["embedding_connection_id"] = default.pk
+        self.embedding_locked = store is not None and embedding_connection_locked(store)
         self.rerank_connections = rerank_connection_choices(connections)
         self.rerank_routes = rerank_route_choices(rerank_routes)
 
@@ -353,7 +366,11 @@ class StoreForm(Form):
 
     def _options(self, name: str) -> list[Option]:
         if name == "embedding_connection_id":
-            return [Option(str(c.pk), f"{c.name} ({c.provider_type} · {c.model_name})") for c in self.connections]
+            # Once the store holds chunks the service refuses any other: only its own is offered.
+            offered = [
+                c for c in self.connections if not self.embedding_locked or c.pk == self.store.embedding_connection_id
+            ]
+            return [Option(str(c.pk), f"{c.name} ({c.provider_type} · {c.model_name})") for c in offered]
         if name == "rerank_backend":
             return [Option(value, f"{value}: {line}") for value, line in RERANK_BACKEND_LINES.items()]
         chosen = str(self.values.get("rerank_backend") or RerankBackend.LLM)

@@ -58,6 +58,7 @@ urlpatterns = [
     path("routes/new", routes.route_create, name="route-create"),
     path("routes/<id:route_id>/edit", routes.route_edit, name="route-edit"),
     path("routes/<id:route_id>/delete", routes.route_delete, name="route-delete"),
+    path("routes/<id:route_id>/allow", routes.route_allow, name="route-allow"),
     path("projects/", projects.projects, name="projects"),
     path("projects/new", projects.project_create, name="project-create"),
     path("projects/<id:project_id>/", projects.project_detail, name="project"),

@@ -175,6 +175,8 @@ class Change:
     name: str
     before: object
     after: object
+    # An entry with no "before" (a creation, a reprocess) says what is, not what changed.
+    only_after: bool = False
 
 
 def _shown(value: object) -> object:
@@ -185,7 +187,11 @@ def _shown(value: object) -> object:
 
 def changes(entry: AuditEntry) -> list[Change]:
     names = list(dict.fromkeys([*entry.before, *entry.after]))
-    return [Change(name, _shown(entry.before.get(name, "—")), _shown(entry.after.get(name, "—"))) for name in names]
+    only_after = not entry.before
+    return [
+        Change(name, _shown(entry.before.get(name, "—")), _shown(entry.after.get(name, "—")), only_after)
+        for name in names
+    ]
 
 
 AUDIT_FILTERS = ("actor", "action", "object_type", "object_id", "document", "since", "until")

@@ -264,7 +264,15 @@ def store_lexical_index(request, store_id: int):
     return render(request, "dashboard/_lexical_index.html", {"lexical": lexical_index(selectors.store_get(store_id))})
 
 
-@page("editor", methods=("POST",))
+def _store_address(store_id: int) -> str:
+    return reverse("dashboard:store", args=[store_id])
+
+
+def _document_store_address(document_id: int) -> str:
+    return _store_address(selectors.document_get(document_id).store_id)
+
+
+@page("editor", methods=("POST",), shown_on=_store_address)
 def store_upload(request, store_id: int):
     store = selectors.store_get(store_id)
     uploads = request.FILES.getlist("files")
@@ -294,7 +302,7 @@ def store_upload(request, store_id: int):
     return redirect(_store_url(store.pk))
 
 
-@page("editor", methods=("POST",))
+@page("editor", methods=("POST",), shown_on=_store_address)
 def store_text(request, store_id: int):
     store = selectors.store_get(store_id)
     form = Form(request, names=("title", "content", "source", "tags"))
@@ -316,7 +324,7 @@ def store_text(request, store_id: int):
     return _store_page(request, store, text_form=form, status=400)
 
 
-@page("editor", methods=("POST",))
+@page("editor", methods=("POST",), shown_on=_store_address)
 def store_reprocess(request, store_id: int):
     store = selectors.store_get(store_id)
     form = Form(request, names=("status",))
@@ -335,7 +343,7 @@ def store_reprocess(request, store_id: int):
     return _back_to_list(request, store.pk)
 
 
-@page("editor", methods=("POST",))
+@page("editor", methods=("POST",), shown_on=_document_store_address)
 def document_reprocess(request, document_id: int):
     document = selectors.document_get(document_id)
     refusal = attempt(lambda: admission.document_reprocess(document=document, actor=request.user)).refusal
@@ -346,7 +354,7 @@ def document_reprocess(request, document_id: int):
     return _back_to_list(request, document.store_id)
 
 
-@page("editor", methods=("POST",))
+@page("editor", methods=("POST",), shown_on=_document_store_address)
 def document_delete(request, document_id: int):
     document = selectors.document_get(document_id)
     services.document_delete(document=document, actor=request.user)
@@ -390,7 +398,8 @@ class Column:
         if report.reranked:
             return f"reranked by {report.backend} in {report.latency_ms} ms"
         if report.fallback:
-            return f"{report.backend} failed after {report.latency_ms} ms: the fused order is kept"
+            reason = report.fallback_reason
+            return f"{report.backend} failed after {report.latency_ms} ms ({reason}): the fused order is kept"
         return f"skipped: {report.skipped_reason}"
 
 
@@ -446,7 +455,7 @@ def search(request):
     )
 
 
-@page("admin", methods=("POST",))
+@page("admin", methods=("POST",), shown_on=lambda store_id: reverse("dashboard:search") + f"?store={store_id}")
 def search_save(request, store_id: int):
     """Saves one compared configuration as the store's search settings."""
     store = selectors.store_get(store_id)

@@ -412,6 +412,9 @@ class EmbeddedServices:
                 if not environ.get(name):
                     environ[name] = value
                     services.secrets_from_file = True
+            # One machine: a model server beside ragmux (Ollama at localhost:11434) is reachable
+            # out of the box; the compose deployment keeps the guard (deploy/.env).
+            environ.setdefault("ALLOW_LOOPBACK_UPSTREAMS", "true")
         if not environ.get("REDIS_URL"):
             services.redis = EmbeddedRedis(data_dir)
             port = services.redis.running_port() or remembered_port(services.redis.port_file)

@@ -56,6 +56,9 @@ PASSAGE_CHARS = {LLM_BACKEND: 800, "cohere": 4000, "voyage": 4000}
 # A number longer than this in a model's answer is no passage number (and int() of a huge one
 # is refused by Python anyway).
 _PASSAGE_NUMBER = re.compile(r"\d{1,6}")
+# A ranking as the prompt asks for it: numbers, brackets, quotes, commas and spaces only.
+_NUMBERS_ONLY = re.compile(r"[\d\s\[\],\"']*")
+_CODE_FENCE = re.compile(r"^```[a-z]*\s*|\s*```$")
 
 # Builds the chat messages of a listwise rerank from the query and the (already cut) passages.
 ListwisePrompt = Callable[[str, Sequence[str]], list[dict[str, Any]]]
@@ -115,13 +118,26 @@ def _ranked(spent: Reranked, rank: Callable[[], list[Ranked]]) -> Reranked:
 
 
 def passage_numbers(text: str, count: int) -> list[int]:
-    """The passages (0-based) a model's answer names, in its order: the numbers it writes (1-based,
-    as the prompt numbers them), whether as the JSON array asked for or in free text. Repeated and
-    out-of-range numbers are dropped; :class:`RerankUnreadable` when none is left."""
-    named = (int(match) for match in _PASSAGE_NUMBER.findall(text))
+    """The passages (0-based) a model's answer ranks, in its order: the numbers it writes (1-based,
+    as the prompt numbers them), as the JSON array asked for ("[3, 1, 2]", in a code fence or not)
+    or a bare list ("3, 1, 2", "[3] [1] [2]"). Repeated and out-of-range numbers are dropped.
+
+    :class:`RerankUnreadable` for anything else: prose that happens to hold a number ("passage [1]
+    is off topic") is no ranking, nor is an answer naming fewer than two passages when two or
+    more were sent (one passage scored is no order)."""
+    answer = _CODE_FENCE.sub("", text.strip())
+    if not _NUMBERS_ONLY.fullmatch(answer):
+        shown = " ".join(text.split())
+        raise RerankUnreadable(
+            f"the reranking model's answer is not a list of passage numbers: “{shown[:80]}"
+            f"{'…' if len(shown) > 80 else ''}”"
+        )
+    named = (int(match) for match in _PASSAGE_NUMBER.findall(answer))
     order = list(dict.fromkeys(n - 1 for n in named if 1 <= n <= count))
-    if not order:
-        raise RerankUnreadable(f"the reranking model's answer names no passage between 1 and {count}")
+    if len(order) < min(2, count):
+        raise RerankUnreadable(
+            f"the reranking model's answer ranks {len(order)} of the {count} passages (between 1 and {count})"
+        )
     return order
 
 

@@ -156,10 +156,12 @@ def test_filters_select_exactly_their_rows_in_the_api_and_the_csv(api, ledger, n
 
 def test_the_csv_has_every_column_and_neutralises_formulas(api, ledger):
     from gateway.clients.serializers import REQUEST_LOG_COLUMNS
+    from ragmux.core.units import micros_to_dollars
 
     response = api("viewer").get("/admin/api/request-logs.csv", headers={"Accept": "text/csv"})
     rows = csv_rows(response)
-    assert response.text.splitlines()[0] == ",".join(REQUEST_LOG_COLUMNS)
+    # The JSON API's columns, then the CSV's own: the names beside the ids, and dollars.
+    assert response.text.splitlines()[0] == ",".join((*REQUEST_LOG_COLUMNS, "project_name", "key_name", "cost_usd"))
     assert len(rows) == 40
     by_id = {int(row["id"]): row for row in rows}
     evil = next(r for r in ledger["rows"] if r.model == EVIL_MODEL)
@@ -173,8 +175,12 @@ def test_the_csv_has_every_column_and_neutralises_formulas(api, ledger):
     assert as_csv["created_at"] == as_json["created_at"]
     assert (as_csv["tokens_estimated"], as_csv["streamed"], as_csv["ttfb_ms"]) == ("true", "true", "20")
     assert by_id[ledger["rows"][1].id]["ttfb_ms"] == ""  # null is an empty cell
+    assert (as_csv["project_name"], as_csv["cost_usd"]) == (
+        plain.project.name,
+        str(micros_to_dollars(plain.cost_micros)),
+    )
     # New columns come last, so a reader by position keeps working.
-    assert list(as_csv)[-8:] == [
+    assert list(as_csv)[-11:-3] == [
         "cached_prompt_tokens",
         "cache_write_tokens",
         "route_name",

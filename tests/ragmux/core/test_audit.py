@@ -136,17 +136,21 @@ def test_documents_uploaded_deleted_and_reprocessed_over_the_api_are_audited(api
     assert editor.post(f"/admin/api/rag-stores/{store.pk}/reprocess", json={}).json()["documents"] == 3
     assert editor.delete(f"/admin/api/documents/{b}").json() == {"ok": True}
 
-    assert trail("document.", "rag_store.") == [
+    assert trail("document.", "store.reprocess") == [
         ("document.upload", "editor", "document", a, "a.txt", ADDRESS),
         ("document.upload", "editor", "document", b, "b.md", ADDRESS),
         ("document.upload", "editor", "document", c, "Memo.txt", ADDRESS),
         ("document.reprocess", "editor", "document", a, "a.txt", ADDRESS),
-        ("rag_store.reprocess_all", "editor", "store", store.pk, "kb", ADDRESS),
+        # The store's reprocess: a row per document it queued, then the store's own.
+        ("document.reprocess", "editor", "document", a, "a.txt", ADDRESS),
+        ("document.reprocess", "editor", "document", b, "b.md", ADDRESS),
+        ("document.reprocess", "editor", "document", c, "Memo.txt", ADDRESS),
+        ("store.reprocess", "editor", "store", store.pk, "kb", ADDRESS),
         ("document.delete", "editor", "document", b, "b.md", ADDRESS),
     ]
     uploaded_a = AuditEntry.objects.get(action="document.upload", object_id=a)
     assert uploaded_a.after == {"store_id": store.pk, "filename": "a.txt", "size_bytes": 5, "status": "pending"}
-    assert AuditEntry.objects.get(action="rag_store.reprocess_all").after == {"documents": 3, "status": "any"}
+    assert AuditEntry.objects.get(action="store.reprocess").after == {"documents": 3, "status": "any"}
     assert AuditEntry.objects.get(action="document.delete").before["filename"] == "b.md"
 
 
@@ -181,16 +185,16 @@ def test_documents_uploaded_deleted_and_reprocessed_in_the_dashboard_are_audited
     post(browser, f"/admin/stores/{store.pk}/reprocess", {"status": "failed"})  # "Retry all failed"
     post(browser, f"/admin/documents/{b.pk}/delete")
 
-    assert trail("document.", "rag_store.") == [
+    assert trail("document.", "store.reprocess") == [
         ("document.upload", "editor", "document", a.pk, "a.txt", PEER),
         ("document.upload", "editor", "document", b.pk, "b.txt", PEER),
         ("document.upload", "editor", "document", memo.pk, "Memo.txt", PEER),
         ("document.reprocess", "editor", "document", a.pk, "a.txt", PEER),
-        ("rag_store.reprocess_all", "editor", "store", store.pk, "kb", PEER),
+        ("document.reprocess", "editor", "document", failed.pk, failed.filename, PEER),
+        ("store.reprocess", "editor", "store", store.pk, "kb", PEER),
         ("document.delete", "editor", "document", b.pk, "b.txt", PEER),
     ]
-    assert AuditEntry.objects.get(action="rag_store.reprocess_all").after == {"documents": 1, "status": "failed"}
-    assert failed.pk not in [row[3] for row in trail("document.")]
+    assert AuditEntry.objects.get(action="store.reprocess").after == {"documents": 1, "status": "failed"}
 
 
 # --- reading the trail: filters and the NDJSON export -----------------------------------------

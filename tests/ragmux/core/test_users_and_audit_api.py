@@ -37,6 +37,9 @@ def test_an_admin_creates_changes_resets_and_deactivates_a_user(api, personas):
     assert duplicate.status_code == 409 and "case-insensitive" in duplicate.json()["error"]["message"]
     short = admin.post("/admin/api/users", json={"username": "fay", "password": "short"})
     assert short.status_code == 400 and short.json()["error"]["fields"]["password"]
+    for weak, reason in (("password", "too common"), ("12345678", "entirely numeric"), ("fayfayfay1", "similar")):
+        refused = admin.post("/admin/api/users", json={"username": "fayfayfay", "password": weak})
+        assert refused.status_code == 400 and reason in refused.json()["error"]["message"]
 
     from ragmux.core.authentication import issue_admin_token
 

@@ -44,7 +44,7 @@ def test_an_admin_follows_a_document_to_its_entries_and_reads_the_refused_sign_i
     expect(rows.first).to_have_attribute("data-action", "document.upload")
     expect(rows.first).to_contain_text("admin")
     expect(rows.first).to_contain_text("127.0.0.1")
-    expect(rows.first).to_contain_text("filename: — → memo.md")
+    expect(rows.first).to_contain_text("filename: memo.md")
     shots(page, "audit-document")
 
     page.get_by_role("link", name="Clear").click()
@@ -67,3 +67,49 @@ def test_an_admin_follows_a_document_to_its_entries_and_reads_the_refused_sign_i
     expect(lockouts.first).to_contain_text("127.0.0.1")
     expect(page.locator("table.refusals tbody tr[data-action='login.locked']")).to_have_count(1)
     shots(page, "sign-ins")
+
+
+def test_retry_all_failed_leaves_an_entry_per_document_and_one_store_entry_found_under_store(
+    wide_page, personas, kb, shots
+):
+    from tests.factories import DocumentFactory
+
+    failed = [DocumentFactory(store=kb, status="failed", error="no text found") for _ in range(2)]
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto(f"/admin/stores/{kb.pk}/")
+    page.get_by_role("button", name="Retry all failed (2)").click()
+    page.goto(f"/admin/audit/?object_type=store&object_id={kb.pk}")
+    rows = page.locator("table.audit tbody tr")
+    expect(rows).to_have_count(2)  # its creation, and the retry
+    expect(rows.first).to_have_attribute("data-action", "store.reprocess")
+    expect(rows.first.locator(".changes li")).to_have_text(["status: failed", "documents: 2"])
+    shots(page, "audit-store")
+    for document in failed:
+        page.goto(f"/admin/audit/?document={document.pk}")
+        expect(page.locator("table.audit tbody tr[data-action='document.reprocess']")).to_have_count(1)
+
+
+def test_sign_in_outcomes_are_words_and_a_deactivated_user_is_told_so_only_with_the_right_password(
+    wide_page, personas, browser, live_server, shots
+):
+    from tests.factories import UserFactory
+
+    UserFactory(username="gone", role="viewer", is_active=False)
+    visitor = browser.new_context(base_url=live_server.url).new_page()
+    sign_in(visitor, "gone", "a guess")
+    expect(visitor.get_by_role("alert")).not_to_contain_text("deactivated")
+    sign_in(visitor, "gone", PASSWORD)
+    expect(visitor.get_by_role("alert")).to_contain_text("This account is deactivated. Ask an admin to reactivate it.")
+    sign_in(visitor, "nobody", "a guess")
+    visitor.context.close()
+
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto("/admin/security/sign-ins/")
+    outcomes = page.locator("table.refusals tbody td.outcome-words")
+    expect(outcomes).to_have_text(
+        ["refused: unknown username", "refused: deactivated account", "refused: wrong password"]
+    )
+    expect(page.locator("table.refusals")).not_to_contain_text("login.failure")
+    shots(page, "sign-ins-outcomes")

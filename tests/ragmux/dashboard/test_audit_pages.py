@@ -73,6 +73,6 @@ def test_the_sign_ins_page_shows_refused_attempts_and_lockouts(as_role, personas
     page = text(as_role("admin").get("/admin/security/sign-ins/"))
     assert "Last hour 2 Last 24 hours 2" in page
     assert re.search(r"viewer 198\.51\.100\.77 \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", page)  # the lockout
-    assert page.count("viewer 198.51.100.77 login.failure") == 2
-    assert "viewer 198.51.100.77 login.locked" in page
+    assert page.count("viewer 198.51.100.77 refused: wrong password") == 2
+    assert "viewer 198.51.100.77 locked out: too many failures from this address" in page
     assert PASSWORD not in page

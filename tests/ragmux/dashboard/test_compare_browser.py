@@ -121,3 +121,65 @@ def test_each_column_shows_what_applies_and_refusals_are_said_in_words(wide_page
     expect(page.locator("#errors_q")).to_have_text("The query is too long: 4004 characters, at most 4000.")
     expect(page.get_by_text("Fix the settings of this configuration")).to_have_count(0)
     expect(page.locator("section.column")).to_have_count(0)
+
+
+def test_an_llm_rerank_that_is_no_ranking_or_fails_keeps_the_fused_order_and_says_why(
+    wide_page, personas, handbook, chat_connection, fake_upstream, api, shots
+):
+    """A reply that only mentions a passage ("[1]") is no ranking: nothing is scored, the fused
+    order stands, and the compare page and the search API say why; a 503 is said with its status."""
+    from stores.services import store_update
+
+    store_update(
+        store=handbook,
+        name=handbook.name,
+        values={
+            "rerank": True,
+            "rerank_backend": "llm",
+            "rerank_connection_id": chat_connection.pk,
+            "search_mode": "hybrid",
+        },
+    )
+    fake_upstream.configure("openai.chat", answer="Passage [1] is about parking; none of them answers the query.")
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto(f"/admin/search/?store={handbook.pk}")
+    page.get_by_label("Query").fill("where do visitors park")
+    page.get_by_role("button", name="Compare").click()
+    status = page.locator("section.column").nth(0).locator(".rerank-status")
+    expect(status).to_contain_text("llm failed after")
+    expect(status).to_contain_text(
+        "fake-chat: the reranking model's answer is not a list of passage numbers: "
+        "“Passage [1] is about parking; none of them answers the query.”"
+    )
+    expect(status).to_contain_text("the fused order is kept")
+    expect(page.locator("section.column").nth(0).locator(".hit", has_text="rerank_score")).to_have_count(0)
+    shots(page, "search-compare-rerank-refused")
+
+    fake_upstream.configure("openai.chat", answer=None, status=503)
+    page.get_by_role("button", name="Compare").click()
+    expect(status).to_contain_text("503")
+    body = api("viewer").post(f"/admin/api/rag-stores/{handbook.pk}/search", json={"query": "where do visitors park"})
+    assert body.status_code == 200, body.text
+    reply = body.json()
+    assert reply["rerank_fallback"] is True and reply["reranked"] is False
+    assert "503" in reply["rerank_fallback_reason"] and reply["rerank_fallback_reason"].startswith("fake-chat: ")
+
+
+def test_a_vector_column_names_no_lexical_backend_and_hits_say_nothing_of_a_column_not_run(
+    wide_page, personas, memos, shots
+):
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto(compare_address(memos, **{"a-mode": "vector", "b-mode": "hybrid", "b-backend": "bm25"}))
+    vector = page.locator("section.column[data-side=a]")
+    expect(vector.locator(".backend-ran")).to_have_text("none: a vector search has no lexical side")
+    expect(page.locator("section.column[data-side=b] .backend-ran")).to_have_text("bm25")
+
+    # A refused, so not run: B's hits are not "only here", and carry no "A: —".
+    page.goto(compare_address(memos, **{"a-mode": "lexical", "a-backend": "pg_search", "b-backend": "bm25"}))
+    b = page.locator("section.column[data-side=b]")
+    expect(b.locator(".hit").first).to_be_visible()
+    expect(b.locator(".movement")).to_have_count(0)
+    expect(b.locator(".hit.only-here")).to_have_count(0)
+    shots(page, "search-compare-one-run")

@@ -113,3 +113,41 @@ def test_a_saved_connections_test_says_what_it_tried_and_why(wide_page, personas
     )
     expect(page.locator("tr[data-connection=fake-chat] .last-test")).to_contain_text("ok chat in")
     assert fake_upstream.calls("openai.embeddings") == 0
+
+
+def test_a_loopback_model_server_is_reachable_on_one_machine_and_a_refusal_names_its_setting(
+    wide_page, personas, fake_upstream, fake_connection, settings, shots
+):
+    """With the guard on (the compose default), the list does not call a refused row "allowed"
+    and its Test names the setting, where it is set and that a restart applies it. With loopback
+    allowed (the embedded default), a model server at localhost is added and answers."""
+    from gateway.connections.models import ModelConnection
+
+    settings.PRIVATE_UPSTREAM_ALLOWLIST = []
+    settings.ALLOW_LOOPBACK_UPSTREAMS = False
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto("/admin/connections/")
+    row = page.locator("tr[data-connection=fake-openai]")
+    expect(row).not_to_contain_text("allowed by the settings")
+    expect(row).to_contain_text("refused: upstream host")
+    page.get_by_role("button", name="Test fake-openai").click()
+    flash = page.locator(".flash p").first
+    expect(flash).to_contain_text("ALLOW_LOOPBACK_UPSTREAMS=true")
+    expect(flash).to_contain_text("deploy/.env under Docker Compose")
+    expect(flash).to_contain_text("restart ragmux to apply it")
+    shots(page, "connections-refused")
+
+    settings.ALLOW_LOOPBACK_UPSTREAMS = True
+    port = fake_upstream.url.rsplit(":", 1)[1]
+    page.goto("/admin/connections/new")
+    page.get_by_label("Name").fill("ollama-here")
+    page.get_by_label("Provider").select_option("custom_openai")
+    page.get_by_label("Base URL").fill(f"http://localhost:{port}/v1")
+    page.get_by_label("Model").fill("llama-3-8b")
+    page.get_by_role("button", name="Create the connection").click()
+    expect(page.locator(".flash p").first).to_contain_text("Created the connection “ollama-here”")
+    expect(page.locator("tr[data-connection=ollama-here]")).to_contain_text("private address, allowed by the settings")
+    page.get_by_role("button", name="Test ollama-here").click()
+    expect(page.locator(".flash p").first).to_contain_text("“ollama-here” works")
+    assert ModelConnection.objects.get(name="ollama-here").private_upstream

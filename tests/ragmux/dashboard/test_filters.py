@@ -1,7 +1,7 @@
 import pytest
 
 from ingestion.queue import PROGRESS_CHUNKED, PROGRESS_EMBEDDED, PROGRESS_PARSED
-from ragmux.dashboard.filters import dollars, ingestion_stage
+from ragmux.dashboard.filters import dollars, ingestion_stage, number
 
 
 @pytest.mark.parametrize(
@@ -10,18 +10,23 @@ from ragmux.dashboard.filters import dollars, ingestion_stage
         (0, "$0.00"),
         (1, "$0.000001"),
         (450, "$0.00045"),
+        (2_000, "$0.002"),  # a Cohere search, not "$0.00"
         (4_200, "$0.0042"),
-        (4_249, "$0.0042"),
-        (8_000, "$0.0080"),
-        (9_990, "$0.01"),  # rounds up to a cent: shown in cents
+        (4_249, "$0.00425"),
+        (8_000, "$0.008"),
+        (9_990, "$0.00999"),
         (10_000, "$0.01"),
-        (15_000, "$0.02"),
+        (15_000, "$0.015"),
+        (52_500, "$0.0525"),  # not rounded to "$0.05"
+        (500_000, "$0.50"),
+        (999_999, "$1.00"),
         (1_234_567, "$1.23"),
+        (1_500_000, "$1.50"),
         (2_500_000, "$2.50"),
         (1_234_500_000, "$1,234.50"),
     ],
 )
-def test_money_is_cents_and_a_sub_cent_amount_keeps_two_significant_digits(micros, shown):
+def test_money_is_cents_from_a_dollar_and_three_significant_digits_below(micros, shown):
     assert dollars(micros) == shown
 
 
@@ -41,3 +46,7 @@ def test_money_is_cents_and_a_sub_cent_amount_keeps_two_significant_digits(micro
 )
 def test_a_processing_document_s_stage_is_named_with_embedding_s_progress(progress, stage):
     assert ingestion_stage(progress) == stage
+
+
+def test_a_count_has_thousands_separators():
+    assert [number(0), number(16849), number(20000), number(None)] == ["0", "16,849", "20,000", "—"]

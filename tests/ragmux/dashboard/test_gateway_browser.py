@@ -118,7 +118,7 @@ def test_an_admin_sets_the_limits_of_a_project_and_of_one_of_its_keys(wide_page,
     page.get_by_label("Dollars a month").fill("40")
     page.get_by_role("button", name="Save the limits").click()
     expect(page.locator(".flash p").first).to_contain_text("Saved the limits of the project “falcon-bot”")
-    expect(page.locator("dl.limits dd")).to_have_text(["60", "no limit", "no limit", "no limit", "$2.5", "$40"])
+    expect(page.locator("dl.limits dd")).to_have_text(["60", "no limit", "no limit", "no limit", "$2.50", "$40.00"])
     expect(page.get_by_label("Dollars a day")).to_have_value("2.5")
     shots(page, "project-limits")
     project.refresh_from_db()
@@ -139,7 +139,7 @@ def test_an_admin_sets_the_limits_of_a_project_and_of_one_of_its_keys(wide_page,
     page.get_by_role("button", name="Save the key").click()
     expect(page.locator(".flash p").first).to_contain_text("Saved the key “support-web”")
     row = page.locator("tr[data-key=support-web]")
-    expect(row.locator(".key-limits")).to_have_text("Tokens a day: 100000; Dollars a month: $7.25")
+    expect(row.locator(".key-limits")).to_have_text("Tokens a day: 100,000; Dollars a month: $7.25")
     expect(row).to_contain_text("chat, retrieve, models")
     key = GatewayKey.objects.get(project=Project.objects.get(name="falcon-bot"))
     assert (key.name, key.budget_daily_tokens, key.budget_monthly_usd_micros) == ("support-web", 100_000, 7_250_000)
@@ -167,3 +167,45 @@ def test_an_admin_sets_the_limits_of_a_project_and_of_one_of_its_keys(wide_page,
     )
     expect(overview.locator(".refused")).to_contain_text("1 today")
     shots(page, "overview-spend")
+
+
+def test_money_counts_and_meters_are_written_one_way_and_coloured_by_their_state(
+    wide_page, personas, chat_connection, shots
+):
+    """A spent daily budget: its meter is in its bad region (red), the monthly forecast is not
+    shown while no call gets through, and every amount and count is written one way."""
+    from gateway.clients.services import project_create
+
+    project = project_create(
+        name="falcon-bot",
+        chat_connection_id=chat_connection.id,
+        embedding_connection_id=None,
+        store_id=None,
+        system_prompt="",
+        budget_daily_tokens=20_000,
+        budget_daily_usd_micros=1_500_000,
+        budget_monthly_usd_micros=40_000_000,
+    )
+    RequestLogFactory(project=project, prompt_tokens=16_000, completion_tokens=849, cost_micros=1_500_000)
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto(f"/admin/projects/{project.pk}/")
+    expect(page.locator("dl.limits dd")).to_have_text(["no limit", "no limit", "20,000", "no limit", "$1.50", "$40.00"])
+    spend = page.get_by_role("region", name="Spend")
+    daily = spend.locator(".budget-meter", has_text="Daily dollar budget")
+    expect(daily.locator(".used")).to_have_text("$1.50 of $1.50")
+    meter = daily.get_by_role("meter")
+    assert meter.evaluate("m => m.value > m.high && m.optimum < m.low")  # the red region
+    tokens = spend.locator(".budget-meter", has_text="Daily token budget")
+    expect(tokens.locator(".used")).to_have_text("16,849 of 20,000 tokens")
+    assert tokens.get_by_role("meter").evaluate("m => m.value > m.low && m.value <= m.high")  # amber
+    monthly = spend.locator(".budget-meter", has_text="Monthly dollar budget")
+    expect(monthly.locator(".used")).to_have_text("$1.50 of $40.00")
+    assert monthly.get_by_role("meter").evaluate("m => m.value <= m.low")  # green
+    expect(monthly.locator(".forecast")).to_have_count(0)
+    shots(page, "project-spend-blocked")
+
+    page.goto("/admin/request-logs/")
+    expect(page.locator("tbody tr").first).to_contain_text("16,849")
+    page.goto("/admin/")
+    expect(page.locator("[data-range=day] .tokens")).to_have_text("16,849")

@@ -143,10 +143,10 @@ def test_an_admin_sets_a_projects_limits_on_its_page_and_every_role_reads_them(a
     for fact in (
         "Requests a minute 60",
         "Tokens a minute no limit",
-        "Tokens a day 100000",
+        "Tokens a day 100,000",
         "Tokens a month no limit",
-        "Dollars a day $2.5",
-        "Dollars a month $40",
+        "Dollars a day $2.50",
+        "Dollars a month $40.00",
     ):
         assert fact in page, fact
     assert "Save the limits" not in page
@@ -203,7 +203,7 @@ def test_an_admin_edits_a_keys_name_scopes_expiry_and_limits_and_its_row_shows_t
         7_250_000,
     )
     page = text(admin.get(response.url))
-    assert "Requests a minute: 60; Tokens a day: 100000; Dollars a month: $7.25" in page
+    assert "Requests a minute: 60; Tokens a day: 100,000; Dollars a month: $7.25" in page
 
     refused = post(admin, url, {"name": "app2", "scopes": [], "expires_at": "", **LIMITS})
     assert refused.status_code == 400 and 'id="errors_scopes"' in refused.content.decode()

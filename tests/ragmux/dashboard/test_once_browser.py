@@ -5,6 +5,8 @@ page the form is on."""
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import pytest
 from playwright.sync_api import expect
 
@@ -87,3 +89,33 @@ def test_reloading_a_generated_password_resets_it_no_second_time(wide_page, pers
         answer = page.goto(address)
         assert answer.status == 200
         expect(page.get_by_role("heading", name=heading, exact=True)).to_be_visible()
+
+
+def test_a_visit_to_any_post_only_address_goes_to_the_page_its_form_is_on(
+    wide_page, personas, kb, fake_connection, shots
+):
+    """Each form's address that answers only a post (a reload, a bookmark, a link shared) shows
+    its page, never a bare 405; the sign-out address signs no one out on a visit."""
+    from tests.factories import DocumentFactory
+
+    document = DocumentFactory(store=kb)
+    store = f"/admin/stores/{kb.pk}/"
+    visits = {
+        "/admin/prices/new": "/admin/prices/",
+        f"/admin/stores/{kb.pk}/upload": store,
+        f"/admin/stores/{kb.pk}/text": store,
+        f"/admin/stores/{kb.pk}/reprocess": store,
+        f"/admin/documents/{document.pk}/reprocess": store,
+        f"/admin/documents/{document.pk}/delete": store,
+        f"/admin/connections/{fake_connection.pk}/test": "/admin/connections/",
+        f"/admin/stores/{kb.pk}/search-settings": f"/admin/search/?store={kb.pk}",
+        "/admin/logout/": "/admin/",
+    }
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    for address, owner in visits.items():
+        response = page.goto(address)
+        assert response.status == 200, f"{address}: {response.status}"
+        shown = urlsplit(page.url)
+        assert shown.path + (f"?{shown.query}" if shown.query else "") == owner, address
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible()  # still signed in

@@ -535,3 +535,19 @@ def test_the_store_form_offers_the_rerank_connections_that_fit_the_backend(as_ro
     assert cleared.status_code == 302
     kb.refresh_from_db()
     assert (kb.rerank_backend, kb.rerank_connection_id) == ("llm", None)
+
+
+def test_no_dashboard_address_answers_a_visit_with_a_bare_405(as_role, kb):
+    """Every dashboard URL, visited by an admin with made-up ids: a page, a redirect or a 404,
+    never 405 Method Not Allowed."""
+    from django.urls import URLPattern, get_resolver
+
+    admin = as_role("admin")
+    resolver = get_resolver()
+    dashboard = next(p for p in resolver.url_patterns if getattr(p, "namespace", None) == "dashboard")
+    for pattern in dashboard.url_patterns:
+        assert isinstance(pattern, URLPattern)
+        address = "/admin/" + str(pattern.pattern).replace("<id:", "{").replace(">", "}")
+        address = re.sub(r"\{[a-z_]+\}", str(kb.pk), address)
+        assert admin.get(address).status_code != 405, address
+    assert admin.get("/admin/logout/").status_code == 302

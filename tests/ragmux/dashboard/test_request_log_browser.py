@@ -65,3 +65,43 @@ def test_a_calls_page_says_its_rerank_fell_back_and_why(wide_page, personas, cha
     expect(sources.locator(".rerank-outcome dt")).to_have_text("Rerank")
     expect(sources.locator(".rerank-outcome dd")).to_have_text(f"Fallback: {reason}")
     shots(page, "request-log-rerank-fallback")
+
+def test_a_refused_call_shows_no_tokens_and_the_csv_names_projects_keys_and_dollars(wide_page, personas, shots):
+    import csv
+    import io
+
+    from tests.factories import GatewayKeyFactory, ProjectFactory, RequestLogFactory
+
+    project = ProjectFactory(name="falcon-bot")
+    key = GatewayKeyFactory(project=project, name="support-app")
+    refused = RequestLogFactory(project=project, key=key, endpoint="chat", status_code=429)
+    priced = RequestLogFactory(
+        project=project,
+        key=key,
+        endpoint="chat",
+        prompt_tokens=1000,
+        completion_tokens=500,
+        cost_micros=52_500,
+        cost_source="price_table",
+    )
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto(f"/admin/request-logs/{refused.pk}")
+    expect(page.get_by_text("Prompt tokens")).to_have_count(0)
+    expect(page.locator(".refused-spent")).to_have_text(
+        "Refused with HTTP 429 before any model ran: no tokens were spent and it costs nothing."
+    )
+    expect(page.get_by_text("Priced from the price table")).to_have_count(0)
+    shots(page, "request-log-refused")
+    page.goto(f"/admin/request-logs/{priced.pk}")
+    expect(page.get_by_text("Prompt tokens")).to_be_visible()
+    expect(page.get_by_text("The cost is these tokens at the rates of the Prices page")).to_be_visible()
+
+    page.goto("/admin/request-logs/")
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Export these as CSV").click()
+    rows = list(csv.DictReader(io.StringIO(download.value.path().read_text())))
+    by_id = {int(row["id"]): row for row in rows}
+    assert (by_id[priced.pk]["project_name"], by_id[priced.pk]["key_name"]) == ("falcon-bot", "support-app")
+    assert by_id[priced.pk]["cost_usd"] == "0.0525"
+    assert by_id[refused.pk]["cost_usd"] == "0"

@@ -36,4 +36,7 @@ def test_a_typo_correction_shows_the_word_the_documents_use(wide_page, personas,
         corrections = columns.nth(n).locator("dt", has_text="Corrections").locator("xpath=following-sibling::dd")
         expect(corrections).to_have_text("liabilty → liability")
     expect(columns.nth(0).locator(".hit").first).to_be_visible()
+    # "Matched:" names the words the hit holds, as written, not the stem "liabil".
+    for matched in columns.nth(0).locator(".hit .matched").all():
+        expect(matched).to_have_text("Matched: liability")
     shots(page, "search-typo")

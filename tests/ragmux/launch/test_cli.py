@@ -425,6 +425,9 @@ def test_reset_password_reads_the_password_and_applies_the_validators(api, setti
     weak = run_ragmux(subprocess_env, "reset-password", "erin", stdin="short\n")
     assert weak.returncode == 1
     assert "password refused" in weak.stderr
+    common = run_ragmux(subprocess_env, "reset-password", "erin", stdin="12345678\n")
+    assert common.returncode == 1
+    assert "This password is too common. This password is entirely numeric." in common.stderr
     chosen = run_ragmux(subprocess_env, "reset-password", "erin", stdin="a long enough new password\n")
     assert chosen.returncode == 0, chosen.stderr
     assert "shown once" not in chosen.stdout

@@ -66,3 +66,19 @@ def test_a_default_index_language_the_database_lacks_is_refused(subprocess_env):
     assert "startup refused: DEFAULT_INDEX_CONFIG 'klingon' is not a text search configuration" in result.stderr
     assert "Traceback" not in result.stderr
     assert run_ragmux({**subprocess_env, "DEFAULT_INDEX_CONFIG": "German"}, "migrate").returncode == 0
+
+
+def test_the_embedded_default_allows_loopback_upstreams_and_an_external_database_does_not(tmp_path):
+    from ragmux.launch.embedded import EmbeddedServices
+
+    embedded: dict[str, str] = {"REDIS_URL": "redis://127.0.0.1:1/0"}
+    EmbeddedServices.plan(embedded, tmp_path)
+    assert embedded["ALLOW_LOOPBACK_UPSTREAMS"] == "true"
+
+    told = {"REDIS_URL": "redis://127.0.0.1:1/0", "ALLOW_LOOPBACK_UPSTREAMS": "false"}
+    EmbeddedServices.plan(told, tmp_path)
+    assert told["ALLOW_LOOPBACK_UPSTREAMS"] == "false"
+
+    compose = {"DATABASE_URL": "postgres://db/ragmux", "REDIS_URL": "redis://redis:6379/0"}
+    EmbeddedServices.plan(compose, tmp_path)
+    assert "ALLOW_LOOPBACK_UPSTREAMS" not in compose

@@ -55,18 +55,32 @@ ROUTES = {"cohere": "cohere.rerank", "voyage": "voyage.rerank", "llm": "openai.c
     [
         ("[3, 1, 2]", [2, 0, 1]),
         ("```json\n[2, 3]\n```", [1, 2]),
-        ("The most relevant is passage 3, then 1.", [2, 0]),
+        ("3, 1", [2, 0]),
+        ("[3] [1] [2]", [2, 0, 1]),
         ("[3, 3, 9, 0, 1]", [2, 0]),
         ('["2", 1]', [1, 0]),
-        ("Ranking: [2] first, [1] second", [1, 0]),
     ],
 )
-def test_passage_numbers_read_a_json_array_or_the_numbers_in_free_text(text, order):
+def test_passage_numbers_read_a_list_of_passage_numbers(text, order):
     assert passage_numbers(text, 3) == order
 
 
-@pytest.mark.parametrize("text", ["none of them", "", "[]", "[7, 8]", "[true, false]", "0"])
-def test_an_answer_naming_no_passage_is_unreadable(text):
+@pytest.mark.parametrize(
+    "text",
+    [
+        "none of them",
+        "",
+        "[]",
+        "[7, 8]",
+        "[true, false]",
+        "0",
+        "[1]",  # one passage scored is no order
+        "The most relevant is passage 3, then 1.",
+        "Ranking: [2] first, [1] second",
+        "Passage [1] is about parking; none of them answers the query.",
+    ],
+)
+def test_an_answer_that_is_no_ranking_of_the_passages_is_unreadable(text):
     with pytest.raises(RerankUnreadable):
         passage_numbers(text, 3)
 
@@ -162,11 +176,11 @@ def test_llm_prompt_is_listwise_at_temperature_zero_with_capped_answer(fake_upst
 
 @pytest.mark.django_db
 def test_llm_answer_cut_to_top_n_and_estimated_without_usage(fake_upstream):
-    fake_upstream.configure("openai.chat", answer="Passage 2 is best, then 3, then 1.", omit_usage=True)
+    fake_upstream.configure("openai.chat", answer="[2, 3, 1]", omit_usage=True)
     result = backend_reranker(fake_upstream, "llm").rerank("q", PASSAGES, top_n=2)
     assert result.order == [1, 2]
     assert result.tokens_reported is False
-    assert result.output_tokens == 9  # 35 characters / 4, rounded up
+    assert result.output_tokens == 3  # 9 characters / 4, rounded up
 
 
 @pytest.mark.django_db
