@@ -423,6 +423,7 @@ def test_a_reservation_is_clamped_to_what_the_counters_hold():
     claim.micros = 2**64
     assert (claim.tokens, claim.micros) == (MAX_RESERVATION, MAX_RESERVATION)
 
+
 # A handbook whose three sections each fill a chunk: a RAG call's prompt is mostly its context.
 RAG_SECTION_WORDS = 600
 RAG_CALLS = 25

@@ -66,6 +66,7 @@ def test_a_calls_page_says_its_rerank_fell_back_and_why(wide_page, personas, cha
     expect(sources.locator(".rerank-outcome dd")).to_have_text(f"Fallback: {reason}")
     shots(page, "request-log-rerank-fallback")
 
+
 def test_a_refused_call_shows_no_tokens_and_the_csv_names_projects_keys_and_dollars(wide_page, personas, shots):
     import csv
     import io
