@@ -50,14 +50,15 @@ def project_key(project) -> str:
 
 @pytest.fixture
 def start_web_process(subprocess_env, transactional_db, settings):
-    """``start_web_process()`` starts the production server (`ragmux serve`'s uvicorn command, one
-    worker) in a process of its own, on the test database; each is stopped at the end."""
+    """``start_web_process(env=None)`` starts the production server (`ragmux serve`'s uvicorn
+    command, one worker) in a process of its own, on the test database, with ``env`` added to its
+    environment; each is stopped at the end."""
     with ExitStack() as started:
 
-        def start() -> WebProcess:
+        def start(env: dict[str, str] | None = None) -> WebProcess:
             settings.PORT, settings.WEB_WORKERS = free_port(), 1
             # With its metrics on, for the suite's token.
-            return started.enter_context(web_process({**subprocess_env, **METRICS_ENV}))
+            return started.enter_context(web_process({**subprocess_env, **METRICS_ENV, **(env or {})}))
 
         yield start
 
