@@ -137,7 +137,10 @@ RERANK_ENDINGS = {
     "reranked": ({}, ("reranked", "")),
     "fallback": (
         {"answer": "I cannot rank these passages."},
-        ("fallback", "the reranking model's answer names no passage between 1 and 6"),
+        (
+            "fallback",
+            "fake-chat: the reranking model's answer is not a list of passage numbers: “I cannot rank these passages.”",
+        ),
     ),
     "skipped": (
         {"backend": "cohere"},
