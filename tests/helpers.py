@@ -468,8 +468,8 @@ def api_routes() -> list[tuple[str, type]]:
 
 
 def client_api_routes() -> list[str]:
-    """Every `/v1` route in the URLconf."""
-    return [route for route, _ in url_routes() if route.startswith("v1/")]
+    """Every `/v1` and `/v2` route in the URLconf."""
+    return [route for route, _ in url_routes() if route.startswith(("v1/", "v2/"))]
 
 
 def served_methods(view_class: type) -> list[str]:

@@ -339,12 +339,14 @@ def test_the_unauthenticated_login_refuses_an_oversized_body_without_a_traceback
 # Hostile JSON, to every JSON endpoint of both APIs
 # --------------------------------------------------------------------------------------------
 
-# A JSON example for every `/v1` route that reads a body; None for those that only answer GET.
+# A JSON example for every client API route that reads a body; None for those that only answer GET.
+RERANK_EXAMPLE = {"model": "text-embedding-3-small", "query": "launch code", "documents": ["a", "launch code"]}
 CLIENT_API = {
     "v1/chat/completions": {"messages": [{"content": "launch code?", "role": "user"}], "temperature": 0.2},
     "v1/retrieve": {"query": "launch code", "top_k": 2},
     "v1/embeddings": {"input": ["launch code", "handbook"]},
-    "v1/rerank": {"model": "text-embedding-3-small", "query": "launch code", "documents": ["a", "launch code"]},
+    "v1/rerank": RERANK_EXAMPLE,
+    "v2/rerank": RERANK_EXAMPLE,
     "v1/models": None,
     "v1/models/<path:model_id>": None,
 }
@@ -488,10 +490,10 @@ def client_api_url(route: str) -> str:
 
 @pytest.mark.parametrize("signed", [False, True], ids=["no key", "gateway key"])
 @pytest.mark.parametrize("route", client_api_routes())
-def test_hostile_json_to_the_client_api_is_refused_in_its_envelope(v1, gateway_key, caplog, route, signed):
-    assert route in CLIENT_API, "a /v1 route without a row in CLIENT_API"
+def test_hostile_json_to_the_client_api_is_refused_in_its_envelope(v1, asgi_url, gateway_key, caplog, route, signed):
+    assert route in CLIENT_API, "a client API route without a row in CLIENT_API"
     client = v1(gateway_key if signed else None)
-    url = client_api_url(route).removeprefix("/v1")
+    url = asgi_url + client_api_url(route)
 
     @HOSTILE
     @given(case=hostile_bodies(CLIENT_API[route] or {}))
@@ -530,9 +532,9 @@ def test_the_unauthenticated_login_refuses_malformed_json_with_a_400(api, caplog
 
 @pytest.mark.parametrize("case", sorted(ISSUE_REPRODUCTIONS))
 @pytest.mark.parametrize("route", CLIENT_JSON)
-def test_the_client_api_refuses_malformed_json_with_a_400(v1, gateway_key, caplog, route, case):
+def test_the_client_api_refuses_malformed_json_with_a_400(v1, asgi_url, gateway_key, caplog, route, case):
     body = ISSUE_REPRODUCTIONS[case](CLIENT_API[route])
-    response = v1(gateway_key).post(client_api_url(route).removeprefix("/v1"), content=body)
+    response = v1(gateway_key).post(asgi_url + client_api_url(route), content=body)
 
     assert response.status_code == 400, response.text
     assert client_api_error(response)["code"] == "invalid_json"
@@ -568,7 +570,7 @@ def test_an_oversized_body_is_a_413_in_its_envelope_chunked_or_not(
     admin_token = issue_admin_token(user=personas["admin"])
     with httpx.Client(base_url=asgi_url, timeout=30) as client:
         for method, path, example, envelope in every_json_endpoint(objects):
-            token = (gateway_key if path.startswith("/v1/") else admin_token) if signed else None
+            token = (gateway_key if path.startswith(("/v1/", "/v2/")) else admin_token) if signed else None
             headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
             body = json.dumps({**example, "padding": "x" * SMALL_LIMIT}).encode()
             response = client.request(method, path, content=chunked(body) if is_chunked else body, headers=headers)
