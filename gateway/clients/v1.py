@@ -181,34 +181,44 @@ async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str,
         raise
     except ServiceError as exc:
         response = openai_error_response(exc)
-        await _end(call, response.status_code, exc.message)
+        _end(call, response.status_code, exc.message)
     except Exception as exc:
         if (unavailable := database_unavailable(exc)) is not None:
             logger.warning("/v1/%s: %s", endpoint, exc)
             response = openai_error_response(unavailable)
-            await _end(call, response.status_code, unavailable.message)
+            _end(call, response.status_code, unavailable.message)
         else:
             request_id = getattr(request, "request_id", "-")
             logger.exception("internal error in /v1/%s (request id %s)", endpoint, request_id)
-            await _end(call, 500, "internal error")
+            _end(call, 500, "internal error")
             response = openai_error_response(ServerFault(f"internal error (request id {request_id})"))
     else:
         if not call.relaying:
             call.mark_first_byte()
-            await _end(call, response.status_code)
+            _end(call, response.status_code)
     for name, value in call.limit_headers.items():
         response[name] = value
     return response
 
 
-async def _end(call: Call, status: int, error: str = "") -> None:
-    """A call whose answer has ended: its reservation released, then its row queued."""
+# The tasks settling ended calls, held so the loop does not drop them before they finish.
+_settling: set[asyncio.Task] = set()
+
+
+def _end(call: Call, status: int, error: str = "") -> None:
+    """A call whose answer has ended: its reservation released, then its row queued, in a task of
+    their own: the answer goes out without waiting for the release statement, which is sent as
+    the answer is written, before the client can read it and call again."""
+    task = asyncio.get_running_loop().create_task(_release_and_finish(call, status, error))
+    _settling.add(task)
+    task.add_done_callback(_settling.discard)
+
+
+async def _release_and_finish(call: Call, status: int, error: str) -> None:
     try:
         await limiter.release(call)
-    except asyncio.CancelledError:
-        _client_left(call)
-        raise
-    call.finish(status, error)
+    finally:
+        call.finish(status, error)
 
 
 def _client_left(call: Call) -> None:
@@ -596,7 +606,7 @@ async def _stream(
             _settle_tokens(call, attempts, body["messages"], answer_chars, reported)
             if status == CLIENT_CLOSED:
                 _client_left(call)
-        await _end(call, status, error)
+        _end(call, status, error)
         yield b"data: [DONE]\n\n"
 
     call.relaying = True
