@@ -1,12 +1,12 @@
 from django.urls import path
 
-from gateway.clients import v1
+from gateway.clients.v1 import chat, embeddings, model_list, rerank, retrieve
 
 urlpatterns = [
-    path("chat/completions", v1.chat_completions),
-    path("retrieve", v1.retrieve),
-    path("embeddings", v1.embeddings),
-    path("rerank", v1.rerank),
-    path("models", v1.models),
-    path("models/<path:model_id>", v1.model),
+    path("chat/completions", chat.chat_completions),
+    path("retrieve", retrieve.retrieve),
+    path("embeddings", embeddings.embeddings),
+    path("rerank", rerank.rerank),
+    path("models", model_list.models),
+    path("models/<path:model_id>", model_list.model),
 ]

@@ -1,8 +1,8 @@
 from django.urls import path
 
-from gateway.clients import v1
+from gateway.clients.v1 import rerank
 
 # Cohere's ClientV2 posts its rerank here; the request and answer are the v1 endpoint's.
 urlpatterns = [
-    path("rerank", v1.rerank),
+    path("rerank", rerank.rerank),
 ]

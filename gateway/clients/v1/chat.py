@@ -1,0 +1,314 @@
+"""POST /v1/chat/completions: the chat, grounded in the project's store, answered by its
+connection or route, whole or relayed as a stream."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import math
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+
+from gateway.clients import limiter, routed_chat, selectors
+from gateway.clients.injection import inject, message_texts, query_text
+from gateway.clients.ledger import Call, Spend
+from gateway.clients.models import Endpoint, Scope
+from gateway.clients.routed_chat import Attempts, ChatPlan, ChatTarget
+from gateway.clients.serializers import ChatInput
+from gateway.clients.v1.endpoint import client_left, end_call, json_body, v1_endpoint, validated
+from gateway.clients.v1.retrieve import rerank_and_record, search_store
+from gateway.clients.v1.spend import estimated_if_cancelled, query_spend
+from gateway.connections.images import RemoteImages
+from gateway.connections.providers.chat import NoChat
+from gateway.connections.providers.chat_reply import count
+from gateway.connections.providers.embeddings import estimate_tokens
+from gateway.connections.providers.upstream_errors import failure_kind
+from ragmux.core import metrics
+from ragmux.core.crypto import DecryptionFailed
+from ragmux.core.errors import (
+    CLIENT_CLOSED,
+    ServerFault,
+    ServiceError,
+    UpstreamFailed,
+    openai_error_body,
+    status_for,
+)
+from retrieval import context as rag_context
+
+logger = logging.getLogger("ragmux.gateway.v1")
+
+
+async def _ground(call: Call, messages: list[dict]) -> tuple[str, list[dict]]:
+    """The context block and its sources; retrieval trouble leaves the chat ungrounded, with the
+    reason in the call's log row."""
+    store = call.project.store
+    query = query_text(messages)
+    if store is None or not query:
+        return "", []
+    try:
+        result = await asyncio.wait_for(search_store(call, store, query), timeout=settings.SEARCH_TIMEOUT)
+    except TimeoutError:
+        call.rag_skipped_reason = f"retrieval took longer than SEARCH_TIMEOUT ({settings.SEARCH_TIMEOUT:g}s)"
+    except ServiceError as exc:
+        call.rag_skipped_reason = exc.message
+    except Exception:
+        logger.exception("retrieval for project %s failed", call.project.pk)
+        call.rag_skipped_reason = "internal error in retrieval (see the server log)"
+    else:
+        await rerank_and_record(call, store, query, result)
+        return rag_context.render_context(result.hits), call.sources
+    logger.warning("project %s answers without context: %s", call.project.pk, call.rag_skipped_reason)
+    return "", []
+
+
+def _rag_headers(response: HttpResponse, call: Call, sources: list[dict]) -> HttpResponse:
+    if call.project.store_id is not None:
+        response["x-ragmux-rag-hits"] = str(call.rag_hits)
+    if sources:
+        response["x-ragmux-rag-sources"] = rag_context.sources_header(sources)
+    return response
+
+
+def _count_usage(call: Call, usage: Any) -> bool:
+    """Takes the upstream's token counts; False when it reported none."""
+    if not isinstance(usage, dict):
+        return False
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if not (isinstance(prompt, int) and isinstance(completion, int)) or prompt + completion <= 0:
+        return False
+    call.prompt_tokens, call.completion_tokens = prompt, completion
+    details = usage.get("prompt_tokens_details")
+    details = details if isinstance(details, dict) else {}
+    call.cached_tokens = count(details.get("cached_tokens"))
+    call.cache_write_tokens = count(details.get("cache_write_tokens"))
+    return True
+
+
+def _settle_tokens(call: Call, attempts: Attempts, sent: list[dict], answer_chars: int, reported: bool):
+    """The chat's tokens, priced by the target that answered (or was tried last)."""
+    target = attempts.current
+    call.model = target.model
+    if not reported:
+        call.tokens_estimated = True
+        call.prompt_tokens = estimate_tokens(message_texts(sent))
+        call.completion_tokens = math.ceil(answer_chars / 4)
+    call.spends.insert(
+        0,
+        Spend(
+            target.connection.provider_type,
+            target.model,
+            call.prompt_tokens,
+            call.completion_tokens,
+            call.cached_tokens,
+            call.cache_write_tokens,
+        ),
+    )
+
+
+def _answer_chars(choices: Any, key: str) -> int:
+    total = 0
+    for choice in choices if isinstance(choices, list) else []:
+        part = choice.get(key) if isinstance(choice, dict) else None
+        content = part.get("content") if isinstance(part, dict) else None
+        total += len(content) if isinstance(content, str) else 0
+    return total
+
+
+def _chat_size(call: Call, plan: ChatPlan, body: dict, messages: list[dict]) -> dict[str, Any]:
+    """A chat's size before it is made, as the limits reserve it: the system prompt and the
+    client's messages (reference §4.7's estimate, before any context) and the completion it may
+    write (`max_tokens`, else LIMIT_DEFAULT_COMPLETION_TOKENS); priced with its query's embedding,
+    and, as any of a route's targets may answer, at the dearest target's price."""
+    written = next(
+        (body[name] for name in ("max_tokens", "max_completion_tokens") if type(body.get(name)) is int), None
+    )
+    completion = settings.LIMIT_DEFAULT_COMPLETION_TOKENS if written is None else max(written, 0)
+    prompt = estimate_tokens([call.project.system_prompt, *message_texts(messages)])
+    chat = [Spend(target.connection.provider_type, target.model, prompt, completion) for target in plan.targets]
+    query = query_text(messages)
+    spends = [query_spend(call.project.store, query)] if call.project.store is not None and query else []
+    return {"tokens": prompt + completion, "spends": spends, "dearest_of": chat}
+
+
+def _retrieval_size(call: Call, plan: ChatPlan, context: str) -> dict[str, Any]:
+    """What retrieval adds to a chat's reservation before the upstream is asked: the context it
+    puts in the prompt, priced at the dearest target's input price, and what its rerank spent."""
+    context_tokens = estimate_tokens([context]) if context else 0
+    return {
+        "tokens": context_tokens + call.rerank_tokens,
+        "spends": [spend for spend in call.spends if spend.rerank],
+        "dearest_of": [Spend(target.connection.provider_type, target.model, context_tokens) for target in plan.targets],
+    }
+
+
+async def _chat_plan(call: Call, model: str) -> ChatPlan:
+    """The route the call's `model` names among the project's allowed routes, else the
+    project's chat route, else its chat connection."""
+    found = await selectors.chat_route(project=call.project, model=model)
+    if found is None:
+        return ChatPlan.of_connection(call.project.chat_connection)
+    route, targets = found
+    return ChatPlan(
+        [
+            ChatTarget(
+                target.connection,
+                target.effective_model_name,
+                target.weight,
+                target.first_byte_timeout,
+            )
+            for target in targets
+        ],
+        route=route.name,
+        strategy=route.strategy,
+    )
+
+
+@v1_endpoint(endpoint=Endpoint.CHAT, scope=Scope.CHAT, methods=("POST",))
+async def chat_completions(request: HttpRequest, call: Call) -> HttpResponse:
+    body = json_body(request)
+    data = validated(ChatInput, body)
+    extras = body.pop("ragmux", None)  # ours: never sent upstream
+    include_context = isinstance(extras, dict) and extras.get("include_context") is True
+    plan = await _chat_plan(call, data["model"])
+    attempts = Attempts(plan.targets[0])
+    call.model = attempts.current.model
+    client_model = data["model"] or attempts.current.model
+
+    await limiter.admit(call, **_chat_size(call, plan, body, data["messages"]))
+    context, sources = await _ground(call, data["messages"])
+    await limiter.top_up(call, **_retrieval_size(call, plan, context))
+    body["messages"] = inject(data["messages"], context=context, system_prompt=call.project.system_prompt)
+
+    # Fetch slots are shared fairly between projects.
+    images = RemoteImages(owner=f"project:{call.project.pk}")
+    unanswered = functools.partial(_settle_tokens, call, attempts, body["messages"], answer_chars=0, reported=False)
+    with estimated_if_cancelled(unanswered):
+        if data["stream"]:
+            call.streamed = True
+            return await _stream(call, plan, attempts, body, images, client_model, sources)
+        reply = await _answer(
+            call,
+            plan,
+            attempts,
+            _measured(
+                attempts,
+                metrics.UPSTREAM_SECONDS,
+                lambda provider, once: provider.complete(body, once=once, images=images),
+            ),
+        )
+    reported = _count_usage(call, reply.get("usage"))
+    _settle_tokens(call, attempts, body["messages"], _answer_chars(reply.get("choices"), "message"), reported)
+    reply["model"] = client_model
+    if include_context:
+        reply["ragmux"] = {"sources": sources, "context": context}
+    return _rag_headers(JsonResponse(reply), call, sources)
+
+
+async def _answer(call: Call, plan: ChatPlan, attempts: Attempts, attempt):
+    """:func:`routed_chat.answer`, with a project's chat connection that cannot chat said as such."""
+    try:
+        return await routed_chat.answer(call, plan, attempts, attempt)
+    except (NoChat, DecryptionFailed) as exc:
+        logger.error("project %s: chat connection unusable: %s", call.project.pk, exc)
+        raise ServerFault("model connection unavailable", code="connection_unavailable") from None
+
+
+def _count_failure(attempts: Attempts, exc: UpstreamFailed) -> None:
+    provider = attempts.current.connection.provider_type
+    metrics.increment(metrics.UPSTREAM_ERRORS, provider=provider, type=failure_kind(exc))
+
+
+def _measured(attempts: Attempts, histogram, attempt):
+    """``attempt`` (one call to the target ``attempts.current`` names), its seconds observed in
+    ``histogram`` when it answers and its failure counted when it fails, by provider type."""
+
+    async def measured(provider, once):
+        started = time.monotonic()
+        try:
+            result = await attempt(provider, once)
+        except UpstreamFailed as exc:
+            _count_failure(attempts, exc)
+            raise
+        metrics.observe(histogram, time.monotonic() - started, provider=attempts.current.connection.provider_type)
+        return result
+
+    return measured
+
+
+async def _stream(
+    call: Call,
+    plan: ChatPlan,
+    attempts: Attempts,
+    body: dict,
+    images: RemoteImages,
+    client_model: str,
+    sources: list[dict],
+) -> HttpResponse:
+    wants_usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get("include_usage") is True
+    stack = AsyncExitStack()
+    upstream_started = 0.0
+
+    async def opened(provider, once):
+        nonlocal upstream_started
+        upstream_started = time.monotonic()
+        return await stack.enter_async_context(provider.stream(body, once=once, images=images))
+
+    # Opening reads the first chunk: an upstream that fails before it gets a plain JSON error,
+    # and a route's next target is tried; after it, nothing moves the call to another target.
+    # So the opening's seconds are the target's time to first token.
+    chunks = await _answer(call, plan, attempts, _measured(attempts, metrics.FIRST_TOKEN_SECONDS, opened))
+
+    async def relay() -> AsyncIterator[bytes]:
+        status, error, reported, answer_chars, relayed = 200, "", False, 0, 0
+        metrics.move(metrics.STREAMS_ACTIVE, 1)
+        try:
+            async with stack:
+                async for chunk in chunks:
+                    reported = _count_usage(call, chunk.get("usage")) or reported
+                    answer_chars += _answer_chars(chunk.get("choices"), "delta")
+                    if not wants_usage and "usage" in chunk:
+                        # The usage was asked for by us, not by the client: keep it to ourselves.
+                        del chunk["usage"]
+                        if not chunk.get("choices"):
+                            continue
+                    chunk["model"] = client_model
+                    call.mark_first_byte()
+                    relayed += 1
+                    yield b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+        except ServiceError as exc:
+            if isinstance(exc, UpstreamFailed):
+                _count_failure(attempts, exc)
+            if isinstance(exc, UpstreamFailed) and exc.code not in routed_chat.STREAM_BOUNDS:
+                # Said with how far the answer got, so no one looks for a wrong base URL.
+                exc.message = f"{exc.message} (after {relayed} chunks)"
+                if exc.client_message:
+                    exc.client_message = f"{exc.client_message} (after {relayed} chunks)"
+                await routed_chat.failed_mid_stream(attempts, exc)
+            status, error = status_for(exc), exc.message
+            frame = openai_error_body(exc)
+            yield b"data: " + json.dumps(frame).encode() + b"\n\n"
+        except (asyncio.CancelledError, GeneratorExit):
+            # The client went away; leaving `async with stack` has closed the upstream call.
+            status = CLIENT_CLOSED
+            raise
+        finally:
+            metrics.move(metrics.STREAMS_ACTIVE, -1)
+            provider = attempts.current.connection.provider_type
+            metrics.observe(metrics.UPSTREAM_SECONDS, time.monotonic() - upstream_started, provider=provider)
+            _settle_tokens(call, attempts, body["messages"], answer_chars, reported)
+            if status == CLIENT_CLOSED:
+                client_left(call)
+        end_call(call, status, error)
+        yield b"data: [DONE]\n\n"
+
+    call.relaying = True
+    response = StreamingHttpResponse(relay(), content_type="text/event-stream")
+    response["X-Accel-Buffering"] = "no"
+    return _rag_headers(response, call, sources)
