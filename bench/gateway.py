@@ -90,7 +90,7 @@ def rag_store(connection, chunks: int, seed: int):
 def cooling_route(name: str, connections: list):
     """An ordered chat route over ``connections`` whose first target is cooling down for the
     whole run, in the Redis the server reads."""
-    from gateway.clients import cooldowns
+    from gateway.connections import cooldowns
     from gateway.connections.services import TargetSpec, route_create
 
     route = route_create(

@@ -80,7 +80,7 @@ class _OnTheLoop(Executor):
 # (which sends request_finished), so their receivers can use the thread's database connection.
 # Those receivers only reset and close the calling thread's connections, and a `/v1` call opens
 # none on the loop (the key lookup uses ragmux.core.asyncdb, every ORM call runs in
-# gateway.clients.offloop's threads or the ledger's writer), so for `/v1` the two hops run on
+# ragmux.core.offloop's threads or the ledger's writer), so for `/v1` the two hops run on
 # the loop instead. A thread handoff costs a wake-up and a GIL exchange each, under load about a
 # tenth of the loop's time.
 _client_api_executor = _OnTheLoop()

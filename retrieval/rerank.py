@@ -7,39 +7,45 @@ loop) has the first ``rerank_candidates`` of them reordered and cuts the pool to
 - the passages a reranker omits follow the ones it ranked, in their fused order
   (:func:`apply_rerank_order`), so nothing is lost;
 - any failure (a timeout, an error answer, a reply naming no passage) keeps the fused order, with
-  ``fallback`` and the time spent finding out; through a rerank route, a failing target hands
-  over to the next one, and only the last one's failure falls back;
+  ``fallback`` and the time spent finding out; a rerank route's targets are run by the one
+  failover engine (`gateway.connections.failover`, as `/v1/rerank` and a chat run theirs: by
+  the route's strategy and weights, cooling targets skipped, a failure that fails over handing
+  over to the next target), and only the call's last failure falls back;
 - when nothing can rerank (no connection: none set, or the store's was deleted, which leaves
   none; a connection that does not fit the backend; a project without a chat model for ``llm``)
   the search runs unreranked and the report says ``skipped`` and why, in 0 ms; so does a pool of
   fewer than two hits, which needs no reranking;
 - the latency is None only when reranking is off.
 
-Which connection reranks is the caller's to say (:func:`project_rerank_connection`,
-:func:`store_rerank_connection`): a project's request reranks ``llm`` with its own chat model, a
-search outside one (the dashboard, ``/v1/rerank``) with the store's rerank connection.
+Which connection or route reranks is the caller's to say (:func:`store_rerank_connection`, or
+`retrieval.retrieve` in a project's request, where ``llm`` reranks with the project's own chat
+model).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from gateway.connections import failover
+from gateway.connections.failover import Attempts, Plan, RouteCoolingDown, Target
 from gateway.connections.models import ModelConnection, RouteKind
 from gateway.connections.providers.rerank import (
-    LLM_BACKEND,
     NoRerank,
     Reranked,
     Reranker,
     RerankUnreadable,
+    estimated_rerank,
     reranker,
 )
 from gateway.connections.selectors import connection_named_by, route_named_by
 from ragmux.core import metrics
 from ragmux.core.errors import ServiceError, UpstreamTimeout
+from ragmux.core.offloop import on_thread_loop
 from retrieval.rerank_prompt import listwise_prompt
 from retrieval.search import SearchResult, store_search
 from stores.models import RagStore
@@ -82,11 +88,9 @@ class RerankReport:
     # Why the rerank failed and the fused order stands (the last target's failure, with the
     # upstream's HTTP status when it answered one): `rerank_fallback_reason`.
     fallback_reason: str = ""
-    # The connection that ran the rerank and what it spent, for pricing (set when it answered).
-    connection: ModelConnection | None = None
-    spent: Reranked | None = None
-    # What targets whose replies could not be used were billed all the same (their connections).
-    billed: list[tuple[ModelConnection, Reranked]] = field(default_factory=list)
+    # What the rerank spent, for pricing, by the target (connection and model) that spent it:
+    # the replies that could not be used (billed all the same), then the ranking's.
+    spends: list[tuple[Target, Reranked]] = field(default_factory=list)
 
     @property
     def skipped(self) -> bool:
@@ -94,85 +98,78 @@ class RerankReport:
 
 
 @dataclass(frozen=True)
-class RerankConnection:
-    """The connection a search reranks with, or why there is none; through a rerank route, the
-    route's later targets, tried in order when the one before fails."""
+class RerankChoice:
+    """Who a search reranks with: one connection, or a rerank route's targets (run by the
+    failover engine, as `/v1/rerank` runs them); or why no one can."""
 
-    connection: ModelConnection | None
+    plan: Plan | None
     missing_reason: str = ""
-    alternates: tuple[ModelConnection, ...] = ()
 
-    @property
-    def connections(self) -> list[ModelConnection]:
-        return [] if self.connection is None else [self.connection, *self.alternates]
+    @classmethod
+    def of_connection(cls, connection: ModelConnection | None, missing_reason: str) -> RerankChoice:
+        return cls(None if connection is None else Plan.of_connection(connection), missing_reason)
 
 
 NO_RERANK_TARGET = "the store has no rerank connection or route (none was set, or it was deleted)"
 
 
-def _route_choice(route_id: int) -> RerankConnection:
+def _route_choice(route_id: int) -> RerankChoice:
     route = route_named_by(route_id, field="rerank_route_id")
     if route.kind != RouteKind.RERANK:
         # Its kind may have changed since the store named it: the search runs unreranked and says why.
-        return RerankConnection(None, f"the route {route.name!r} is a {route.kind} route, not a rerank route")
-    targets = [target.connection for target in route.targets.select_related("connection").order_by("position")]
+        return RerankChoice(None, f"the route {route.name!r} is a {route.kind} route, not a rerank route")
+    targets = list(route.targets.select_related("connection").order_by("position"))
     if not targets:
-        return RerankConnection(None, f"the rerank route {route.name!r} has no targets")
-    return RerankConnection(targets[0], alternates=tuple(targets[1:]))
+        return RerankChoice(None, f"the rerank route {route.name!r} has no targets")
+    return RerankChoice(Plan.of_route(route, targets))
 
 
-def store_rerank_connection(store: RagStore, result: SearchResult) -> RerankConnection:
-    """Outside a project's request every backend reranks with the store's rerank connection or
-    route (or this call's override, which must exist); a store without one does not guess one."""
+def store_rerank_connection(store: RagStore, result: SearchResult) -> RerankChoice:
+    """Every backend but a project's `llm` reranks with the store's rerank connection or route (or
+    this call's override, which must exist); a store without one does not guess one."""
     connection_id, route_id = result.options.rerank_connection_id, result.options.rerank_route_id
     if route_id is not None:
         return _route_choice(route_id)
     if connection_id is None:
-        return RerankConnection(None, NO_RERANK_TARGET)
+        return RerankChoice(None, NO_RERANK_TARGET)
     if connection_id == store.rerank_connection_id:
-        return RerankConnection(store.rerank_connection)
-    return RerankConnection(connection_named_by(connection_id, field="rerank_connection_id"))
-
-
-def project_rerank_connection(
-    store: RagStore, result: SearchResult, *, chat_connection: ModelConnection | None
-) -> RerankConnection:
-    """In a project's request (chat, `/v1/retrieve`) `llm` reranks with the project's own chat
-    model (the first target of its chat route, when it chats through one); the API backends with
-    the store's rerank connection."""
-    if result.options.rerank_backend != LLM_BACKEND:
-        return store_rerank_connection(store, result)
-    if chat_connection is None:
-        return RerankConnection(None, "the project has no chat connection to rerank with")
-    return RerankConnection(chat_connection)
+        return RerankChoice.of_connection(store.rerank_connection, NO_RERANK_TARGET)
+    return RerankChoice.of_connection(connection_named_by(connection_id, field="rerank_connection_id"), "")
 
 
 class _Rerank:
     """One search's rerank: what to send, and how the result, or a failure, lands in it."""
 
-    def __init__(self, result: SearchResult, choice: RerankConnection):
+    def __init__(self, result: SearchResult, choice: RerankChoice, spends: list[tuple[Target, Reranked]]):
         options = result.options
         self.result = result
         self.started = time.monotonic()
-        self.report = RerankReport(backend=options.rerank_backend)
+        self.report = RerankReport(backend=options.rerank_backend, spends=spends)
         self.pool = result.hits[: options.rerank_candidates]
         self.top_n = min(options.top_k, len(self.pool))
-        # The rerankers to try in order (a route's targets that fit the backend), each with its connection.
-        self.rerankers: list[tuple[ModelConnection, Reranker]] = []
+        # The reranker of each target that fits the backend; the plan of those targets alone.
+        self.rerankers: dict[Target, Reranker] = {}
+        self.plan: Plan | None = None
         if len(self.pool) < 2:
             self._skip(FEWER_THAN_TWO)
-        elif choice.connection is None:
+        elif choice.plan is None:
             self._unavailable(choice.missing_reason)
         else:
             refusals = []
-            for connection in choice.connections:
+            for target in choice.plan.targets:
                 try:
-                    self.rerankers.append(
-                        (connection, reranker(connection, backend=options.rerank_backend, prompt=listwise_prompt))
+                    self.rerankers[target] = reranker(
+                        target.connection,
+                        backend=options.rerank_backend,
+                        model=target.model,
+                        prompt=listwise_prompt,
+                        timeout=target.first_byte_timeout,
                     )
                 except NoRerank as exc:
                     refusals.append(exc.message)
-            if not self.rerankers:
+            if self.rerankers:
+                self.plan = replace(choice.plan, targets=list(self.rerankers))
+            else:
                 self._unavailable(refusals[0])
 
     @property
@@ -188,27 +185,33 @@ class _Rerank:
         metrics.increment(metrics.RERANK_FAILURES, backend=self.report.backend, reason="unavailable")
         self._skip(reason)
 
-    def ranked(self, connection: ModelConnection, spent: Reranked) -> None:
-        self.report.reranked, self.report.connection, self.report.spent = True, connection, spent
+    def ranked(self, target: Target, spent: Reranked) -> None:
+        self.report.reranked = True
+        self.report.spends.append((target, spent))
         for ranked in spent.ranking:
             self.pool[ranked.index].rerank_score = ranked.relevance_score
         reordered = apply_rerank_order(self.pool, spent.order)
         self._finish(reordered + self.result.hits[len(self.pool) :])
 
-    def target_failed(self, connection: ModelConnection, exc: Exception) -> None:
-        """One target's failure, counted; the next target (if any) is tried."""
+    def target_failed(self, target: Target, exc: Exception) -> None:
+        """One target's failure, counted; the engine tries the next target (if any, and if the
+        failure is one a route fails over on)."""
+        name = target.connection.name
         if isinstance(exc, ServiceError):
-            logger.warning("rerank (%s) by %s failed: %s", self.report.backend, connection.name, exc.message)
-            self.report.fallback_reason = f"{connection.name}: {exc.message}"
+            logger.warning("rerank (%s) by %s failed: %s", self.report.backend, name, exc.message)
+            self.report.fallback_reason = f"{name}: {exc.message}"
         else:
-            logger.exception("rerank (%s) by %s failed", self.report.backend, connection.name)
-            self.report.fallback_reason = f"{connection.name}: internal error in the rerank (see the server log)"
+            logger.exception("rerank (%s) by %s failed", self.report.backend, name)
+            self.report.fallback_reason = f"{name}: internal error in the rerank (see the server log)"
         metrics.increment(metrics.RERANK_FAILURES, backend=self.report.backend, reason=failure_reason(exc))
         if isinstance(exc, RerankUnreadable) and exc.spent is not None:
-            self.report.billed.append((connection, exc.spent))
+            self.report.spends.append((target, exc.spent))
 
-    def failed(self) -> None:
-        """Every target failed: the fused order stands, with the flag."""
+    def failed(self, exc: Exception) -> None:
+        """No target answered: the fused order stands, with the flag."""
+        if isinstance(exc, RouteCoolingDown):
+            self.report.fallback_reason = exc.message
+            metrics.increment(metrics.RERANK_FAILURES, backend=self.report.backend, reason=failure_reason(exc))
         self.report.fallback = True
         self._finish(self.result.hits)
 
@@ -221,39 +224,50 @@ class _Rerank:
         self.result.rerank = self.report
 
 
-def rerank(result: SearchResult, *, query: str, choice: RerankConnection) -> None:
-    """Reranks ``result`` in place when its options ask for it (see the module's contract); a
-    failing target hands over to the next one, if the choice has more."""
+async def rerank_async(
+    result: SearchResult,
+    *,
+    query: str,
+    choice: RerankChoice,
+    spends: list[tuple[Target, Reranked]] | None = None,
+) -> None:
+    """Reranks ``result`` in place when its options ask for it (see the module's contract), on the
+    event loop: a caller that is cancelled ends the upstream call. A route's targets are run by
+    the failover engine (its strategy, weights and cooldowns). What the rerank spends is added to
+    ``spends`` as it is spent (its report's list when None); a cancelled rerank adds the estimate
+    of the call it was waiting for."""
     if not result.options.rerank:
         return
-    attempt = _Rerank(result, choice)
-    for connection, ranker in attempt.rerankers:
-        try:
-            spent = ranker.rerank(query, attempt.passages, top_n=attempt.top_n)
-        except Exception as exc:  # noqa: BLE001 - the contract: any failure keeps the fused order
-            attempt.target_failed(connection, exc)
-        else:
-            attempt.ranked(connection, spent)
-            return
-    if attempt.rerankers:
-        attempt.failed()
-
-
-async def rerank_async(result: SearchResult, *, query: str, choice: RerankConnection) -> None:
-    """:func:`rerank` from the event loop: a caller that is cancelled ends the upstream call."""
-    if not result.options.rerank:
+    attempt = _Rerank(result, choice, [] if spends is None else spends)
+    if attempt.plan is None:
         return
-    attempt = _Rerank(result, choice)
-    for connection, ranker in attempt.rerankers:
+    attempts = Attempts(attempt.plan.targets[0])
+    passages = attempt.passages
+
+    async def ranked(ranker: Reranker, once) -> Reranked:
         try:
-            spent = await ranker.rerank_async(query, attempt.passages, top_n=attempt.top_n)
+            return await ranker.rerank_async(query, passages, top_n=attempt.top_n)
+        except asyncio.CancelledError:
+            estimate = estimated_rerank(attempt.report.backend, query, passages)
+            attempt.report.spends.append((attempts.current, estimate))
+            raise
         except Exception as exc:  # noqa: BLE001 - the contract: any failure keeps the fused order
-            attempt.target_failed(connection, exc)
-        else:
-            attempt.ranked(connection, spent)
-            return
-    if attempt.rerankers:
-        attempt.failed()
+            attempt.target_failed(attempts.current, exc)
+            raise
+
+    try:
+        spent = await failover.answer(attempt.plan, attempts, ranked, open_target=attempt.rerankers.__getitem__)
+    except Exception as exc:  # noqa: BLE001 - the contract: any failure keeps the fused order
+        attempt.failed(exc)
+    else:
+        attempt.ranked(attempts.current, spent)
+
+
+def rerank(result: SearchResult, *, query: str, choice: RerankChoice) -> None:
+    """:func:`rerank_async` from synchronous code (the search endpoint, the dashboard, an
+    evaluation run), so every rerank goes through the one failover engine."""
+    if result.options.rerank:
+        on_thread_loop(rerank_async(result, query=query, choice=choice))
 
 
 def reranked_search(*, store: RagStore, query: str, overrides: dict[str, Any] | None = None) -> SearchResult:

@@ -1,5 +1,6 @@
 """The one search function: the dashboard search, context injection and `/v1/retrieve` all
-call :func:`store_search`, so a query ranks the same way everywhere."""
+call :func:`store_search` (the last two through `retrieval.retrieve`, from the event loop), so a
+query ranks the same way everywhere."""
 
 from __future__ import annotations
 
@@ -329,17 +330,20 @@ def store_search(
     store: RagStore,
     query: str,
     overrides: dict[str, Any] | None = None,
+    options: SearchOptions | None = None,
     candidates: int | None = None,
     query_vector: list[float] | None = None,
     query_embedding_ms: float = 0.0,
 ) -> SearchResult:
-    """Searches one store; the result says what embedding the query cost. ``candidates`` overrides
-    the per-side candidate count (any size); ``query_vector`` skips embedding the query (a bench
-    that embedded its queries beforehand, or a caller that embedded it in ``query_embedding_ms``).
+    """Searches one store; the result says what embedding the query cost. ``options`` are the
+    store's settings with ``overrides`` applied, unless the caller made them already
+    (`retrieval.retrieve`); ``candidates`` overrides the per-side candidate count (any size);
+    ``query_vector`` skips embedding the query (a bench that embedded its queries beforehand, or a
+    caller that embedded it in ``query_embedding_ms``).
 
     Raises :class:`StoreCannotEmbed` when the query needs a vector the store's connection can no
     longer make, ``UpstreamFailed`` when the provider fails, :class:`SearchTimeout`."""
-    options = SearchOptions.for_store(store, overrides)
+    options = options or SearchOptions.for_store(store, overrides)
     limit = candidates or options.candidates()
     if store.dimensions is None:
         # Recorded by the first ingest, possibly after the caller loaded the store.

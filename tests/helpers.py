@@ -481,7 +481,7 @@ def forget_cooldowns() -> None:
     import redis
     from django.conf import settings
 
-    from gateway.clients import cooldowns
+    from gateway.connections import cooldowns
 
     cooldowns.local.clear()
     with redis.Redis.from_url(settings.REDIS_URL) as client:

@@ -9,9 +9,9 @@ from django.db import DatabaseError
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 
-from gateway.clients import cooldowns
 from gateway.clients.limits import DAY, MICROS, MONTH, TOKENS
 from gateway.clients.selectors import project_budgets_used, route_target_keys
+from gateway.connections import cooldowns
 
 logger = logging.getLogger("ragmux.core.metrics")
 

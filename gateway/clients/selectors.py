@@ -10,9 +10,9 @@ from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce, Trunc
 
-from gateway.clients.cooldowns import target_key
 from gateway.clients.limits import BUDGETS, MICROS, PROJECT, LimitKind, window_start
 from gateway.clients.models import GatewayKey, Project, RequestLog, UsageCounter
+from gateway.connections.cooldowns import target_key
 from gateway.connections.models import (
     PRICE_KEY_FIELDS,
     RATE_FIELDS,

@@ -16,15 +16,16 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 
-from gateway.clients import limiter, routed_chat, selectors
+from gateway.clients import limiter, selectors
 from gateway.clients.injection import inject, message_texts, query_text
 from gateway.clients.ledger import Call, Spend
 from gateway.clients.models import Endpoint, Scope
-from gateway.clients.routed_chat import Attempts, ChatPlan, ChatTarget
 from gateway.clients.serializers import ChatInput
-from gateway.clients.v1.endpoint import client_left, end_call, json_body, v1_endpoint, validated
-from gateway.clients.v1.retrieve import rerank_and_record, search_store
+from gateway.clients.v1.endpoint import client_left, end_call, json_body, routed, v1_endpoint, validated
+from gateway.clients.v1.retrieve import search_store
 from gateway.clients.v1.spend import estimated_if_cancelled, query_spend
+from gateway.connections import failover
+from gateway.connections.failover import Attempts, Plan
 from gateway.connections.images import RemoteImages
 from gateway.connections.providers.chat import NoChat
 from gateway.connections.providers.chat_reply import count
@@ -53,7 +54,7 @@ async def _ground(call: Call, messages: list[dict]) -> tuple[str, list[dict]]:
     if store is None or not query:
         return "", []
     try:
-        result = await asyncio.wait_for(search_store(call, store, query), timeout=settings.SEARCH_TIMEOUT)
+        result = await search_store(call, store, query, search_timeout=settings.SEARCH_TIMEOUT)
     except TimeoutError:
         call.rag_skipped_reason = f"retrieval took longer than SEARCH_TIMEOUT ({settings.SEARCH_TIMEOUT:g}s)"
     except ServiceError as exc:
@@ -62,7 +63,6 @@ async def _ground(call: Call, messages: list[dict]) -> tuple[str, list[dict]]:
         logger.exception("retrieval for project %s failed", call.project.pk)
         call.rag_skipped_reason = "internal error in retrieval (see the server log)"
     else:
-        await rerank_and_record(call, store, query, result)
         return rag_context.render_context(result.hits), call.sources
     logger.warning("project %s answers without context: %s", call.project.pk, call.rag_skipped_reason)
     return "", []
@@ -121,7 +121,7 @@ def _answer_chars(choices: Any, key: str) -> int:
     return total
 
 
-def _chat_size(call: Call, plan: ChatPlan, body: dict, messages: list[dict]) -> dict[str, Any]:
+def _chat_size(call: Call, plan: Plan, body: dict, messages: list[dict]) -> dict[str, Any]:
     """A chat's size before it is made, as the limits reserve it: the system prompt and the
     client's messages (reference §4.7's estimate, before any context) and the completion it may
     write (`max_tokens`, else LIMIT_DEFAULT_COMPLETION_TOKENS); priced with its query's embedding,
@@ -137,7 +137,7 @@ def _chat_size(call: Call, plan: ChatPlan, body: dict, messages: list[dict]) -> 
     return {"tokens": prompt + completion, "spends": spends, "dearest_of": chat}
 
 
-def _retrieval_size(call: Call, plan: ChatPlan, context: str) -> dict[str, Any]:
+def _retrieval_size(call: Call, plan: Plan, context: str) -> dict[str, Any]:
     """What retrieval adds to a chat's reservation before the upstream is asked: the context it
     puts in the prompt, priced at the dearest target's input price, and what its rerank spent."""
     context_tokens = estimate_tokens([context]) if context else 0
@@ -148,26 +148,13 @@ def _retrieval_size(call: Call, plan: ChatPlan, context: str) -> dict[str, Any]:
     }
 
 
-async def _chat_plan(call: Call, model: str) -> ChatPlan:
+async def _chat_plan(call: Call, model: str) -> Plan:
     """The route the call's `model` names among the project's allowed routes, else the
     project's chat route, else its chat connection."""
     found = await selectors.chat_route(project=call.project, model=model)
     if found is None:
-        return ChatPlan.of_connection(call.project.chat_connection)
-    route, targets = found
-    return ChatPlan(
-        [
-            ChatTarget(
-                target.connection,
-                target.effective_model_name,
-                target.weight,
-                target.first_byte_timeout,
-            )
-            for target in targets
-        ],
-        route=route.name,
-        strategy=route.strategy,
-    )
+        return Plan.of_connection(call.project.chat_connection)
+    return Plan.of_route(*found)
 
 
 @v1_endpoint(endpoint=Endpoint.CHAT, scope=Scope.CHAT, methods=("POST",))
@@ -211,10 +198,10 @@ async def chat_completions(request: HttpRequest, call: Call) -> HttpResponse:
     return _rag_headers(JsonResponse(reply), call, sources)
 
 
-async def _answer(call: Call, plan: ChatPlan, attempts: Attempts, attempt):
-    """:func:`routed_chat.answer`, with a project's chat connection that cannot chat said as such."""
+async def _answer(call: Call, plan: Plan, attempts: Attempts, attempt):
+    """:func:`routed`, with a project's chat connection that cannot chat said as such."""
     try:
-        return await routed_chat.answer(call, plan, attempts, attempt)
+        return await routed(call, plan, attempts, attempt)
     except (NoChat, DecryptionFailed) as exc:
         logger.error("project %s: chat connection unusable: %s", call.project.pk, exc)
         raise ServerFault("model connection unavailable", code="connection_unavailable") from None
@@ -244,7 +231,7 @@ def _measured(attempts: Attempts, histogram, attempt):
 
 async def _stream(
     call: Call,
-    plan: ChatPlan,
+    plan: Plan,
     attempts: Attempts,
     body: dict,
     images: RemoteImages,
@@ -285,12 +272,12 @@ async def _stream(
         except ServiceError as exc:
             if isinstance(exc, UpstreamFailed):
                 _count_failure(attempts, exc)
-            if isinstance(exc, UpstreamFailed) and exc.code not in routed_chat.STREAM_BOUNDS:
+            if isinstance(exc, UpstreamFailed) and exc.code not in failover.STREAM_BOUNDS:
                 # Said with how far the answer got, so no one looks for a wrong base URL.
                 exc.message = f"{exc.message} (after {relayed} chunks)"
                 if exc.client_message:
                     exc.client_message = f"{exc.client_message} (after {relayed} chunks)"
-                await routed_chat.failed_mid_stream(attempts, exc)
+                await failover.failed_mid_stream(attempts, exc)
             status, error = status_for(exc), exc.message
             frame = openai_error_body(exc)
             yield b"data: " + json.dumps(frame).encode() + b"\n\n"

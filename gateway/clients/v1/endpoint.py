@@ -16,6 +16,8 @@ from django.views.decorators.csrf import csrf_exempt
 
 from gateway.clients import access, limiter, limits
 from gateway.clients.ledger import Call
+from gateway.connections import failover
+from gateway.connections.failover import Attempt, Attempts, Plan, Target
 from ragmux.core import logs, metrics
 from ragmux.core.bodies import body_limit, parse_json
 from ragmux.core.errors import (
@@ -180,3 +182,16 @@ async def _release_and_finish(call: Call, status: int, error: str) -> None:
 def client_left(call: Call) -> None:
     call.finish(CLIENT_CLOSED, CLIENT_CLOSED_REASON)
     metrics.increment(metrics.CLIENT_DISCONNECTS, endpoint=call.endpoint)
+
+
+async def routed(call: Call, plan: Plan, attempts: Attempts, attempt: Attempt, **opening) -> Any:
+    """:func:`failover.answer`, with a route's name, the target being tried and its attempts on
+    the call's request log row."""
+    if plan.route:
+        call.route_name = plan.route
+        call.attempts = attempts.made
+
+    def trying(target: Target) -> None:
+        call.target = target.connection.name
+
+    return await failover.answer(plan, attempts, attempt, trying=trying, **opening)

@@ -6,18 +6,19 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from gateway.clients import limiter, routed_chat, selectors
+from gateway.clients import limiter, selectors
 from gateway.clients.ledger import Call, Spend
 from gateway.clients.models import Endpoint, RerankOutcome, Scope
-from gateway.clients.routed_chat import Attempts, ChatPlan, ChatTarget
 from gateway.clients.serializers import RerankInput
-from gateway.clients.v1.endpoint import json_body, v1_endpoint, validated
-from gateway.clients.v1.spend import count_rerank, estimated_if_cancelled, rerank_estimate
+from gateway.clients.v1.endpoint import json_body, routed, v1_endpoint, validated
+from gateway.clients.v1.spend import count_rerank, estimated_if_cancelled
+from gateway.connections.failover import Attempts, Plan, Target
 from gateway.connections.providers.rerank import (
     Reranked,
     Reranker,
     RerankUnreadable,
     backend_of,
+    estimated_rerank,
     reranker,
 )
 from ragmux.core.errors import (
@@ -26,27 +27,19 @@ from ragmux.core.errors import (
 from retrieval.rerank_prompt import listwise_prompt
 
 
-async def _rerank_plan(call: Call, model: str) -> tuple[ChatPlan, dict[ChatTarget, str]]:
+async def _rerank_plan(call: Call, model: str) -> tuple[Plan, dict[Target, str]]:
     """Who reranks for a `model`: the rerank route of that name the project allows (or its store
     reranks through), else the rerank connection of the project's store when ``model`` is its
     name or its model's; with the backend each target reranks with. Anything else is no model of this project."""
     found = await selectors.rerank_route(project=call.project, model=model)
     if found is not None:
-        route, targets = found
-        plan = ChatPlan(
-            [
-                ChatTarget(target.connection, target.effective_model_name, target.weight, target.first_byte_timeout)
-                for target in targets
-            ],
-            route=route.name,
-            strategy=route.strategy,
-        )
+        plan = Plan.of_route(*found)
         return plan, {target: backend_of(target.connection) for target in plan.targets}
     store = call.project.store
     connection = None if store is None else await selectors.store_rerank_connection(store=store)
     if connection is None or model not in (connection.name, connection.model_name):
         raise NotFound(f"no rerank model {model!r} for this project", code="model_not_found")
-    plan = ChatPlan.of_connection(connection)
+    plan = Plan.of_connection(connection)
     return plan, {plan.targets[0]: store.rerank_backend}
 
 
@@ -57,7 +50,7 @@ async def rerank(request: HttpRequest, call: Call) -> HttpResponse:
     plan, backends = await _rerank_plan(call, data["model"])
     attempts = Attempts(plan.targets[0])
     call.model = attempts.current.model
-    estimates = {target: rerank_estimate(backend, query, documents) for target, backend in backends.items()}
+    estimates = {target: estimated_rerank(backend, query, documents) for target, backend in backends.items()}
     await limiter.admit(
         call,
         tokens=max(estimate.tokens for estimate in estimates.values()),
@@ -68,7 +61,7 @@ async def rerank(request: HttpRequest, call: Call) -> HttpResponse:
         ],
     )
 
-    def open_target(target: ChatTarget) -> Reranker:
+    def open_target(target: Target) -> Reranker:
         return reranker(
             target.connection,
             backend=backends[target],
@@ -91,7 +84,7 @@ async def rerank(request: HttpRequest, call: Call) -> HttpResponse:
             raise
 
     with estimated_if_cancelled(unanswered):
-        reranked = await routed_chat.answer(call, plan, attempts, ranked, open_target=open_target)
+        reranked = await routed(call, plan, attempts, ranked, open_target=open_target)
     target = attempts.current
     call.model = target.model
     call.rerank_outcome = RerankOutcome.RERANKED

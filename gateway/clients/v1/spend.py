@@ -7,14 +7,10 @@ import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from django.conf import settings
-
 from gateway.clients.ledger import Call, Spend
 from gateway.connections.models import ModelConnection
 from gateway.connections.providers.embeddings import estimate_tokens
 from gateway.connections.providers.rerank import (
-    LLM_BACKEND,
-    PASSAGE_CHARS,
     Reranked,
 )
 from stores.models import RagStore
@@ -41,18 +37,6 @@ def count_rerank(call: Call, connection: ModelConnection, model: str, reranked: 
     call.rerank_tokens += reranked.tokens
     call.tokens_estimated = call.tokens_estimated or not reranked.tokens_reported
     call.spends.append(Spend.of_rerank(connection.provider_type, model, reranked))
-
-
-def rerank_estimate(backend: str, query: str, documents: list[str]) -> Reranked:
-    """What a rerank with ``backend`` is expected to spend: its passages as the backend cuts them
-    (characters / 4) and, for a chat model, the longest answer it may write."""
-    cut = PASSAGE_CHARS[backend]
-    return Reranked(
-        ranking=[],
-        input_tokens=estimate_tokens([query, *(document[:cut] for document in documents)]),
-        output_tokens=settings.RERANK_MAX_TOKENS if backend == LLM_BACKEND else 0,
-        tokens_reported=False,
-    )
 
 
 def query_spend(store: RagStore, query: str) -> Spend:

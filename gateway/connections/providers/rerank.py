@@ -106,6 +106,19 @@ class Reranked:
         return self.input_tokens + self.output_tokens
 
 
+def estimated_rerank(backend: str, query: str, documents: Sequence[str]) -> Reranked:
+    """What a rerank with ``backend`` is expected to spend, for a call not answered (yet): its
+    passages as the backend cuts them (characters / 4) and, for a chat model, the longest answer
+    it may write."""
+    cut = PASSAGE_CHARS[backend]
+    return Reranked(
+        ranking=[],
+        input_tokens=estimate_tokens([query, *(document[:cut] for document in documents)]),
+        output_tokens=settings.RERANK_MAX_TOKENS if backend == LLM_BACKEND else 0,
+        tokens_reported=False,
+    )
+
+
 def _ranked(spent: Reranked, rank: Callable[[], list[Ranked]]) -> Reranked:
     """``spent`` with the ranking ``rank`` reads; a reply that names no passage still cost what it
     reported, carried on the failure."""

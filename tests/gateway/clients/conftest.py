@@ -5,7 +5,8 @@ from contextlib import ExitStack
 import pytest
 
 from ragmux.launch.embedded import free_port
-from tests.helpers import METRICS_ENV, SYSTEM_PROMPT, WebProcess, web_process
+from tests.fakes.upstream import FakeUpstream
+from tests.helpers import METRICS_ENV, SYSTEM_PROMPT, WebProcess, forget_cooldowns, web_process
 
 
 @pytest.fixture(params=["provider cannot embed", "key does not decrypt"])
@@ -67,3 +68,19 @@ def start_web_process(subprocess_env, transactional_db, settings):
 def second_web_process(start_web_process) -> WebProcess:
     """The production server in its own process, beside the test's own."""
     return start_web_process()
+
+
+@pytest.fixture
+def upstreams():
+    """Three fake upstreams of their own, one per target of a route."""
+    started = [FakeUpstream().start() for _ in range(3)]
+    yield started
+    for upstream in started:
+        upstream.stop()
+
+
+@pytest.fixture
+def fresh_cooldowns():
+    """The route cooldowns forgotten after the test, in this process and in Redis."""
+    yield
+    forget_cooldowns()

@@ -10,8 +10,7 @@ from collections import Counter
 import httpx
 import pytest
 
-from tests.fakes.upstream import FakeUpstream
-from tests.helpers import forget_cooldowns, wait_for_logs
+from tests.helpers import wait_for_logs
 
 MESSAGES = [{"role": "user", "content": "What is the launch code for Project Falcon?"}]
 ROUTE = "falcon-smart"
@@ -19,18 +18,7 @@ ROUTE = "falcon-smart"
 TARGET_FIRST_BYTE_TIMEOUT = 0.5
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cooldowns():
-    yield
-    forget_cooldowns()
-
-
-@pytest.fixture
-def upstreams():
-    started = [FakeUpstream().start() for _ in range(3)]
-    yield started
-    for upstream in started:
-        upstream.stop()
+pytestmark = pytest.mark.usefixtures("fresh_cooldowns")
 
 
 def make_route(upstreams, *, strategy="ordered", weights=None, name=ROUTE):

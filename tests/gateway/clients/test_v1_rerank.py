@@ -132,6 +132,61 @@ def test_retrieve_reranks_through_the_stores_rerank_route(v1, project_key, reran
     assert (body["reranked"], body["rerank_backend"], body["rerank_fallback"]) == (True, "cohere", False)
 
 
+@pytest.fixture
+def rerank_upstreams(upstreams, fresh_cooldowns):
+    return upstreams[:2]
+
+
+def rerank_through_a_route(store, upstreams, *, strategy: str, weights: list[int]) -> None:
+    """``store`` reranks (`cohere`) through a new rerank route of one target per upstream, in order."""
+    from gateway.connections.services import connection_create
+    from tests.factories import RouteFactory, RouteTargetFactory
+
+    route = RouteFactory(name=f"kb-{strategy}-reranker", kind="rerank", strategy=strategy)
+    for position, (upstream, weight) in enumerate(zip(upstreams, weights, strict=True)):
+        connection = connection_create(
+            name=f"kb-{strategy}-target-{position}",
+            provider_type="cohere_rerank",
+            base_url=upstream.url,
+            model_name="rerank-v3.5",
+            dimensions=None,
+            api_key="sk-rerank-key-0123456789",
+        )
+        RouteTargetFactory(route=route, connection=connection, weight=weight)
+    store_update(store=store, name=store.name, values={"rerank_backend": "cohere", "rerank_route_id": route.pk})
+
+
+def reranked_retrieves(client, times: int) -> None:
+    for _ in range(times):
+        response = client.post("/retrieve", json={"query": QUESTION, "top_k": 3})
+        assert response.status_code == 200, response.text
+        assert response.json()["reranked"] is True
+
+
+def test_a_stores_rerank_route_splits_its_searches_by_the_routes_weights(
+    v1, project_key, reranking_store, rerank_upstreams
+):
+    rerank_through_a_route(reranking_store.store, rerank_upstreams, strategy="weighted", weights=[3, 1])
+
+    reranked_retrieves(v1(project_key), 8)
+
+    assert [upstream.calls("cohere.rerank") for upstream in rerank_upstreams] == [6, 2]
+
+
+def test_a_failing_target_of_a_stores_rerank_route_cools_down(
+    v1, project_key, reranking_store, rerank_upstreams, settings
+):
+    settings.ROUTE_COOLDOWN_FAILURES, settings.ROUTE_COOLDOWN = 2, 60
+    failing, answering = rerank_upstreams
+    failing.configure("cohere.rerank", status=500, times=1000)
+    rerank_through_a_route(reranking_store.store, rerank_upstreams, strategy="ordered", weights=[1, 1])
+
+    reranked_retrieves(v1(project_key), 6)
+
+    # Its second failure cooled the first target: the four searches after it went to the second alone.
+    assert (failing.calls("cohere.rerank"), answering.calls("cohere.rerank")) == (2, 6)
+
+
 # How a store's rerank ends, what makes it end so, and the row's (outcome, reason).
 RERANK_ENDINGS = {
     "reranked": ({}, ("reranked", "")),

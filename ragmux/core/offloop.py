@@ -1,9 +1,13 @@
-"""Blocking work (the ORM, the local embedding model, search) run from async views."""
+"""Crossing between the event loop and blocking code: blocking work (the ORM, the local embedding
+model, search) run from async code (:func:`off_loop`), and a coroutine run to its end from
+synchronous code (:func:`on_thread_loop`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections, connections
@@ -28,3 +32,16 @@ async def off_loop(function: Callable[..., T], *args, **kwargs) -> T:
     behind one shared thread.
     """
     return await sync_to_async(_in_worker_thread, thread_sensitive=False)(function, *args, **kwargs)
+
+
+_threads = threading.local()
+
+
+def on_thread_loop(coroutine: Coroutine[Any, Any, T]) -> T:
+    """``coroutine`` run to its end from synchronous code (a thread with no running event loop),
+    on an event loop this thread keeps: the clients bound to a loop (the outbound HTTP pool, the
+    cooldowns' Redis) are opened once per thread, not once per call."""
+    runner = getattr(_threads, "runner", None)
+    if runner is None:
+        runner = _threads.runner = asyncio.Runner()
+    return runner.run(coroutine)

@@ -5,8 +5,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from gateway.clients import cooldowns
-from gateway.clients.cooldowns import LocalCooldowns, Rules
+from gateway.connections import cooldowns
+from gateway.connections.cooldowns import LocalCooldowns, Rules
 from tests.helpers import forget_cooldowns
 
 RULES = Rules(failures=3, window=60, cooldown=30)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import redis.asyncio
 from django.conf import settings
 
-from gateway.clients import routing
+from gateway.connections import routing
 from ragmux.core.redis import redis_outage, shared_redis
 
 logger = logging.getLogger("ragmux.gateway.cooldowns")

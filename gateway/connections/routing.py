@@ -1,8 +1,8 @@
 """A route's choices, as plain functions: which targets a call tries and in what order, which
 failures move it to the next target, and how long a failing target is left alone.
 
-The engine that makes the calls is `gateway.clients.routed_chat`; the cooldowns it reads and
-writes are `gateway.clients.cooldowns`. Nothing here touches the network, the database or a
+The engine that makes the calls is `gateway.connections.failover`; the cooldowns it reads and
+writes are `gateway.connections.cooldowns`. Nothing here touches the network, the database or a
 clock of its own.
 """
 

@@ -1,26 +1,25 @@
-"""Where a `/v1` chat goes, and the calls that get its answer: the project's one connection
-(retried in place, as the adapters do), or a route's targets, tried one after the other. A
-`/v1/rerank` call runs a rerank route's targets (or the store's one rerank connection) the same
-way, each target opened as a reranker instead of a chat adapter.
+"""The one failover engine: how a call over a route's targets (or one connection alone) gets its
+answer. A `/v1` chat, a `/v1/rerank` call and a store's rerank all run through :func:`answer`;
+the caller says how a target is opened (a chat adapter, a reranker) and what one attempt is.
 
 Inside a route the failover is the retry: each target is called once, within its own first-byte
-timeout, in the order `routing.attempt_order` gives (cooling targets left out, see
-`gateway.clients.cooldowns`). A failure `routing.fails_over` names moves the call on and counts
-towards the target's cooldown; any other failure is the answer. Only what happens before the
-first byte reaches the client can move a call: a stream is handed to the client after its first
-chunk was read, and what fails after that ends the stream. Each attempt is written to the
-call's request log row (target, outcome, milliseconds) and counted in the route metrics.
+timeout, in the order `routing.attempt_order` gives (ordered, or smooth weighted round-robin;
+cooling targets left out, see `gateway.connections.cooldowns`). A failure `routing.fails_over`
+names moves the call on and counts towards the target's cooldown; any other failure is the
+answer. Only what happens before the first byte reaches the client can move a call: a stream is
+handed to the client after its first chunk was read, and what fails after that ends the stream.
+Each attempt is kept (target, outcome, milliseconds) for the caller's record and counted in the
+route metrics. A plan of one connection alone is called once, with the adapter's own retries.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from gateway.clients import cooldowns, routing
-from gateway.clients.ledger import Call
+from gateway.connections import cooldowns, routing
 from gateway.connections.models import ModelConnection, RouteStrategy
 from gateway.connections.providers.chat import ChatProvider, NoChat, Once, chat_provider
 from gateway.connections.providers.rerank import NoRerank
@@ -42,9 +41,9 @@ class RouteCoolingDown(Unavailable):
 
 
 @dataclass(frozen=True)
-class ChatTarget:
-    """One place a chat can be answered: a connection, the model asked of it, its weight in a
-    weighted route and its own first-byte timeout (None: UPSTREAM_FIRST_BYTE_TIMEOUT)."""
+class Target:
+    """One place a call can be answered: a connection, the model asked of it, its weight in a
+    weighted route and its own first-byte timeout (None: the adapter's default)."""
 
     connection: ModelConnection
     model: str
@@ -57,58 +56,74 @@ class ChatTarget:
 
 
 @dataclass(frozen=True)
-class ChatPlan:
-    """A chat's targets: a route's (``route`` its name), or the project's connection alone."""
+class Plan:
+    """A call's targets: a route's (``route`` its name), or one connection alone."""
 
-    targets: list[ChatTarget]
+    targets: list[Target]
     route: str = ""
     strategy: str = RouteStrategy.ORDERED
 
     @classmethod
-    def of_connection(cls, connection: ModelConnection) -> ChatPlan:
-        return cls([ChatTarget(connection, connection.model_name)])
+    def of_connection(cls, connection: ModelConnection) -> Plan:
+        return cls([Target(connection, connection.model_name)])
+
+    @classmethod
+    def of_route(cls, route, targets: Sequence) -> Plan:
+        """A route's plan from its row and its target rows (in position order, connections loaded)."""
+        return cls(
+            [
+                Target(target.connection, target.effective_model_name, target.weight, target.first_byte_timeout)
+                for target in targets
+            ],
+            route=route.name,
+            strategy=route.strategy,
+        )
 
 
 @dataclass
 class Attempts:
-    """The target a chat is being answered by (the last one tried), once it is known."""
+    """The target a call is being answered by (the last one tried), once it is known, and the
+    attempts a route made, in order."""
 
-    current: ChatTarget
+    current: Target
     made: list[dict] = field(default_factory=list)
 
 
 Attempt = Callable[[Any, Once | None], Awaitable[T]]
 
 
-def _provider(target: ChatTarget) -> ChatProvider:
+def _provider(target: Target) -> ChatProvider:
     return chat_provider(target.connection, model=target.model)
 
 
+def _no_one_told(target: Target) -> None:
+    return None
+
+
 async def answer(
-    call: Call,
-    plan: ChatPlan,
+    plan: Plan,
     attempts: Attempts,
     attempt: Attempt,
     *,
-    open_target: Callable[[ChatTarget], Any] = _provider,
+    open_target: Callable[[Target], Any] = _provider,
+    trying: Callable[[Target], None] = _no_one_told,
 ) -> T:
     """``attempt``'s result from the first target that answers; the last failure when none does.
 
-    ``attempt(provider, once)`` makes the call with what ``open_target`` made of the target (a
-    chat adapter unless told otherwise; ``once`` None: with the adapter's own retries).
-    ``attempts.current`` is the target of the attempt made last, so the caller prices and logs
-    by it, whatever the outcome."""
+    ``attempt(opened, once)`` makes the call with what ``open_target`` made of the target (a chat
+    adapter unless told otherwise; ``once`` None: with the adapter's own retries). Through a
+    route, ``trying(target)`` is told of each target before it is called.
+    ``attempts.current`` is the target of the attempt made last, so the caller prices and logs by
+    it, whatever the outcome."""
     if not plan.route:
         return await attempt(open_target(plan.targets[0]), None)
-    call.route_name = plan.route
-    call.attempts = attempts.made
     order = await _order(plan)
     failure: ServiceError | None = None
     for number, target in enumerate(order):
         if number:
             metrics.increment(metrics.ROUTE_FAILOVERS, route=plan.route)
         attempts.current = target
-        call.target = target.connection.name
+        trying(target)
         started = time.monotonic()
         try:
             result = await attempt(open_target(target), Once(target.first_byte_timeout))
@@ -143,7 +158,7 @@ async def failed_mid_stream(attempts: Attempts, exc: UpstreamFailed) -> None:
     await cooldowns.failed(attempts.current.cooldown_key, retry_after=None)
 
 
-async def _order(plan: ChatPlan) -> list[ChatTarget]:
+async def _order(plan: Plan) -> list[Target]:
     """The route's targets that are not cooling down, in the order they are tried."""
     cooling = await cooldowns.cooling(list({target.cooldown_key for target in plan.targets}))
     candidates = [
@@ -157,7 +172,7 @@ async def _order(plan: ChatPlan) -> list[ChatTarget]:
     return [plan.targets[index] for index in order]
 
 
-def _record(attempts: Attempts, route: str, target: ChatTarget, outcome: str, started: float) -> None:
+def _record(attempts: Attempts, route: str, target: Target, outcome: str, started: float) -> None:
     attempts.made.append(
         {
             "target": target.connection.name,

@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from gateway.clients import routing
+from gateway.connections import routing
 from gateway.connections.models import RouteStrategy
 from gateway.connections.providers.upstream_errors import failure_kind
 from ragmux.core.errors import UpstreamFailed, UpstreamTimeout
