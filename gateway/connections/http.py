@@ -28,8 +28,7 @@ from urllib.parse import SplitResult, urlsplit
 
 # httpx2, pydantic's continuation of httpx (same API): httpx's connection pool rescans every
 # connection, polling each idle socket, on every request it queues and releases, so its CPU per
-# request grows with the connections it holds (3.3 ms each with 50 concurrent calls, 11.7 ms with
-# 100, against 0.4 and 0.5 ms with httpx2's pool on the bench machine).
+# request grows with the connections it holds; httpx2's does not (docs/benchmarks.md, issue 43).
 import httpx2 as httpx
 from django.conf import settings
 
