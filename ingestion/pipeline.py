@@ -24,15 +24,12 @@ from ingestion.embedding import EmbeddingFailed, embed_with_retries
 from ingestion.parsing import OcrOptions, ParseError, parse_document
 from ingestion.queue import PROGRESS_CHUNKED, PROGRESS_EMBEDDED, PROGRESS_PARSED, parse_progress
 from ragmux.core import metrics
+from ragmux.core.work_queue import stop_requested
 from stores import index
 from stores.models import Document, ErrorStage, RagStore
 from stores.vector_tables import WidthNotSupported, check_width, ensure_embedding_table, table_name
 
 logger = logging.getLogger("ragmux.ingestion")
-
-# Set when this worker process is asked to stop: jobs treat every claim as lost from then on, so
-# work stops at the next step and nothing more is written (ingestion.tasks gives the claims back).
-stop_requested = threading.Event()
 
 
 def model_key(connection_: ModelConnection) -> str:

@@ -679,8 +679,8 @@ def _print_table(rows: list[list[str]]) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     with environment():
-        from ingestion.tasks import worker_identity
         from ragmux.core.errors import ServiceError
+        from ragmux.core.work_queue import worker_identity
         from retrieval.evaluation import selectors, services
 
         _refuse_a_bad_start()

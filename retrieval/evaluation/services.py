@@ -2,10 +2,11 @@
 function that evaluates a run (`evaluation_run_execute`), called by the Celery task and by
 `ragmux eval` alike.
 
-A run's row is its queue entry, claimed as ingestion claims documents: a conditional update
-gives the worker a fencing token (``claim_token``) and a lease, renewed at every question; the
-worker writes only while the row still carries its token, so a run deleted (with its set or
-store) or taken back by the scheduler's sweep ends without writing anything more.
+A run's row is its queue entry, in the leased queue ingestion runs on too
+(ragmux.core.work_queue): a claim gives the worker a fencing token (``claim_token``) and a lease,
+renewed at every question; the worker writes only while the row still carries its token, so a
+run deleted (with its set or store) or taken back by the scheduler's sweep ends without writing
+anything more.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from functools import partial
 from pathlib import PurePosixPath
 from typing import IO, Any
@@ -23,12 +23,13 @@ from typing import IO, Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Max, QuerySet
+from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from ragmux.core.audit import audit_change, snapshot
 from ragmux.core.errors import Conflict, InvalidInput, LimitReached, ServiceError
 from ragmux.core.wakeups import send_on_commit
+from ragmux.core.work_queue import LeasedQueue
 from retrieval import tasks
 from retrieval.evaluation import beir, metrics
 from retrieval.evaluation.ranking import RankedSearch, rank_documents
@@ -54,10 +55,21 @@ MAX_QUESTIONS_PER_SET = 10_000
 MAX_RUNS_PER_START = 10
 # How many unmatched BEIR ids an import names (it counts them all).
 UNMATCHED_SHOWN = 20
-LEASE_EXPIRED = "the worker running it stopped before finishing (its lease expired)"
 EXTERNAL_ID_CHARS = EvaluationQuestion._meta.get_field("external_id").max_length
 # The store setting a search override sets, where the two names differ.
 OVERRIDE_SETTING_NAMES = {"mode": "search_mode", "backend": "search_backend"}
+
+RUNS = LeasedQueue(
+    table=EvaluationRun._meta.db_table,
+    owner_column="claimed_by",
+    token_column="claim_token",
+    queued=RunStatus.QUEUED,
+    running=RunStatus.RUNNING,
+    failed=RunStatus.FAILED,
+    lease_setting="EVALUATION_RUN_LEASE",
+    max_attempts_setting="EVALUATION_MAX_ATTEMPTS",
+    worker_doing="running",
+)
 
 _audit_set = partial(audit_change, object_type="evaluation_set")
 _audit_run = partial(audit_change, object_type="evaluation_run")
@@ -397,40 +409,25 @@ def evaluation_runs_start(
     return runs
 
 
-def _lease() -> timedelta:
-    return timedelta(seconds=settings.EVALUATION_RUN_LEASE)
-
-
 def evaluation_run_claim(*, run_id: int, owner: str) -> EvaluationRun | None:
     """Claims a queued run for ``owner``; None when it is not queued (done, taken, deleted)."""
-    now = timezone.now()
-    claimed = EvaluationRun.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
-        status=RunStatus.RUNNING,
-        claimed_by=owner,
-        claim_token=F("claim_token") + 1,
-        lease_expires_at=now + _lease(),
-        attempts=F("attempts") + 1,
-        started_at=now,
-        updated_at=now,
-    )
+    claimed = RUNS.claim([run_id], owner=owner, also=", started_at = now()")
     if not claimed:
         return None
     return (
         EvaluationRun.objects.select_related("evaluation_set__store__embedding_connection")
-        .filter(pk=run_id, status=RunStatus.RUNNING, claimed_by=owner)
+        .filter(pk=run_id, **RUNS.held_filter(claimed[0][1]))
         .first()
     )
 
 
 def _held(run: EvaluationRun) -> QuerySet[EvaluationRun]:
     """The run's row, while ``run``'s claim on it holds."""
-    return EvaluationRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, claim_token=run.claim_token)
+    return EvaluationRun.objects.filter(pk=run.pk, **RUNS.held_filter(run.claim_token))
 
 
 def _end(run: EvaluationRun, **fields: Any) -> bool:
-    ended = _held(run).update(
-        **fields, finished_at=timezone.now(), updated_at=timezone.now(), claimed_by="", lease_expires_at=None
-    )
+    ended = _held(run).update(**fields, finished_at=timezone.now(), updated_at=timezone.now(), **RUNS.ended())
     return bool(ended)
 
 
@@ -487,11 +484,10 @@ def _returned(ranked: RankedSearch, grades: dict[int, int]) -> list[dict[str, An
 
 def _record(run: EvaluationRun, question: EvaluationQuestion, score: metrics.QuestionScore, returned: list) -> bool:
     """Writes a question's outcome and renews the lease; False when the claim is gone."""
-    now = timezone.now()
     try:
         with transaction.atomic():
-            renewed = _held(run).update(
-                questions_done=F("questions_done") + 1, lease_expires_at=now + _lease(), updated_at=now
+            renewed = RUNS.renew(
+                [(run.pk, run.claim_token)], also=", questions_done = q.questions_done + 1, updated_at = now()"
             )
             if not renewed:
                 return False
@@ -527,14 +523,7 @@ def _release(run: EvaluationRun) -> None:
     """Gives a held run back to the queue as if it had not been claimed (a worker stopping is no
     failed attempt), and sends it again for the next worker; its questions done are kept."""
     with transaction.atomic():
-        released = _held(run).update(
-            status=RunStatus.QUEUED,
-            attempts=F("attempts") - 1,
-            claim_token=F("claim_token") + 1,
-            claimed_by="",
-            lease_expires_at=None,
-            updated_at=timezone.now(),
-        )
+        released = RUNS.release([(run.pk, run.claim_token)])
         if released:
             send_on_commit(tasks.evaluation_run, run.pk)
     if released:
@@ -596,30 +585,12 @@ def evaluation_runs_requeue_expired() -> list[int]:
     claimed EVALUATION_MAX_ATTEMPTS times; returns the ids of the runs to send again: those put
     back, and those queued for a lease's time without being claimed (their message was lost),
     whose wait starts over."""
+    swept = RUNS.requeue_expired(also=", finished_at = CASE WHEN attempts >= %(max)s THEN now() ELSE finished_at END")
+    requeued = [run_id for run_id, status in swept if status == RunStatus.QUEUED]
     with connection.cursor() as cursor:
         cursor.execute(
-            """
-            UPDATE evaluation_runs
-            SET status = CASE WHEN attempts >= %(max)s THEN %(failed)s ELSE %(queued)s END,
-                error = CASE WHEN attempts >= %(max)s
-                        THEN 'gave up after ' || attempts || ' attempts: ' || %(reason)s ELSE error END,
-                finished_at = CASE WHEN attempts >= %(max)s THEN now() ELSE finished_at END,
-                claimed_by = '', lease_expires_at = NULL, claim_token = claim_token + 1, updated_at = now()
-            WHERE status = %(running)s AND lease_expires_at < now()
-            RETURNING id, status
-            """,
-            {
-                "max": settings.EVALUATION_MAX_ATTEMPTS,
-                "failed": RunStatus.FAILED,
-                "queued": RunStatus.QUEUED,
-                "running": RunStatus.RUNNING,
-                "reason": LEASE_EXPIRED,
-            },
-        )
-        requeued = [run_id for run_id, status in cursor.fetchall() if status == RunStatus.QUEUED]
-        cursor.execute(
             "UPDATE evaluation_runs SET updated_at = now() WHERE status = %s AND updated_at < now() - %s RETURNING id",
-            [RunStatus.QUEUED, _lease()],
+            [RunStatus.QUEUED, RUNS.lease()],
         )
         waiting = [row[0] for row in cursor.fetchall()]
     return sorted({*requeued, *waiting})
