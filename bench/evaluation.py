@@ -48,7 +48,7 @@ from search_latency import (
     zipf_cdf,
 )
 
-from retrieval.evaluation.metrics import percentile
+from retrieval.evaluation.scores import percentile
 
 TARGET_P95_MS = 500
 STORE_NAME = "bench-evaluation"

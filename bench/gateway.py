@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from harness import BenchEnvironment, answers, fresh_store, print_table, report, started
 
-from retrieval.evaluation.metrics import percentile
+from retrieval.evaluation.scores import percentile
 
 BENCH = Path(__file__).resolve().parent
 BODY = {"model": "bench", "messages": [{"role": "user", "content": "Say something short."}]}

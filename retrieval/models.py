@@ -86,7 +86,7 @@ class EvaluationRun(models.Model):
     questions_total = models.PositiveIntegerField(default=0)
     questions_done = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True, default="")
-    # retrieval.evaluation.metrics.Summary.as_dict() once done.
+    # retrieval.evaluation.scores.Summary.as_dict() once done.
     summary = models.JSONField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)

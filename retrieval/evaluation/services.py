@@ -31,7 +31,7 @@ from ragmux.core.errors import Conflict, InvalidInput, LimitReached, ServiceErro
 from ragmux.core.wakeups import send_on_commit
 from ragmux.core.work_queue import LeasedQueue
 from retrieval import tasks
-from retrieval.evaluation import beir, metrics
+from retrieval.evaluation import beir, scores
 from retrieval.evaluation.ranking import RankedSearch, rank_documents
 from retrieval.models import (
     MAX_GRADE,
@@ -135,11 +135,11 @@ def _add_questions(evaluation_set: EvaluationSet, questions: Sequence[Mapping[st
     return created
 
 
-def _create_set(*, store: RagStore, name: str, user: AbstractBaseUser | None) -> EvaluationSet:
+def _create_set(*, store: RagStore, name: str, actor: AbstractBaseUser | None) -> EvaluationSet:
     _refuse_duplicate_name(store, name)
     try:
         with transaction.atomic():
-            return EvaluationSet.objects.create(store=store, name=name, created_by=user)
+            return EvaluationSet.objects.create(store=store, name=name, created_by=actor)
     except IntegrityError:
         raise Conflict(f"the store already has an evaluation set named {name!r}", code="duplicate_name") from None
 
@@ -149,13 +149,13 @@ def evaluation_set_create(
     store: RagStore,
     name: str,
     questions: Sequence[Mapping[str, Any]] = (),
-    user: AbstractBaseUser | None = None,
+    actor: AbstractBaseUser | None = None,
 ) -> EvaluationSet:
     """A set of ``questions``: each {text, judgements: [{document_id, grade}]}."""
     with transaction.atomic():
-        evaluation_set = _create_set(store=store, name=name, user=user)
+        evaluation_set = _create_set(store=store, name=name, actor=actor)
         _add_questions(evaluation_set, questions)
-        _audit_set(evaluation_set, actor=user, action="evaluation_set.create", after=_set_snapshot(evaluation_set))
+        _audit_set(evaluation_set, actor=actor, action="evaluation_set.create", after=_set_snapshot(evaluation_set))
     return evaluation_set
 
 
@@ -206,7 +206,7 @@ def _parsed(parse, text: str):
 
 
 def evaluation_set_import_beir(
-    *, store: RagStore, name: str, queries_text: str, qrels_text: str, user: AbstractBaseUser | None = None
+    *, store: RagStore, name: str, queries_text: str, qrels_text: str, actor: AbstractBaseUser | None = None
 ) -> BeirImport:
     """A set from a BEIR collection's `queries.jsonl` and `qrels/test.tsv`: one question per query
     the qrels judge, its judged corpus ids matched to the store's documents by `source` or file
@@ -257,9 +257,9 @@ def evaluation_set_import_beir(
             code="nothing_matched",
         )
     with transaction.atomic():
-        evaluation_set = _create_set(store=store, name=name, user=user)
+        evaluation_set = _create_set(store=store, name=name, actor=actor)
         _add_questions(evaluation_set, questions)
-        _audit_set(evaluation_set, actor=user, action="evaluation_set.import", after=_set_snapshot(evaluation_set))
+        _audit_set(evaluation_set, actor=actor, action="evaluation_set.import", after=_set_snapshot(evaluation_set))
     return BeirImport(
         evaluation_set=evaluation_set,
         questions=len(questions),
@@ -272,7 +272,7 @@ def evaluation_set_import_beir(
 
 
 def evaluation_set_update(
-    *, evaluation_set: EvaluationSet, name: str, user: AbstractBaseUser | None = None
+    *, evaluation_set: EvaluationSet, name: str, actor: AbstractBaseUser | None = None
 ) -> EvaluationSet:
     _refuse_duplicate_name(evaluation_set.store, name, exclude=evaluation_set.pk)
     with transaction.atomic():
@@ -285,7 +285,7 @@ def evaluation_set_update(
             raise Conflict(f"the store already has an evaluation set named {name!r}", code="duplicate_name") from None
         _audit_set(
             evaluation_set,
-            actor=user,
+            actor=actor,
             action="evaluation_set.update",
             before=before,
             after=_set_snapshot(evaluation_set),
@@ -294,11 +294,11 @@ def evaluation_set_update(
 
 
 @transaction.atomic
-def evaluation_set_delete(*, evaluation_set: EvaluationSet, user: AbstractBaseUser | None = None) -> None:
+def evaluation_set_delete(*, evaluation_set: EvaluationSet, actor: AbstractBaseUser | None = None) -> None:
     """Deletes the set with its questions and runs; a run in progress stops at its next question."""
     before = _set_snapshot(evaluation_set)
     EvaluationSet.objects.filter(pk=evaluation_set.pk).delete()
-    _audit_set(evaluation_set, actor=user, action="evaluation_set.delete", before=before)
+    _audit_set(evaluation_set, actor=actor, action="evaluation_set.delete", before=before)
 
 
 @transaction.atomic
@@ -307,10 +307,10 @@ def evaluation_question_add(
     evaluation_set: EvaluationSet,
     text: str,
     judgements: Sequence[Mapping[str, int]] = (),
-    user: AbstractBaseUser | None = None,
+    actor: AbstractBaseUser | None = None,
 ) -> EvaluationQuestion:
     (question,) = _add_questions(evaluation_set, [{"text": text, "judgements": judgements}])
-    _audit_set(evaluation_set, actor=user, action="evaluation_set.question_add", after=_question_snapshot(question))
+    _audit_set(evaluation_set, actor=actor, action="evaluation_set.question_add", after=_question_snapshot(question))
     return question
 
 
@@ -320,7 +320,7 @@ def evaluation_question_update(
     question: EvaluationQuestion,
     text: str | None = None,
     judgements: Sequence[Mapping[str, int]] | None = None,
-    user: AbstractBaseUser | None = None,
+    actor: AbstractBaseUser | None = None,
 ) -> EvaluationQuestion:
     """Changes a question's text, or replaces its judgements (whatever is given)."""
     evaluation_set = question.evaluation_set
@@ -336,7 +336,7 @@ def evaluation_question_update(
         )
     _audit_set(
         evaluation_set,
-        actor=user,
+        actor=actor,
         action="evaluation_set.question_update",
         before=before,
         after=_question_snapshot(question),
@@ -345,10 +345,10 @@ def evaluation_question_update(
 
 
 @transaction.atomic
-def evaluation_question_delete(*, question: EvaluationQuestion, user: AbstractBaseUser | None = None) -> None:
+def evaluation_question_delete(*, question: EvaluationQuestion, actor: AbstractBaseUser | None = None) -> None:
     before = _question_snapshot(question)
     EvaluationQuestion.objects.filter(pk=question.pk).delete()
-    _audit_set(question.evaluation_set, actor=user, action="evaluation_set.question_delete", before=before)
+    _audit_set(question.evaluation_set, actor=actor, action="evaluation_set.question_delete", before=before)
 
 
 # --------------------------------------------------------------------------------------------
@@ -371,7 +371,7 @@ def evaluation_runs_start(
     *,
     evaluation_set: EvaluationSet,
     configs: Sequence[Mapping[str, Any]],
-    user: AbstractBaseUser | None = None,
+    actor: AbstractBaseUser | None = None,
     enqueue: bool = True,
 ) -> list[EvaluationRun]:
     """One queued run per configuration ({label, overrides}: the search overrides, validated by
@@ -395,11 +395,11 @@ def evaluation_runs_start(
                 label=config["label"],
                 config=dict(config.get("overrides") or {}),
                 questions_total=judged,
-                created_by=user,
+                created_by=actor,
             )
             _audit_run(
                 run,
-                actor=user,
+                actor=actor,
                 action="evaluation_run.start",
                 after=snapshot(run, ("evaluation_set_id", "label", "config")),
             )
@@ -469,7 +469,7 @@ class _QuestionVectors:
 
 
 def _returned(ranked: RankedSearch, grades: dict[int, int]) -> list[dict[str, Any]]:
-    top = ranked.documents[: metrics.NDCG_DEPTH]
+    top = ranked.documents[: scores.NDCG_DEPTH]
     filenames = dict(Document.objects.filter(pk__in=top).values_list("pk", "filename"))
     return [
         {
@@ -482,7 +482,7 @@ def _returned(ranked: RankedSearch, grades: dict[int, int]) -> list[dict[str, An
     ]
 
 
-def _record(run: EvaluationRun, question: EvaluationQuestion, score: metrics.QuestionScore, returned: list) -> bool:
+def _record(run: EvaluationRun, question: EvaluationQuestion, score: scores.QuestionScore, returned: list) -> bool:
     """Writes a question's outcome and renews the lease; False when the claim is gone."""
     try:
         with transaction.atomic():
@@ -507,9 +507,9 @@ def _record(run: EvaluationRun, question: EvaluationQuestion, score: metrics.Que
     return True
 
 
-def question_score(row: RunQuestion) -> metrics.QuestionScore:
+def question_score(row: RunQuestion) -> scores.QuestionScore:
     """A stored outcome as the engine's score."""
-    return metrics.QuestionScore(
+    return scores.QuestionScore(
         ndcg=row.ndcg,
         recall=row.recall,
         reciprocal_rank=row.reciprocal_rank,
@@ -570,14 +570,14 @@ def evaluation_run_execute(*, run: EvaluationRun, stop_requested: Callable[[], b
         except ServiceError as exc:
             _fail(run, f"question {number} of {len(questions)} ({question.text[:80]!r}): {exc.message}")
             return
-        score = metrics.score_question(ranked.documents, grades, ranked.latency_ms)
+        score = scores.score_question(ranked.documents, grades, ranked.latency_ms)
         if not _record(run, question, score, _returned(ranked, grades)):
             return
-    scores = [question_score(row) for row in RunQuestion.objects.filter(run=run)]
-    if not scores:
+    question_scores = [question_score(row) for row in RunQuestion.objects.filter(run=run)]
+    if not question_scores:
         _fail(run, "no question of the set could be evaluated (they were deleted while the run went on)")
         return
-    _end(run, status=RunStatus.DONE, error="", summary=metrics.summarise(scores).as_dict())
+    _end(run, status=RunStatus.DONE, error="", summary=scores.summarise(question_scores).as_dict())
 
 
 def evaluation_runs_requeue_expired() -> list[int]:
@@ -612,7 +612,7 @@ def store_settings_of(store: RagStore, overrides: Mapping[str, Any]) -> dict[str
     return {**values, **rerank_target(store, dict(overrides))}
 
 
-def evaluation_run_apply(*, run: EvaluationRun, user: AbstractBaseUser | None = None) -> StoreUpdate:
+def evaluation_run_apply(*, run: EvaluationRun, actor: AbstractBaseUser | None = None) -> StoreUpdate:
     """Saves a finished run's configuration as its store's search settings."""
     if run.status != RunStatus.DONE:
         raise Conflict(
@@ -621,6 +621,6 @@ def evaluation_run_apply(*, run: EvaluationRun, user: AbstractBaseUser | None = 
         )
     store = RagStore.objects.get(pk=run.evaluation_set.store_id)
     with transaction.atomic():
-        outcome = store_update(store=store, name=store.name, values=store_settings_of(store, run.config), actor=user)
-        _audit_run(run, actor=user, action="evaluation_run.apply", after={"store_id": store.pk, "config": run.config})
+        outcome = store_update(store=store, name=store.name, values=store_settings_of(store, run.config), actor=actor)
+        _audit_run(run, actor=actor, action="evaluation_run.apply", after={"store_id": store.pk, "config": run.config})
     return outcome

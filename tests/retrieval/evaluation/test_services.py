@@ -130,7 +130,7 @@ def test_a_finished_run_is_saved_as_the_stores_settings(evaluation_set, personas
     overrides = {"mode": "hybrid", "backend": "pgvector", "fusion_weights": {"vector": 1.0, "lexical": 2.0}}
     (run,) = run_now(evaluation_set, {"label": "A", "overrides": overrides})
 
-    services.evaluation_run_apply(run=run, user=personas["admin"])
+    services.evaluation_run_apply(run=run, actor=personas["admin"])
 
     store = RagStore.objects.get(pk=evaluation_set.store_id)
     assert (store.search_mode, store.search_backend, store.fusion_weights) == (
