@@ -126,7 +126,7 @@ def main() -> None:
         from django.test import Client
 
         from ragmux.core.authentication import issue_admin_token
-        from ragmux.launch.cli import evaluation_worker_command, web_command
+        from ragmux.launch.processes import evaluation_worker_command, web_command
         from retrieval.evaluation.services import evaluation_set_create
         from retrieval.models import EvaluationRun
 
