@@ -134,7 +134,7 @@ class QuestionEmbedding(models.Model):
     once per model, whatever the number of runs."""
 
     question = models.ForeignKey(EvaluationQuestion, on_delete=models.CASCADE, related_name="+")
-    # What makes a vector reusable: retrieval.evaluation.services.embedding_model_key.
+    # What makes a vector reusable: retrieval.evaluation.run_services.embedding_model_key.
     model_key = models.CharField(max_length=2400)
     vector = ArrayField(models.FloatField())
 

@@ -29,8 +29,8 @@ from ragmux.dashboard.compare import (
 )
 from ragmux.dashboard.forms import Form, attempt
 from ragmux.dashboard.pager import pager
+from retrieval.evaluation import run_services, services
 from retrieval.evaluation import selectors as evaluation
-from retrieval.evaluation import services
 from retrieval.evaluation.scores import NDCG_DEPTH, collapse_to_documents
 from retrieval.evaluation.serializers import QuestionInput, RunsStartInput, SetCreateInput, SetImportInput
 from retrieval.models import EvaluationQuestion, EvaluationRun, EvaluationSet, Judgement, RunQuestion, RunStatus
@@ -279,7 +279,7 @@ def evaluation_runs_start(request, store_id: int, set_id: int):
         for c in chosen
     ]
     valid = not form.errors and all(c.overrides is not None for c in chosen)
-    save = partial(services.evaluation_runs_start, evaluation_set=evaluation_set, actor=request.user)
+    save = partial(run_services.evaluation_runs_start, evaluation_set=evaluation_set, actor=request.user)
     if valid and form.submit(RunsStartInput, {"configs": configs}, save, field="configurations"):
         count = len(form.result)
         messages.success(request, f"Started {count} run{'s' if count != 1 else ''}: the table shows their progress.")
@@ -292,7 +292,7 @@ def evaluation_runs_start(request, store_id: int, set_id: int):
 def evaluation_run_apply(request, store_id: int, set_id: int, run_id: int):
     run = evaluation.evaluation_run_get(evaluation_set=_evaluation_set(store_id, set_id), run_id=run_id)
     store = run.evaluation_set.store
-    applied = attempt(lambda: services.evaluation_run_apply(run=run, actor=request.user))
+    applied = attempt(lambda: run_services.evaluation_run_apply(run=run, actor=request.user))
     if applied.refusal is not None:
         messages.error(request, f"“{run.label}” was not saved as the store's settings: {applied.refusal.message}")
     else:

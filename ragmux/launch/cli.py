@@ -234,20 +234,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     with environment():
         from ragmux.core.errors import ServiceError
         from ragmux.core.work_queue import worker_identity
-        from retrieval.evaluation import selectors, services
+        from retrieval.evaluation import run_services, selectors
 
         refuse_a_bad_start()
         configs = _eval_configs(args.config, args.label or [])
         try:
             evaluation_set = selectors.evaluation_set_named(store_name=args.store, set_name=args.set)
-            runs = services.evaluation_runs_start(evaluation_set=evaluation_set, configs=configs, enqueue=False)
+            runs = run_services.evaluation_runs_start(evaluation_set=evaluation_set, configs=configs, enqueue=False)
         except ServiceError as exc:
             sys.stderr.write(f"ragmux: {exc.message}\n")
             return 1
         owner = f"ragmux eval {worker_identity()}"
         for run in runs:
             sys.stderr.write(f"evaluating {run.label!r} over {run.questions_total} question(s)\n")
-            services.evaluation_run_execute(run=services.evaluation_run_claim(run_id=run.pk, owner=owner))
+            run_services.evaluation_run_execute(run=run_services.evaluation_run_claim(run_id=run.pk, owner=owner))
         finished = [selectors.evaluation_run_get(evaluation_set=evaluation_set, run_id=run.pk) for run in runs]
         done = [run for run in finished if run.status == "done"]
         if done:

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from ingestion.uploads import oversize_upload
 from ragmux.core.roles import AdminOnly
 from ragmux.core.serializers import refuse_body
-from retrieval.evaluation import selectors, services
+from retrieval.evaluation import run_services, selectors, services
 from retrieval.evaluation.serializers import (
     CompareQuery,
     QuestionInput,
@@ -171,7 +171,7 @@ class RunsApi(EvaluationSetEndpoint):
     def post(self, request, store_id: int, set_id: int):
         data = RunsStartInput(data=request.data)
         data.is_valid(raise_exception=True)
-        runs = services.evaluation_runs_start(
+        runs = run_services.evaluation_runs_start(
             evaluation_set=self.evaluation_set, configs=data.validated_data["configs"], actor=request.user
         )
         return Response({"runs": RunOutput(runs, many=True).data}, status=202)
@@ -186,7 +186,7 @@ class RunApi(RunEndpoint):
 class RunApplyApi(RunEndpoint):
     def post(self, request, store_id: int, set_id: int, run_id: int):
         refuse_body(request)
-        outcome = services.evaluation_run_apply(run=self.run, actor=request.user)
+        outcome = run_services.evaluation_run_apply(run=self.run, actor=request.user)
         body = StoreOutput(store_selectors.store_get(outcome.store.pk)).data
         return Response({**body, "reprocess_recommended": outcome.reprocess_recommended})
 
