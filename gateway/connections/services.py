@@ -10,7 +10,7 @@ from functools import partial
 from django.db import transaction
 from django.db.models import ProtectedError
 
-from gateway.connections import http
+from gateway.connections import guard
 from gateway.connections.credentials import mask_api_key, seal_api_key
 from gateway.connections.models import (
     BASE_URL_REQUIRED,
@@ -62,11 +62,11 @@ def _validate_base_url(provider_type: str, base_url: str) -> str:
             # The provider's default is where calls will go: a private one (Ollama's localhost)
             # is refused now, not at the first call. A public default that does not resolve
             # here is left to that call, as the network may differ.
-            _check_host(http.parse_url(default), default, unresolvable_ok=True)
+            _check_host(guard.parse_url(default), default, unresolvable_ok=True)
         return ""
     try:
-        parsed = http.parse_url(base_url)
-    except http.InvalidUrl as exc:
+        parsed = guard.parse_url(base_url)
+    except guard.InvalidUrl as exc:
         raise InvalidInput(f"base_url must be an http(s) URL with a host: {exc}", field="base_url") from None
     parts = parsed.parts
     if parts.username or parts.password:
@@ -77,12 +77,12 @@ def _validate_base_url(provider_type: str, base_url: str) -> str:
     return base_url.rstrip("/")
 
 
-def _check_host(parsed: http.ParsedUrl, url: str, *, unresolvable_ok: bool) -> None:
+def _check_host(parsed: guard.ParsedUrl, url: str, *, unresolvable_ok: bool) -> None:
     # Refuse now rather than at the first call: a private address is only allowed when the
     # operator said so (the same check runs again on every request and redirect).
     try:
-        http.checked_addresses(parsed.host, parsed.port)
-    except http.UpstreamBlocked as exc:
+        guard.checked_addresses(parsed.host, parsed.port)
+    except guard.UpstreamBlocked as exc:
         raise InvalidInput(f"{url}: {exc.message}", field="base_url", code=exc.code) from None
     except UpstreamFailed as exc:
         if not unresolvable_ok:
@@ -119,7 +119,7 @@ def _validated_fields(
         "model_name": model_name,
         "dimensions": dimensions,
         "api_version": api_version,
-        "private_upstream": bool(base_url) and http.url_is_private(base_url),
+        "private_upstream": bool(base_url) and guard.url_is_private(base_url),
     }
 
 

@@ -14,7 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from gateway.connections import price_services, probes, selectors, services
-from gateway.connections.http import UpstreamBlocked
+from gateway.connections.guard import UpstreamBlocked
 from gateway.connections.models import RATE_FIELDS, ModelPrice, PriceSource, ProviderType
 from gateway.connections.prices import builtin_values
 from gateway.connections.pricing import rerank_cost
