@@ -112,11 +112,8 @@ def _ocr_options(store: RagStore) -> OcrOptions | None:
     )
 
 
-def _prepare(claim: queue.Claim, store: RagStore) -> PreparedDocument | None:
-    row = Document.objects.filter(pk=claim.document_id).values("filename", "original").first()
-    if row is None:
-        return None
-    started = time.monotonic()
+def _parsed(claim: queue.Claim, store: RagStore, row: dict):
+    """The document's parse; None when it failed (the document too)."""
     try:
         parsed = parse_document(
             filename=row["filename"],
@@ -132,14 +129,12 @@ def _prepare(claim: queue.Claim, store: RagStore) -> PreparedDocument | None:
         logger.exception("parser failed document_id=%s", claim.document_id)
         _fail(claim, _unexpected(exc), ErrorStage.PARSE)
         return None
-    parsed_at = time.monotonic()
-    queue.record_progress(
-        claim,
-        progress_percent=PROGRESS_PARSED,
-        page_count=parsed.page_count,
-        warnings=list(parsed.warnings),
-        ocr_pages=parsed.ocr_pages,
-    )
+    return parsed
+
+
+def _chunked(claim: queue.Claim, store: RagStore, parsed) -> list[ChunkDraft] | None:
+    """The parse's chunks; None when chunking failed or made none, or too many (the document
+    failed too)."""
     try:
         drafts = chunk_blocks(
             parsed.blocks,
@@ -161,6 +156,28 @@ def _prepare(claim: queue.Claim, store: RagStore) -> PreparedDocument | None:
             f"({settings.MAX_CHUNKS_PER_DOCUMENT}); raise the store's chunk_size or the limit",
             ErrorStage.CHUNK,
         )
+        return None
+    return drafts
+
+
+def _prepare(claim: queue.Claim, store: RagStore) -> PreparedDocument | None:
+    row = Document.objects.filter(pk=claim.document_id).values("filename", "original").first()
+    if row is None:
+        return None
+    started = time.monotonic()
+    parsed = _parsed(claim, store, row)
+    if parsed is None:
+        return None
+    parsed_at = time.monotonic()
+    queue.record_progress(
+        claim,
+        progress_percent=PROGRESS_PARSED,
+        page_count=parsed.page_count,
+        warnings=list(parsed.warnings),
+        ocr_pages=parsed.ocr_pages,
+    )
+    drafts = _chunked(claim, store, parsed)
+    if drafts is None:
         return None
     texts = [
         embedded_text(
@@ -360,12 +377,17 @@ def _commit(store: RagStore, key: str, document: PreparedDocument, vectors: dict
         return
     metrics.increment(metrics.INGEST_JOBS, outcome="ready")
     document.timings["commit"] = time.monotonic() - started
+    _report_ingested(store, document)
+
+
+def _report_ingested(store: RagStore, document: PreparedDocument) -> None:
+    """A ready document's stage timings, as metrics and as its log line."""
     for stage, seconds in document.timings.items():
         metrics.observe(metrics.INGEST_STAGE_SECONDS, seconds, stage=stage)
     fields = {
-        "document_id": claim.document_id,
+        "document_id": document.claim.document_id,
         "store_id": store.pk,
-        "chunks": len(drafts),
+        "chunks": len(document.drafts),
         "embed_tokens": document.embed_tokens,
         "pages": document.page_count,
         **{f"{stage}_ms": round(seconds * 1000) for stage, seconds in document.timings.items()},

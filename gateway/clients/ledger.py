@@ -303,6 +303,12 @@ def write(records: list[_Finished | _Refused]) -> list[_Finished]:
             connections.close_all()
     else:
         done = []
+    _count(records, done)
+    return waiting
+
+
+def _count(records: list[_Finished | _Refused], done: list[tuple[_Finished, int]]) -> None:
+    """The metrics of a batch's refused records and of its written ones, with their costs."""
     for record in records:
         if isinstance(record, _Refused):
             metrics.increment(metrics.V1_REQUESTS, endpoint=record.endpoint, status="401")
@@ -322,7 +328,6 @@ def write(records: list[_Finished | _Refused]) -> list[_Finished]:
         ):
             if tokens:
                 metrics.increment(metrics.V1_TOKENS, tokens, endpoint=call.endpoint, kind=kind)
-    return waiting
 
 
 class _Writer:
