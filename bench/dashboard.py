@@ -20,7 +20,7 @@ import time
 
 from harness import BenchEnvironment, print_table, report
 
-from retrieval.evaluation.metrics import percentile
+from retrieval.evaluation.scores import percentile
 
 STATUSES = ("ready", "ready", "ready", "pending", "processing", "failed")
 TARGET_MS = 300

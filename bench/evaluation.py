@@ -48,7 +48,7 @@ from search_latency import (
     zipf_cdf,
 )
 
-from retrieval.evaluation.metrics import percentile
+from retrieval.evaluation.scores import percentile
 
 TARGET_P95_MS = 500
 STORE_NAME = "bench-evaluation"
@@ -126,7 +126,7 @@ def main() -> None:
         from django.test import Client
 
         from ragmux.core.authentication import issue_admin_token
-        from ragmux.launch.cli import evaluation_worker_command, web_command
+        from ragmux.launch.processes import evaluation_worker_command, web_command
         from retrieval.evaluation.services import evaluation_set_create
         from retrieval.models import EvaluationRun
 

@@ -300,7 +300,7 @@ def main() -> None:
         from gateway.clients.models import RequestLog
         from gateway.clients.services import key_create, project_create
         from gateway.connections.services import connection_create
-        from ragmux.launch.cli import web_command
+        from ragmux.launch.processes import web_command
 
         chat = connection_create(
             name="bench-faults-chat",

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from harness import BenchEnvironment, answers, fresh_store, print_table, report, started
 
-from retrieval.evaluation.metrics import percentile
+from retrieval.evaluation.scores import percentile
 
 BENCH = Path(__file__).resolve().parent
 BODY = {"model": "bench", "messages": [{"role": "user", "content": "Say something short."}]}
@@ -91,7 +91,7 @@ def cooling_route(name: str, connections: list):
     """An ordered chat route over ``connections`` whose first target is cooling down for the
     whole run, in the Redis the server reads."""
     from gateway.connections import cooldowns
-    from gateway.connections.services import TargetSpec, route_create
+    from gateway.connections.route_services import TargetSpec, route_create
 
     route = route_create(
         name=name, kind="chat", strategy="ordered", targets=[TargetSpec(connection.id) for connection in connections]
@@ -192,8 +192,9 @@ def main() -> None:
         from gateway.clients.models import Project
         from gateway.clients.services import key_create, project_create
         from gateway.connections.models import ModelPrice
-        from gateway.connections.services import connection_create, price_create
-        from ragmux.launch.cli import web_command
+        from gateway.connections.price_services import price_create
+        from gateway.connections.services import connection_create
+        from ragmux.launch.processes import web_command
 
         upstream_key = "sk-bench-upstream-000000000000"
         Project.objects.filter(name__startswith="bench-gateway").delete()

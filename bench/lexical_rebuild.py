@@ -33,7 +33,7 @@ from harness import (
 )
 from search_latency import DIMENSIONS, fill_store, unit_rows
 
-from retrieval.evaluation.metrics import percentile
+from retrieval.evaluation.scores import percentile
 
 SMOKE_CHUNKS = 300
 QUERIES = ("heat transfer in composite slabs", "boundary layer policies", "pressure distribution on wings")

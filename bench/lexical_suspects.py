@@ -65,7 +65,7 @@ from quality import (
     unit_rows,
 )
 
-from retrieval.evaluation.metrics import POOL, collapse_to_documents, paired_bootstrap
+from retrieval.evaluation.scores import POOL, collapse_to_documents, paired_bootstrap
 
 K1 = 1.2
 B = 0.75

@@ -75,7 +75,7 @@ from harness import (
 )
 from ingest import upload_paced
 
-from retrieval.evaluation.metrics import (
+from retrieval.evaluation.scores import (
     BOOTSTRAP_RESAMPLES,
     POOL,
     collapse_to_documents,
@@ -144,7 +144,7 @@ REBUILT_CONFIGURATIONS = [("lexical bm25", LEXICAL_OVERRIDES), (HEADLINE, HEADLI
 
 
 # --------------------------------------------------------------------------------------------
-# Evaluation: pure functions (the metrics themselves are the product's, retrieval.evaluation.metrics)
+# Evaluation: pure functions (the metrics themselves are the product's, retrieval.evaluation.scores)
 # --------------------------------------------------------------------------------------------
 
 

@@ -75,7 +75,7 @@ from search_latency import (
     vectors_around,
 )
 
-from retrieval.evaluation.metrics import percentile
+from retrieval.evaluation.scores import percentile
 
 
 @dataclass(frozen=True)

@@ -390,7 +390,7 @@ def main() -> int:
             return args.documents / (time.monotonic() - started_at)
 
         from ragmux.celery import app
-        from ragmux.launch.cli import EVALUATION_WORKER_NAME_PREFIX, WORKER_NAME_PREFIX
+        from ragmux.launch.processes import EVALUATION_WORKER_NAME_PREFIX, WORKER_NAME_PREFIX
 
         def workers_up(count: int) -> None:
             # A round starts once its workers answer, or the first one up would take all of it. A

@@ -45,7 +45,7 @@ from unittest import mock
 import numpy as np
 from harness import BenchEnvironment, fresh_store, local_connection, print_table, report
 
-from retrieval.evaluation.metrics import percentile
+from retrieval.evaluation.scores import percentile
 from retrieval.ranking import allowed_typos
 
 DIMENSIONS = 384

@@ -132,7 +132,7 @@ def main() -> None:
         from django.contrib.auth.models import User
 
         from ragmux.core.accounts import user_create
-        from ragmux.launch.cli import web_command
+        from ragmux.launch.processes import web_command
 
         User.objects.filter(username="bench-upload").delete()
         user_create(username="bench-upload", password=PASSWORD, role="admin")

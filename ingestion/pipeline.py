@@ -24,15 +24,12 @@ from ingestion.embedding import EmbeddingFailed, embed_with_retries
 from ingestion.parsing import OcrOptions, ParseError, parse_document
 from ingestion.queue import PROGRESS_CHUNKED, PROGRESS_EMBEDDED, PROGRESS_PARSED, parse_progress
 from ragmux.core import metrics
+from ragmux.core.work_queue import stop_requested
 from stores import index
 from stores.models import Document, ErrorStage, RagStore
 from stores.vector_tables import WidthNotSupported, check_width, ensure_embedding_table, table_name
 
 logger = logging.getLogger("ragmux.ingestion")
-
-# Set when this worker process is asked to stop: jobs treat every claim as lost from then on, so
-# work stops at the next step and nothing more is written (ingestion.tasks gives the claims back).
-stop_requested = threading.Event()
 
 
 def model_key(connection_: ModelConnection) -> str:
@@ -115,11 +112,8 @@ def _ocr_options(store: RagStore) -> OcrOptions | None:
     )
 
 
-def _prepare(claim: queue.Claim, store: RagStore) -> PreparedDocument | None:
-    row = Document.objects.filter(pk=claim.document_id).values("filename", "original").first()
-    if row is None:
-        return None
-    started = time.monotonic()
+def _parsed(claim: queue.Claim, store: RagStore, row: dict):
+    """The document's parse; None when it failed (the document too)."""
     try:
         parsed = parse_document(
             filename=row["filename"],
@@ -135,14 +129,12 @@ def _prepare(claim: queue.Claim, store: RagStore) -> PreparedDocument | None:
         logger.exception("parser failed document_id=%s", claim.document_id)
         _fail(claim, _unexpected(exc), ErrorStage.PARSE)
         return None
-    parsed_at = time.monotonic()
-    queue.record_progress(
-        claim,
-        progress_percent=PROGRESS_PARSED,
-        page_count=parsed.page_count,
-        warnings=list(parsed.warnings),
-        ocr_pages=parsed.ocr_pages,
-    )
+    return parsed
+
+
+def _chunked(claim: queue.Claim, store: RagStore, parsed) -> list[ChunkDraft] | None:
+    """The parse's chunks; None when chunking failed or made none, or too many (the document
+    failed too)."""
     try:
         drafts = chunk_blocks(
             parsed.blocks,
@@ -164,6 +156,28 @@ def _prepare(claim: queue.Claim, store: RagStore) -> PreparedDocument | None:
             f"({settings.MAX_CHUNKS_PER_DOCUMENT}); raise the store's chunk_size or the limit",
             ErrorStage.CHUNK,
         )
+        return None
+    return drafts
+
+
+def _prepare(claim: queue.Claim, store: RagStore) -> PreparedDocument | None:
+    row = Document.objects.filter(pk=claim.document_id).values("filename", "original").first()
+    if row is None:
+        return None
+    started = time.monotonic()
+    parsed = _parsed(claim, store, row)
+    if parsed is None:
+        return None
+    parsed_at = time.monotonic()
+    queue.record_progress(
+        claim,
+        progress_percent=PROGRESS_PARSED,
+        page_count=parsed.page_count,
+        warnings=list(parsed.warnings),
+        ocr_pages=parsed.ocr_pages,
+    )
+    drafts = _chunked(claim, store, parsed)
+    if drafts is None:
         return None
     texts = [
         embedded_text(
@@ -363,12 +377,17 @@ def _commit(store: RagStore, key: str, document: PreparedDocument, vectors: dict
         return
     metrics.increment(metrics.INGEST_JOBS, outcome="ready")
     document.timings["commit"] = time.monotonic() - started
+    _report_ingested(store, document)
+
+
+def _report_ingested(store: RagStore, document: PreparedDocument) -> None:
+    """A ready document's stage timings, as metrics and as its log line."""
     for stage, seconds in document.timings.items():
         metrics.observe(metrics.INGEST_STAGE_SECONDS, seconds, stage=stage)
     fields = {
-        "document_id": claim.document_id,
+        "document_id": document.claim.document_id,
         "store_id": store.pk,
-        "chunks": len(drafts),
+        "chunks": len(document.drafts),
         "embed_tokens": document.embed_tokens,
         "pages": document.page_count,
         **{f"{stage}_ms": round(seconds * 1000) for stage, seconds in document.timings.items()},

@@ -2,32 +2,29 @@
 a document's status: admission, claim, progress, ready, fail, requeue and reprocess are each one
 conditional UPDATE here.
 
-A worker claims pending documents with ``FOR UPDATE SKIP LOCKED`` and receives, for each, a
-lease (``lease_expires_at``) and a fencing token (``lease_token``, bumped on every claim and
-every reprocess). It renews the leases while it works and writes results only while the row
-still carries its token, so a worker that lost its claim (lease expired, document deleted or
-reprocessed) writes nothing. The scheduler puts expired claims back in the queue, and gives
-up on a document after ``INGEST_MAX_ATTEMPTS`` claims. A worker that is stopped gracefully
-gives its claims back at once, and those claims do not count as attempts.
+The table is a leased queue (ragmux.core.work_queue: the claim, its lease and fencing token
+``lease_token``, renewal, release and the sweep of expired leases). A worker claims the oldest
+pending document with ``FOR UPDATE SKIP LOCKED``, with more small ones of its store, and gives up
+on a document after ``INGEST_MAX_ATTEMPTS`` claims. A reprocess moves the token on too.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
+from django.db.models.functions import Now
 
 from ragmux.core import metrics
+from ragmux.core.work_queue import LeasedQueue
 from stores.models import Document, DocumentStatus, ErrorStage
 
 # Small documents are claimed together so they share embedding batches (and round trips).
 SMALL_DOCUMENT_BYTES = 64 * 1024
 MAX_DOCUMENTS_PER_CLAIM = 32
-LEASE_EXPIRED = "the worker processing it stopped before finishing (its lease expired)"
 BACKLOG_FULL = "the ingestion backlog is full (MAX_PENDING_DOCUMENTS), retry later"
 # Progress marks: a document past one has finished that stage (see ingestion.pipeline).
 PROGRESS_PARSED = 10
@@ -37,6 +34,18 @@ PROGRESS_EMBEDDED = 99
 # long enough (and is written often enough, a batch at a time) to show how far it got.
 STAGES = (("parsing", PROGRESS_PARSED), ("chunking", PROGRESS_CHUNKED), ("embedding", PROGRESS_EMBEDDED))
 INDEXING = "indexing"
+
+DOCUMENTS = LeasedQueue(
+    table=Document._meta.db_table,
+    owner_column="lease_owner",
+    token_column="lease_token",
+    queued=DocumentStatus.PENDING,
+    running=DocumentStatus.PROCESSING,
+    failed=DocumentStatus.FAILED,
+    lease_setting="INGEST_LEASE",
+    max_attempts_setting="INGEST_MAX_ATTEMPTS",
+    worker_doing="processing",
+)
 
 
 @dataclass(frozen=True)
@@ -64,10 +73,6 @@ def stage_of(progress_percent: int) -> str:
             return f"{name} {math.ceil((progress_percent - start) * 100 / (end - start))} %"
         start = end
     return INDEXING
-
-
-def _lease() -> timedelta:
-    return timedelta(seconds=settings.INGEST_LEASE)
 
 
 def claim_documents(*, owner: str, max_documents: int = MAX_DOCUMENTS_PER_CLAIM) -> list[Claim]:
@@ -99,63 +104,34 @@ def _claim(*, owner: str, max_documents: int) -> list[Claim]:
                 [DocumentStatus.PENDING, first[1], SMALL_DOCUMENT_BYTES, first[0], max_documents - 1],
             )
             ids.extend(row[0] for row in cursor.fetchall())
-        cursor.execute(
-            """
-            UPDATE documents
-            SET status = %s, lease_owner = %s, lease_token = lease_token + 1,
-                lease_expires_at = now() + %s, attempts = attempts + 1, updated_at = now()
-            WHERE id = ANY(%s)
-            RETURNING id, store_id, lease_token, attempts
-            """,
-            [DocumentStatus.PROCESSING, owner, _lease(), ids],
-        )
-        return sorted((Claim(*row) for row in cursor.fetchall()), key=lambda claim: claim.document_id)
+        claimed = DOCUMENTS.claim(ids, owner=owner)
+    claims = (Claim(row_id, first[1], token, attempts) for row_id, token, attempts in claimed)
+    return sorted(claims, key=lambda claim: claim.document_id)
+
+
+def _held(claims: list[Claim]) -> list[tuple[int, int]]:
+    return [(claim.document_id, claim.token) for claim in claims]
 
 
 def renew(claims: list[Claim]) -> set[int]:
     """Extends the leases still held; returns the ids of the documents still held."""
-    if not claims:
-        return set()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            UPDATE documents d SET lease_expires_at = now() + %s
-            FROM unnest(%s::bigint[], %s::bigint[]) AS held(id, token)
-            WHERE d.id = held.id AND d.lease_token = held.token AND d.status = %s
-            RETURNING d.id
-            """,
-            [_lease(), [c.document_id for c in claims], [c.token for c in claims], DocumentStatus.PROCESSING],
-        )
-        return {row[0] for row in cursor.fetchall()}
+    return DOCUMENTS.renew(_held(claims))
 
 
 def hold(claim: Claim) -> bool:
     """Locks the claimed row for the rest of the transaction if the claim is still ours."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT 1 FROM documents WHERE id = %s AND lease_token = %s AND status = %s FOR UPDATE",
-            [claim.document_id, claim.token, DocumentStatus.PROCESSING],
-        )
-        return cursor.fetchone() is not None
+    return DOCUMENTS.holds(claim.document_id, claim.token)
 
 
 def record_progress(claim: Claim, **fields) -> bool:
     """Updates progress fields of a held claim; False when the claim was lost."""
-    assignments = ", ".join(f"{name} = %s" for name in fields)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE documents SET {assignments}, updated_at = now() "
-            "WHERE id = %s AND lease_token = %s AND status = %s",
-            [*fields.values(), claim.document_id, claim.token, DocumentStatus.PROCESSING],
-        )
-        return cursor.rowcount == 1
+    held = Document.objects.filter(pk=claim.document_id, **DOCUMENTS.held_filter(claim.token))
+    return held.update(**fields, updated_at=Now()) == 1
 
 
 def fail(claim: Claim, reason: str, *, stage: ErrorStage) -> bool:
     """Marks a held document failed at ``stage`` (its progress stays where it got to)."""
-    return record_progress(
-        claim, status=DocumentStatus.FAILED, error=reason, error_stage=stage, lease_owner="", lease_expires_at=None
-    )
+    return record_progress(claim, status=DocumentStatus.FAILED, error=reason, error_stage=stage, **DOCUMENTS.ended())
 
 
 def mark_ready(claim: Claim, *, chunk_count: int, page_count: int | None) -> bool:
@@ -168,8 +144,7 @@ def mark_ready(claim: Claim, *, chunk_count: int, page_count: int | None) -> boo
         error_stage="",
         chunk_count=chunk_count,
         page_count=page_count,
-        lease_owner="",
-        lease_expires_at=None,
+        **DOCUMENTS.ended(),
     )
 
 
@@ -208,25 +183,7 @@ def requeue(document_ids: list[int]) -> tuple[int, int]:
 def release(claims: list[Claim]) -> int:
     """Puts held claims back in the queue as if they had never been made (a graceful stop is not
     a failed attempt); returns how many were still held."""
-    if not claims:
-        return 0
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            UPDATE documents d
-            SET status = %s, attempts = d.attempts - 1, lease_owner = '', lease_expires_at = NULL,
-                lease_token = d.lease_token + 1, updated_at = now()
-            FROM unnest(%s::bigint[], %s::bigint[]) AS held(id, token)
-            WHERE d.id = held.id AND d.lease_token = held.token AND d.status = %s
-            """,
-            [
-                DocumentStatus.PENDING,
-                [c.document_id for c in claims],
-                [c.token for c in claims],
-                DocumentStatus.PROCESSING,
-            ],
-        )
-        released = cursor.rowcount
+    released = len(DOCUMENTS.release(_held(claims)))
     metrics.increment(metrics.INGEST_JOBS, released, outcome="released")
     return released
 
@@ -236,34 +193,17 @@ def requeue_expired() -> tuple[int, int]:
 
     Returns (requeued, given_up).
     """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            UPDATE documents
-            SET status = CASE WHEN attempts >= %(max)s THEN %(failed)s ELSE %(pending)s END,
-                error = CASE WHEN attempts >= %(max)s
-                        THEN 'gave up after ' || attempts || ' attempts: ' || %(reason)s ELSE error END,
-                error_stage = CASE WHEN attempts < %(max)s THEN ''
-                                   WHEN progress_percent < %(parsed)s THEN 'parse'
-                                   WHEN progress_percent < %(chunked)s THEN 'chunk'
-                                   WHEN progress_percent < %(embedded)s THEN 'embed'
-                                   ELSE 'index' END,
-                lease_owner = '', lease_expires_at = NULL, lease_token = lease_token + 1, updated_at = now()
-            WHERE status = %(processing)s AND lease_expires_at < now()
-            RETURNING status
-            """,
-            {
-                "max": settings.INGEST_MAX_ATTEMPTS,
-                "failed": DocumentStatus.FAILED,
-                "pending": DocumentStatus.PENDING,
-                "processing": DocumentStatus.PROCESSING,
-                "reason": LEASE_EXPIRED,
-                "parsed": PROGRESS_PARSED,
-                "chunked": PROGRESS_CHUNKED,
-                "embedded": PROGRESS_EMBEDDED,
-            },
-        )
-        statuses = [row[0] for row in cursor.fetchall()]
+    # The stage a document given up on failed at: the one its progress had not passed.
+    swept = DOCUMENTS.requeue_expired(
+        also="""
+            , error_stage = CASE WHEN attempts < %(max)s THEN ''
+                                 WHEN progress_percent < %(parsed)s THEN 'parse'
+                                 WHEN progress_percent < %(chunked)s THEN 'chunk'
+                                 WHEN progress_percent < %(embedded)s THEN 'embed'
+                                 ELSE 'index' END""",
+        params={"parsed": PROGRESS_PARSED, "chunked": PROGRESS_CHUNKED, "embedded": PROGRESS_EMBEDDED},
+    )
+    statuses = [status for _, status in swept]
     requeued, given_up = statuses.count(DocumentStatus.PENDING), statuses.count(DocumentStatus.FAILED)
     for outcome, count in (("requeued", requeued), ("failed", given_up)):
         if count:

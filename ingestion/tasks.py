@@ -3,25 +3,17 @@
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import socket
-import uuid
 
 from celery import shared_task
-from celery.signals import task_prerun, worker_process_init
 
 from ingestion import queue
-from ingestion.pipeline import run_job, stop_requested
+from ingestion.pipeline import run_job
+from ragmux.core.work_queue import stop_requested, worker_identity
 
 logger = logging.getLogger("ragmux.ingestion")
 
 # Enough claims per task to drain a burst, few enough that a long backlog is shared fairly.
 MAX_JOBS_PER_TASK = 50
-
-
-def worker_identity() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 @shared_task(name="ingestion.drain", ignore_result=True)
@@ -50,33 +42,3 @@ def requeue_expired_leases() -> None:
 
 def wake_ingestion() -> None:
     drain_queue.delay()
-
-
-# Pool processes only: SIGTERM (what `ragmux` sends every worker process on Ctrl-C) ends the
-# job in hand at its next step and gives its claims back, instead of Celery's default of ending
-# the process mid-job, which leaves the claims held for a whole lease, counts them as attempts
-# and logs a WorkerLostError. The task then returns, so the warm shutdown completes cleanly; a
-# second SIGTERM (a cold shutdown) gets the default again. The handler is installed as a task
-# starts because the pool resets signal handlers after its process initialisers run.
-_pool_process = False
-_default_sigterm = signal.SIG_DFL
-
-
-@worker_process_init.connect
-def _note_pool_process(**_) -> None:
-    global _pool_process
-    _pool_process = True
-
-
-def _on_sigterm(signum, frame) -> None:
-    signal.signal(signal.SIGTERM, _default_sigterm)
-    stop_requested.set()
-
-
-@task_prerun.connect
-def _stop_gracefully_on_sigterm(**_) -> None:
-    global _default_sigterm
-    current = signal.getsignal(signal.SIGTERM)
-    if _pool_process and current is not _on_sigterm:
-        _default_sigterm = current
-        signal.signal(signal.SIGTERM, _on_sigterm)

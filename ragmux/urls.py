@@ -23,6 +23,6 @@ urlpatterns = [
     path("admin/", include("ragmux.dashboard.urls")),
 ]
 
-handler403 = "ragmux.dashboard.views.forbidden"
+handler403 = "ragmux.dashboard.access.forbidden"
 handler404 = "ragmux.views.not_found"
 handler500 = "ragmux.views.server_error"

@@ -86,7 +86,7 @@ class EvaluationRun(models.Model):
     questions_total = models.PositiveIntegerField(default=0)
     questions_done = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True, default="")
-    # retrieval.evaluation.metrics.Summary.as_dict() once done.
+    # retrieval.evaluation.scores.Summary.as_dict() once done.
     summary = models.JSONField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -134,7 +134,7 @@ class QuestionEmbedding(models.Model):
     once per model, whatever the number of runs."""
 
     question = models.ForeignKey(EvaluationQuestion, on_delete=models.CASCADE, related_name="+")
-    # What makes a vector reusable: retrieval.evaluation.services.embedding_model_key.
+    # What makes a vector reusable: retrieval.evaluation.run_services.embedding_model_key.
     model_key = models.CharField(max_length=2400)
     vector = ArrayField(models.FloatField())
 

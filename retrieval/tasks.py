@@ -6,9 +6,8 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from ingestion.pipeline import stop_requested
-from ingestion.tasks import worker_identity
-from retrieval.evaluation import services
+from ragmux.core.work_queue import stop_requested, worker_identity
+from retrieval.evaluation import run_services
 
 
 def _hard_time_limit() -> int:
@@ -19,13 +18,13 @@ def _hard_time_limit() -> int:
 
 @shared_task(name="retrieval.evaluation_run", ignore_result=True, time_limit=_hard_time_limit())
 def evaluation_run(run_id: int) -> None:
-    run = services.evaluation_run_claim(run_id=run_id, owner=worker_identity())
+    run = run_services.evaluation_run_claim(run_id=run_id, owner=worker_identity())
     if run is not None:
-        # A worker asked to stop (SIGTERM: ingestion.tasks) gives the run back between two questions.
-        services.evaluation_run_execute(run=run, stop_requested=stop_requested.is_set)
+        # A worker asked to stop (SIGTERM: ragmux.core.work_queue) gives the run back between two questions.
+        run_services.evaluation_run_execute(run=run, stop_requested=stop_requested.is_set)
 
 
 @shared_task(name="retrieval.evaluation_requeue_expired", ignore_result=True)
 def evaluation_requeue_expired() -> None:
-    for run_id in services.evaluation_runs_requeue_expired():
+    for run_id in run_services.evaluation_runs_requeue_expired():
         evaluation_run.delay(run_id)

@@ -13,10 +13,11 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from gateway.connections.models import RERANK_API_PROVIDERS, Capability, ModelConnection, RouteKind, why_cannot
+from gateway.connections.probes import embedding_width
 from gateway.connections.selectors import connection_named_by, route_named_by
-from gateway.connections.services import embedding_width
 from ragmux.core.audit import audit_change, snapshot
 from ragmux.core.errors import Conflict, InvalidInput, UpstreamFailed
+from ragmux.core.services import model_update
 from ragmux.core.wakeups import send_on_commit
 from stores import index, tasks
 from stores.backends import backend_available, text_search_config_exists
@@ -125,11 +126,6 @@ def _probe_width(connection_: ModelConnection) -> None:
         )
 
 
-def _apply(store: RagStore, values: dict[str, Any]) -> None:
-    for name, value in values.items():
-        setattr(store, name, value)
-
-
 def _settings(store: RagStore) -> dict[str, Any]:
     return snapshot(store, ("name", *STORE_SETTINGS))
 
@@ -141,8 +137,7 @@ def store_create(*, name: str, values: dict[str, Any], actor=None) -> RagStore:
     _probe_width(ModelConnection.objects.get(pk=values["embedding_connection_id"]))
     try:
         with transaction.atomic():
-            store = RagStore(name=name)
-            _apply(store, values)
+            store, _ = model_update(instance=RagStore(name=name), fields=values, data=values, save=False)
             # Nothing is indexed yet: the index starts out in the chosen configuration.
             store.indexed_config = store.index_config
             store.save()
@@ -178,9 +173,7 @@ def store_update(*, store: RagStore, name: str, values: dict[str, Any], actor=No
         # it) for as long as it writes; a settings change must not wait for them.
         locked = RagStore.objects.select_for_update(no_key=True).get(pk=store.pk)
         before = _settings(locked)
-        locked.name = name
-        _apply(locked, merged)
-        locked.save()
+        model_update(instance=locked, fields=("name", *merged), data={"name": name, **merged})
         audit_store(locked, actor=actor, action="store.update", before=before, after=_settings(locked))
         has_documents = Document.objects.filter(store=locked).exists()
         if locked.index_config != locked.indexed_config:

@@ -413,5 +413,5 @@ def evaluation_set(evaluated_store, documents, personas):
             {"text": "bicycle chain oil", "judgements": [{"document_id": documents["bikes"], "grade": 1}]},
             {"text": "quantum chromodynamics", "judgements": [{"document_id": documents["taxes"], "grade": 1}]},
         ],
-        user=personas["admin"],
+        actor=personas["admin"],
     )

@@ -195,7 +195,7 @@ def web_process(env: dict[str, str], *, log_path: Path | None = None) -> Iterato
     import pytest
     from django.conf import settings
 
-    from ragmux.launch.cli import web_command
+    from ragmux.launch.processes import web_command
 
     # A file, not a pipe: a server logging more than a pipe holds would block on it.
     with open(log_path, "w+b") if log_path else tempfile.TemporaryFile() as log:

@@ -2,11 +2,10 @@
 
 A finished call only queues its record; one writer thread per process writes the queue in
 batches, so logging adds nothing to a client's latency and little to the process's work: a
-batch is one price query and one INSERT (its metrics are kept in the process), where each call
-used to cost a thread hop, a connection checkout, a price query and an INSERT of its own. A
-batch collects for at most ``FLUSH_SECONDS`` after its first record, so a row is in the database
-well within the second the issue allows; the web process's shutdown waits for the queue
-(:func:`flush`, from the ASGI lifespan in ragmux/asgi.py).
+batch is one price query and one INSERT (its metrics are kept in the process; what that saves
+is in docs/benchmarks.md, issue 43). A batch collects for at most ``FLUSH_SECONDS`` after its
+first record, so a row is in the database well within the second the issue allows; the web
+process's shutdown waits for the queue (:func:`flush`, from the ASGI lifespan in ragmux/asgi.py).
 
 While the database is unavailable the writer keeps the records it could not write and tries
 again with a growing pause, so a short outage loses no accepted call's row; their metrics move
@@ -304,6 +303,12 @@ def write(records: list[_Finished | _Refused]) -> list[_Finished]:
             connections.close_all()
     else:
         done = []
+    _count(records, done)
+    return waiting
+
+
+def _count(records: list[_Finished | _Refused], done: list[tuple[_Finished, int]]) -> None:
+    """The metrics of a batch's refused records and of its written ones, with their costs."""
     for record in records:
         if isinstance(record, _Refused):
             metrics.increment(metrics.V1_REQUESTS, endpoint=record.endpoint, status="401")
@@ -323,7 +328,6 @@ def write(records: list[_Finished | _Refused]) -> list[_Finished]:
         ):
             if tokens:
                 metrics.increment(metrics.V1_TOKENS, tokens, endpoint=call.endpoint, kind=kind)
-    return waiting
 
 
 class _Writer:

@@ -16,6 +16,7 @@ from gateway.connections.models import Capability, ModelConnection, Route, Route
 from gateway.connections.selectors import connection_named_by, route_named_by
 from ragmux.core.audit import audit_change, snapshot
 from ragmux.core.errors import Conflict, InvalidInput
+from ragmux.core.services import model_update
 from stores.models import RagStore
 
 PROJECT_FIELDS = (
@@ -132,10 +133,9 @@ def _required_name(name: str) -> str:
 
 def _set_limits(target: SpendLimits, limits: Limits) -> None:
     for field in LIMIT_FIELDS:
-        if field in limits:
-            if limits[field] < 0:
-                raise InvalidInput("rate limits and budgets must be 0 (unlimited) or positive", field=field)
-            setattr(target, field, limits[field])
+        if limits.get(field, 0) < 0:
+            raise InvalidInput("rate limits and budgets must be 0 (unlimited) or positive", field=field)
+    model_update(instance=target, fields=LIMIT_FIELDS, data=limits, save=False)
 
 
 def _apply(project: Project, changes: ProjectChanges) -> Project:

@@ -4,7 +4,7 @@ PostgreSQL alone holds them, one row per (tier, owner, window): every web proces
 reads and writes the same rows, and a restart loses nothing. Why the limits hold exactly under
 concurrency:
 
-- **Admission is one statement under one lock.** `ragmux_usage_admit` (migration 0012) takes
+- **Admission is one statement under one lock.** `ragmux_usage_admit` (usage_admit.sql) takes
   the project's transaction-scoped advisory lock, reads the counters, and for each call it was
   given, in turn, runs the call's checks in order and, when none denies, adds the call's request
   and its estimated tokens and micro-dollars to the reserved columns; then it writes the rows and

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from gateway.connections import cooldowns, routing
 from gateway.connections.models import ModelConnection, RouteStrategy
-from gateway.connections.providers.chat import ChatProvider, NoChat, Once, chat_provider
+from gateway.connections.providers.chat import ChatProvider, NoChat, SingleAttempt, chat_provider
 from gateway.connections.providers.rerank import NoRerank
 from gateway.connections.providers.upstream_errors import failure_kind
 from ragmux.core import metrics
@@ -89,7 +89,7 @@ class Attempts:
     made: list[dict] = field(default_factory=list)
 
 
-Attempt = Callable[[Any, Once | None], Awaitable[T]]
+Attempt = Callable[[Any, SingleAttempt | None], Awaitable[T]]
 
 
 def _provider(target: Target) -> ChatProvider:
@@ -126,7 +126,7 @@ async def answer(
         trying(target)
         started = time.monotonic()
         try:
-            result = await attempt(open_target(target), Once(target.first_byte_timeout))
+            result = await attempt(open_target(target), SingleAttempt(target.first_byte_timeout))
         except UpstreamFailed as exc:
             outcome, failure, retry_after = failure_kind(exc), exc, exc.retry_after
         except (NoChat, NoRerank, DecryptionFailed) as exc:

@@ -13,42 +13,29 @@ uses to relay long streamed answers without holding a thread.
 from __future__ import annotations
 
 import asyncio
-import errno
 import ipaddress
 import json
-import re
-import socket
-import ssl
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from urllib.parse import SplitResult, urlsplit
 
 # httpx2, pydantic's continuation of httpx (same API): httpx's connection pool rescans every
 # connection, polling each idle socket, on every request it queues and releases, so its CPU per
-# request grows with the connections it holds (3.3 ms each with 50 concurrent calls, 11.7 ms with
-# 100, against 0.4 and 0.5 ms with httpx2's pool on the bench machine).
+# request grows with the connections it holds; httpx2's does not (docs/benchmarks.md, issue 43).
 import httpx2 as httpx
 from django.conf import settings
 
 # The rules httpx reads the proxy variables by (NO_PROXY's patterns included), applied per call.
 from httpx2._utils import URLPattern, get_environment_proxies
 
+from gateway.connections.connection_failures import connection_failure_message, origin_of
+from gateway.connections.guard import Guard, InvalidUrl, checked_addresses, parse_url, unreachable
 from ragmux.core.errors import UpstreamFailed, UpstreamTimeout
 from ragmux.core.units import MIB
 
 MAX_REDIRECTS = 3
-_EXTRA_BLOCKED = [ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("100.64.0.0/10")]
-
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-class UpstreamBlocked(UpstreamFailed):
-    """The upstream resolves to an address the SSRF guard refuses."""
-
-    code = "private_upstream"
 
 
 class ResponseTooLarge(UpstreamFailed):
@@ -57,237 +44,11 @@ class ResponseTooLarge(UpstreamFailed):
     code = "upstream_unreachable"
 
 
-def _unreachable(message: str, *, retryable: bool) -> UpstreamFailed:
-    """The call did not produce a usable HTTP response (transport, redirect)."""
-    failure = UpstreamFailed(message, code="upstream_unreachable", retryable=retryable)
-    # The message names the provider's address and what to check there: the operator's to read
-    # (the request log, the connection's Test), not a key holder's.
-    failure.client_message = "upstream unreachable"
-    return failure
-
-
 def _too_large(limit: int) -> ResponseTooLarge:
     return ResponseTooLarge(f"upstream response is larger than {limit // (1024 * 1024)} MiB")
 
 
-_ERRNO_IN_TEXT = re.compile(r"\[Errno (-?\d+)\]")
-# Failures that mean the address answered but nothing there takes the connection, or that it
-# cannot be reached at all.
-_REFUSED = {errno.ECONNREFUSED}
-_NO_ROUTE = {errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ENETDOWN, errno.EHOSTDOWN}
-_DROPPED = {errno.ECONNRESET, errno.ECONNABORTED, errno.EPIPE}
-# What OpenSSL says when the other end does not speak TLS at all (an http:// server called by an
-# https:// URL).
-_NOT_TLS = ("wrong version number", "record layer failure", "packet length too long", "unknown protocol")
-
-
-def _causes(exc: BaseException):
-    """``exc`` and what it was raised from, innermost last."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__
-
-
-def _errno_of(exc: BaseException) -> int | None:
-    for cause in _causes(exc):
-        if isinstance(cause, OSError) and cause.errno:
-            return cause.errno
-        found = _ERRNO_IN_TEXT.search(str(cause))
-        if found:
-            return int(found.group(1))
-    return None
-
-
-class InvalidUrl(ValueError):
-    """A URL that is not one an outbound call may be made to; the message says why."""
-
-
-# A host whose last label is a number is an IPv4 address to a URL parser (WHATWG), however it is
-# spelt: 0177.0.0.1, 0x7f.1, 2130706433 and 127.1 all reach 127.0.0.1 through some resolvers.
-_NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$", re.IGNORECASE)
-# Nothing below U+0021 and no DEL belongs in a URL: a NUL or a newline would split it elsewhere.
-_CONTROL = re.compile(r"[\x00-\x20\x7f]")
-
-
-@dataclass(frozen=True)
-class ParsedUrl:
-    parts: SplitResult
-    host: str  # as the guard and the connection use it: IPv6 without brackets, lower case
-    port: int  # the URL's port, or its scheme's default
-
-
-def parse_url(url: str) -> ParsedUrl:
-    """An http(s) URL split into what every caller checks, refused (InvalidUrl) unless each part
-    means one thing to every parser it meets: an IPv4 address only in its canonical dotted form
-    (no octal, hexadecimal, leading zeros, short forms or values over 255), an IPv6 address the
-    standard library reads, with no zone, and a port in range. One rule for image URLs, base
-    URLs and redirects alike."""
-    if _CONTROL.search(url):
-        raise InvalidUrl("a URL must not hold spaces or control characters")
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise InvalidUrl(f"not a valid URL ({exc})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidUrl("not an http(s) URL with a host")
-    host = parts.hostname
-    if "[" in parts.netloc:
-        try:
-            address = ipaddress.IPv6Address(host)
-        except ValueError:
-            raise InvalidUrl(f'"{host}" is not a valid IPv6 address') from None
-        if address.scope_id is not None:
-            raise InvalidUrl("an IPv6 address in a URL must not name a zone")
-    elif _NUMERIC_LABEL.match(host.rstrip(".").rsplit(".", 1)[-1]):
-        try:
-            canonical = str(ipaddress.IPv4Address(host))
-        except ValueError:
-            canonical = None
-        if canonical != host:
-            raise InvalidUrl(f'"{host}" is not an IPv4 address in its dotted decimal form')
-    try:
-        httpx.URL(url)
-    except httpx.InvalidURL as exc:
-        raise InvalidUrl(f"not a valid URL ({exc})") from None
-    return ParsedUrl(parts=parts, host=host, port=port or (443 if parts.scheme == "https" else 80))
-
-
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return f"{parts.scheme}://{parts.hostname}:{port}"
-
-
-def connection_failure_message(exc: BaseException, url: str) -> str:
-    """What a failed connection to ``url`` means and what to check, in words: the one wording of
-    a transport failure, wherever it is shown (a connection's Test, an API error, a document's
-    failure). ``exc`` is the transport's exception (its causes are read too); only the URL's
-    origin is named, never its path."""
-    origin, host = _origin(url), urlsplit(url).hostname
-    text = " ".join(str(cause) for cause in _causes(exc)).lower()
-    code = _errno_of(exc)
-    if isinstance(exc, httpx.ConnectTimeout):
-        return (
-            f"{origin} did not accept a connection in time — check the base URL and that no firewall drops the traffic"
-        )
-    if code in _REFUSED or "connection refused" in text:
-        return f"Nothing is listening at {origin} — check the base URL and that the server is running"
-    if code in _NO_ROUTE:
-        return f"No network route to {host} — check the base URL and that this server's network can reach it"
-    if any(isinstance(cause, ssl.SSLCertVerificationError) for cause in _causes(exc)) or "certificate" in text:
-        return (
-            f"The TLS certificate of {host} was not accepted — check the host name in the base URL "
-            "and that the server's certificate is valid"
-        )
-    if any(sign in text for sign in _NOT_TLS):
-        return f"{origin} does not speak TLS — check whether the base URL should start with http://"
-    if code in _DROPPED or isinstance(exc, httpx.RemoteProtocolError) or "disconnected" in text:
-        return (
-            f"{origin} closed the connection without an HTTP answer — check that the base URL's scheme "
-            "(http or https) and port are the API's"
-        )
-    return f"The connection to {origin} failed ({exc or type(exc).__name__}) — check the base URL"
-
-
-def blocked_message(host: str) -> str:
-    return (
-        f'upstream host "{host}" resolves to a private or local address; set '
-        "ALLOW_PRIVATE_UPSTREAMS=true or add it to PRIVATE_UPSTREAM_ALLOWLIST (loopback alone: "
-        "ALLOW_LOOPBACK_UPSTREAMS=true) in the server's environment (deploy/.env under Docker Compose) "
-        "and restart ragmux to apply it"
-    )
-
-
-def is_private_address(address: Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return (
-        not address.is_global
-        or address.is_multicast
-        or any(address in network for network in _EXTRA_BLOCKED if network.version == address.version)
-    )
-
-
-def _loopback_allowed(address: Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return settings.ALLOW_LOOPBACK_UPSTREAMS and address.is_loopback
-
-
-def _allowlisted(host: str, address: Address) -> bool:
-    for entry in settings.PRIVATE_UPSTREAM_ALLOWLIST:
-        if entry == host.lower():
-            return True
-        try:
-            if address in ipaddress.ip_network(entry, strict=False):
-                return True
-        except ValueError:
-            continue
-    return False
-
-
-def resolve(host: str, port: int) -> list[Address]:
-    try:
-        return [ipaddress.ip_address(host.strip("[]"))]
-    except ValueError:
-        pass
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise _unreachable(
-            f"The host {host} cannot be found ({exc.strerror}) — check the spelling of the base URL "
-            "and that this server's DNS knows the host",
-            retryable=True,
-        ) from None
-    seen: list[Address] = []
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%")[0])
-        if address not in seen:
-            seen.append(address)
-    return seen
-
-
-def checked_addresses(host: str, port: int) -> list[Address]:
-    """The addresses a call to ``host`` may use; raises UpstreamBlocked if none is allowed."""
-    addresses = resolve(host, port)
-    if settings.ALLOW_PRIVATE_UPSTREAMS:
-        return addresses
-    allowed = [a for a in addresses if not is_private_address(a) or _loopback_allowed(a) or _allowlisted(host, a)]
-    if not allowed:
-        raise UpstreamBlocked(blocked_message(host))
-    return allowed
-
-
-def refusal(url: str) -> str | None:
-    """Why the guard would refuse a call to ``url`` under the settings running now; None when
-    it would not (or when the host does not resolve here: the call itself will say so)."""
-    parts = urlsplit(url)
-    try:
-        checked_addresses(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80))
-    except UpstreamBlocked as exc:
-        return exc.message
-    except UpstreamFailed:
-        return None
-    return None
-
-
-# The addresses a call to (host, port) may use, raising when none is allowed: checked_addresses
-# for provider calls; a caller with a stricter policy (gateway.connections.images) passes its own.
-Guard = Callable[[str, int], list[Address]]
 _GUARD = "ragmux.guard"  # the request extension that carries a call's guard to the transport
-
-
-def url_is_private(url: str) -> bool:
-    """True when the URL's host resolves only to private addresses (recorded on connections)."""
-    parts = urlsplit(url)
-    try:
-        addresses = resolve(parts.hostname or "", parts.port or 443)
-    except UpstreamFailed:
-        return False
-    return bool(addresses) and all(is_private_address(a) for a in addresses)
 
 
 def _pin_to_address(request: httpx.Request) -> None:
@@ -396,23 +157,23 @@ def _shared_client() -> httpx.Client:
 def _next_hop(current: httpx.URL, response: httpx.Response, guard: Guard = checked_addresses) -> httpx.URL:
     location = response.headers.get("location")
     if not location:
-        raise _unreachable(f"upstream answered {response.status_code} without a Location", retryable=False)
+        raise unreachable(f"upstream answered {response.status_code} without a Location", retryable=False)
     try:
         target = current.join(location)
         if target.scheme in ("http", "https"):
             parse_url(str(target))
     except (httpx.InvalidURL, InvalidUrl) as exc:
-        raise _unreachable(f"refused redirect to an invalid URL: {exc}", retryable=False) from None
+        raise unreachable(f"refused redirect to an invalid URL: {exc}", retryable=False) from None
     if target.scheme not in ("http", "https"):
-        raise _unreachable(f"refused redirect to a {target.scheme} URL", retryable=False)
+        raise unreachable(f"refused redirect to a {target.scheme} URL", retryable=False)
     # With private upstreams allowed a provider's redirect may go anywhere: nothing to resolve. A
     # caller's own guard (an image fetch's, which allows no private address) is always asked.
     if guard is not checked_addresses or not settings.ALLOW_PRIVATE_UPSTREAMS:
         guard(target.host, target.port or (443 if target.scheme == "https" else 80))
     if current.scheme == "https" and target.scheme == "http":
-        raise _unreachable("refused redirect from https to http", retryable=False)
+        raise unreachable("refused redirect from https to http", retryable=False)
     if target.host != current.host:
-        raise _unreachable(f"refused redirect to another host ({target.host})", retryable=False)
+        raise unreachable(f"refused redirect to another host ({target.host})", retryable=False)
     return target
 
 
@@ -422,7 +183,7 @@ def _call_target(url: str) -> httpx.URL:
     try:
         parse_url(url)
     except InvalidUrl as exc:
-        raise _unreachable(f"the upstream URL is not valid: {exc}", retryable=False) from None
+        raise unreachable(f"the upstream URL is not valid: {exc}", retryable=False) from None
     return httpx.URL(url)
 
 
@@ -465,8 +226,8 @@ def request(
         except httpx.TimeoutException:
             raise UpstreamTimeout(f"upstream timed out after {total:g}s", retryable=True) from None
         except httpx.TransportError as exc:
-            raise _unreachable(connection_failure_message(exc, str(target)), retryable=True) from None
-    raise _unreachable(f"more than {MAX_REDIRECTS} redirects", retryable=False)
+            raise unreachable(connection_failure_message(exc, str(target)), retryable=True) from None
+    raise unreachable(f"more than {MAX_REDIRECTS} redirects", retryable=False)
 
 
 # An AsyncClient's pooled connections belong to the event loop that opened them.
@@ -592,12 +353,12 @@ class UpstreamStream:
             except httpx.TransportError as exc:
                 if begun:
                     # Not a wrong scheme or port: it was answering.
-                    failure = _unreachable(
-                        f"{_origin(self.url)} closed the stream in the middle of its answer", retryable=False
+                    failure = unreachable(
+                        f"{origin_of(self.url)} closed the stream in the middle of its answer", retryable=False
                     )
                     failure.client_message = "the upstream closed the stream in the middle of its answer"
                     raise failure from None
-                raise _unreachable(connection_failure_message(exc, self.url), retryable=True) from None
+                raise unreachable(connection_failure_message(exc, self.url), retryable=True) from None
             self._received += len(chunk)
             if self._received > self._bounds.max_bytes:
                 raise self._bounds.too_large()
@@ -652,7 +413,7 @@ async def open_stream(
         except TimeoutError:
             raise bounds.expired(bounds.first_byte_deadline, begun=False) from None
         except httpx.TransportError as exc:
-            raise _unreachable(connection_failure_message(exc, str(target)), retryable=True) from None
+            raise unreachable(connection_failure_message(exc, str(target)), retryable=True) from None
         try:
             if response.is_redirect:
                 target = await asyncio.to_thread(_next_hop, target, response, guard)
@@ -663,4 +424,4 @@ async def open_stream(
             return
         finally:
             await response.aclose()
-    raise _unreachable(f"more than {MAX_REDIRECTS} redirects", retryable=False)
+    raise unreachable(f"more than {MAX_REDIRECTS} redirects", retryable=False)

@@ -35,7 +35,7 @@ from typing import Any
 
 from django.conf import settings
 
-from gateway.connections import http
+from gateway.connections import guard, http
 from ragmux.core.errors import InvalidInput, RateLimited, UpstreamFailed, UpstreamTimeout
 from ragmux.core.units import MIB
 
@@ -75,18 +75,18 @@ class InlineImage:
 # --------------------------------------------------------------------------------------------
 
 
-def image_addresses(host: str, port: int) -> list[http.Address]:
+def image_addresses(host: str, port: int) -> list[guard.Address]:
     """The public addresses of an image host; a host with none is refused. The test suite's
     stand-in names (IMAGE_FETCH_TEST_RESOLVER, refused at start-up outside it) resolve as it says."""
     stand_in = settings.IMAGE_FETCH_TEST_RESOLVER.get(host.lower())
     if stand_in is not None:
         return [ipaddress.ip_address(stand_in)]
     try:
-        addresses = http.resolve(host, port)
+        addresses = guard.resolve(host, port)
     except UpstreamFailed:
         # Not a provider's base URL, which resolve()'s own wording would blame.
         raise _failed(host, "the host cannot be found; check the image URL") from None
-    public = [address for address in addresses if not http.is_private_address(address)]
+    public = [address for address in addresses if not guard.is_private_address(address)]
     if not public:
         raise InvalidInput(
             f'image host "{host}" resolves to a private or local address; image URLs must be public',
@@ -293,8 +293,8 @@ class RemoteImages:
 
     async def _image(self, url: str) -> InlineImage:
         try:
-            host = http.parse_url(url).host
-        except http.InvalidUrl as exc:
+            host = guard.parse_url(url).host
+        except guard.InvalidUrl as exc:
             raise InvalidInput(
                 f"an image_url must be an http(s) URL or a data: URL (base64): {exc}", code="image_url_invalid"
             ) from None

@@ -6,7 +6,7 @@ from typing import TypeVar
 
 from django.db.models import Model, Prefetch, QuerySet
 
-from gateway.connections import http
+from gateway.connections import guard
 from gateway.connections.models import (
     BASE_URL_REQUIRED,
     DEFAULT_BASE_URLS,
@@ -39,7 +39,7 @@ def private_upstream_refusals(connections) -> dict[int, str]:
     refusals = {}
     for connection in connections:
         if connection.private_upstream:
-            refusal = http.refusal(effective_base_url(connection.provider_type, connection.base_url))
+            refusal = guard.refusal(effective_base_url(connection.provider_type, connection.base_url))
             if refusal:
                 refusals[connection.pk] = refusal
     return refusals

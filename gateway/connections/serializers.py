@@ -15,7 +15,7 @@ from gateway.connections.models import (
     RouteStrategy,
     RouteTarget,
 )
-from gateway.connections.services import TargetSpec
+from gateway.connections.route_services import TargetSpec
 from ragmux.core.serializers import StrictInput
 
 MAX_PRICE = 100000
@@ -73,7 +73,7 @@ class ConnectionOutput(serializers.ModelSerializer):
 
 
 class ConnectionTestInput(StrictInput):
-    # None: what the connection is used for (see services.connection_test).
+    # None: what the connection is used for (see probes.connection_test).
     mode = serializers.ChoiceField(choices=ProbeMode.choices, required=False, allow_null=True, default=None)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from gateway.connections import selectors, services
+from gateway.connections import price_services, probes, route_services, selectors, services
 from gateway.connections.serializers import (
     ConnectionInput,
     ConnectionOutput,
@@ -73,7 +73,7 @@ class ConnectionTestApi(APIView):
         connection = selectors.connection_get(connection_id)
         data = ConnectionTestInput(data=request.data)
         data.is_valid(raise_exception=True)
-        outcome = services.connection_test(connection=connection, actor=request.user, **data.validated_data)
+        outcome = probes.connection_test(connection=connection, actor=request.user, **data.validated_data)
         return Response(ConnectionTestOutput(outcome).data)
 
 
@@ -86,7 +86,7 @@ class ConnectionTrialApi(APIView):
     def post(self, request):
         data = ConnectionTrialInput(data=request.data)
         data.is_valid(raise_exception=True)
-        return Response(ConnectionTestOutput(services.connection_trial(**data.validated_data)).data)
+        return Response(ConnectionTestOutput(probes.connection_trial(**data.validated_data)).data)
 
 
 class PricesApi(APIView):
@@ -101,7 +101,9 @@ class PricesApi(APIView):
     def post(self, request):
         data = PriceCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
-        return Response(PriceOutput(services.price_create(**data.validated_data, actor=request.user)).data, status=201)
+        return Response(
+            PriceOutput(price_services.price_create(**data.validated_data, actor=request.user)).data, status=201
+        )
 
 
 class PriceApi(APIView):
@@ -114,11 +116,13 @@ class PriceApi(APIView):
         price = selectors.price_get(price_id)
         data = PriceValuesInput(data=request.data)
         data.is_valid(raise_exception=True)
-        return Response(PriceOutput(services.price_update(price=price, **data.validated_data, actor=request.user)).data)
+        return Response(
+            PriceOutput(price_services.price_update(price=price, **data.validated_data, actor=request.user)).data
+        )
 
     def delete(self, request, price_id: int):
         refuse_body(request)
-        restored = services.price_delete(price=selectors.price_get(price_id), actor=request.user)
+        restored = price_services.price_delete(price=selectors.price_get(price_id), actor=request.user)
         return Response({"ok": True, "restored": PriceOutput(restored).data if restored else None})
 
 
@@ -131,7 +135,7 @@ class RoutesApi(APIView):
     def post(self, request):
         data = RouteInput(data=request.data)
         data.is_valid(raise_exception=True)
-        route = services.route_create(**data.validated_data, actor=request.user)
+        route = route_services.route_create(**data.validated_data, actor=request.user)
         return Response(RouteOutput(selectors.route_get(route_id=route.pk)).data, status=201)
 
 
@@ -145,10 +149,10 @@ class RouteApi(APIView):
         route = selectors.route_get(route_id=route_id)
         data = RouteInput(data=request.data)
         data.is_valid(raise_exception=True)
-        route = services.route_update(route=route, **data.validated_data, actor=request.user)
+        route = route_services.route_update(route=route, **data.validated_data, actor=request.user)
         return Response(RouteOutput(selectors.route_get(route_id=route.pk)).data)
 
     def delete(self, request, route_id: int):
         refuse_body(request)
-        services.route_delete(route=selectors.route_get(route_id=route_id), actor=request.user)
+        route_services.route_delete(route=selectors.route_get(route_id=route_id), actor=request.user)
         return Response({"ok": True})

@@ -10,7 +10,8 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from ragmux.core.errors import NotFound
+from ragmux.core.errors import Forbidden, NotFound, error_response
+from ragmux.core.middleware import is_api_path
 from ragmux.core.roles import has_role
 
 
@@ -46,6 +47,14 @@ def page(role: str, *, methods: tuple[str, ...] = ("GET", "HEAD"), shown_on: Cal
 
 def forbidden_page(request, reason: str) -> HttpResponse:
     return render(request, "403.html", {"reason": reason}, status=403)
+
+
+def forbidden(request, exception=None):
+    """Django's 403 handler: the error envelope under the API's paths, the dashboard's page
+    elsewhere."""
+    if is_api_path(request.path):
+        return error_response(Forbidden("insufficient role"))
+    return forbidden_page(request, str(exception or ""))
 
 
 def wants_fragment(request) -> bool:

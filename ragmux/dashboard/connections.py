@@ -13,8 +13,8 @@ from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from gateway.connections import selectors, services
-from gateway.connections.http import UpstreamBlocked
+from gateway.connections import price_services, probes, selectors, services
+from gateway.connections.guard import UpstreamBlocked
 from gateway.connections.models import RATE_FIELDS, ModelPrice, PriceSource, ProviderType
 from gateway.connections.prices import builtin_values
 from gateway.connections.pricing import rerank_cost
@@ -119,7 +119,7 @@ def connection_delete(request, connection_id: int):
 @page("admin", methods=("POST",), shown_on=lambda connection_id: reverse("dashboard:connections"))
 def connection_test(request, connection_id: int):
     connection = selectors.connection_get(connection_id)
-    tested = attempt(lambda: services.connection_test(connection=connection, actor=request.user))
+    tested = attempt(lambda: probes.connection_test(connection=connection, actor=request.user))
     if tested.refusal is not None:
         messages.error(request, f"“{connection.name}” was not tested: {tested.refusal.message}")
     else:
@@ -208,7 +208,7 @@ def prices(request):
 def price_create(request):
     form = Form(request, names=PRICE_CREATE_FIELDS)
     data = {**_price_values_input(form), "provider_type": form.values["provider_type"], "model": form.values["model"]}
-    if form.submit(PriceCreateInput, data, partial(services.price_create, actor=request.user), field="model"):
+    if form.submit(PriceCreateInput, data, partial(price_services.price_create, actor=request.user), field="model"):
         price = form.result
         messages.success(request, f"Added the price of {price.provider_type} {price.model}.")
         return redirect("dashboard:prices")
@@ -236,7 +236,7 @@ def price_edit(request, price_id: int):
         elif form.values["preview"]:
             preview = PriceRow(ModelPrice(provider_type=price.provider_type, model=price.model, **data))
         else:
-            price = services.price_update(price=price, **data, actor=request.user)
+            price = price_services.price_update(price=price, **data, actor=request.user)
             messages.success(
                 request,
                 f"Saved the price of {price.provider_type} {price.model}: "
@@ -261,7 +261,7 @@ def price_edit(request, price_id: int):
 @page("admin", methods=("POST",), shown_on=lambda price_id: reverse("dashboard:prices"))
 def price_delete(request, price_id: int):
     price = selectors.price_get(price_id)
-    deleted = attempt(lambda: services.price_delete(price=price, actor=request.user))
+    deleted = attempt(lambda: price_services.price_delete(price=price, actor=request.user))
     if deleted.refusal is not None:
         messages.error(request, f"{price.provider_type} {price.model}: {deleted.refusal.message}")
     else:

@@ -29,9 +29,9 @@ from ragmux.dashboard.compare import (
 )
 from ragmux.dashboard.forms import Form, attempt
 from ragmux.dashboard.pager import pager
+from retrieval.evaluation import run_services, services
 from retrieval.evaluation import selectors as evaluation
-from retrieval.evaluation import services
-from retrieval.evaluation.metrics import NDCG_DEPTH, collapse_to_documents
+from retrieval.evaluation.scores import NDCG_DEPTH, collapse_to_documents
 from retrieval.evaluation.serializers import QuestionInput, RunsStartInput, SetCreateInput, SetImportInput
 from retrieval.models import EvaluationQuestion, EvaluationRun, EvaluationSet, Judgement, RunQuestion, RunStatus
 from retrieval.rerank import reranked_search
@@ -89,7 +89,7 @@ def evaluation_tab(request, store_id: int):
 def evaluation_set_create(request, store_id: int):
     store = selectors.store_get(store_id)
     form = Form(request, names=("name",))
-    save = partial(services.evaluation_set_create, store=store, questions=[], user=request.user)
+    save = partial(services.evaluation_set_create, store=store, questions=[], actor=request.user)
     if form.submit(SetCreateInput, {"name": form.values["name"]}, save, field="name"):
         messages.success(request, f"Created the evaluation set “{form.result.name}”: add its questions.")
         return redirect(_set_url(store.pk, form.result.pk))
@@ -110,7 +110,7 @@ def evaluation_set_import(request, store_id: int):
             name=name,
             queries_text=services.uploaded_text(queries, field="queries"),
             qrels_text=services.uploaded_text(qrels, field="qrels"),
-            user=request.user,
+            actor=request.user,
         )
 
     too_large = attempt(lambda: oversize_upload(request)).refusal
@@ -279,7 +279,7 @@ def evaluation_runs_start(request, store_id: int, set_id: int):
         for c in chosen
     ]
     valid = not form.errors and all(c.overrides is not None for c in chosen)
-    save = partial(services.evaluation_runs_start, evaluation_set=evaluation_set, user=request.user)
+    save = partial(run_services.evaluation_runs_start, evaluation_set=evaluation_set, actor=request.user)
     if valid and form.submit(RunsStartInput, {"configs": configs}, save, field="configurations"):
         count = len(form.result)
         messages.success(request, f"Started {count} run{'s' if count != 1 else ''}: the table shows their progress.")
@@ -292,7 +292,7 @@ def evaluation_runs_start(request, store_id: int, set_id: int):
 def evaluation_run_apply(request, store_id: int, set_id: int, run_id: int):
     run = evaluation.evaluation_run_get(evaluation_set=_evaluation_set(store_id, set_id), run_id=run_id)
     store = run.evaluation_set.store
-    applied = attempt(lambda: services.evaluation_run_apply(run=run, user=request.user))
+    applied = attempt(lambda: run_services.evaluation_run_apply(run=run, actor=request.user))
     if applied.refusal is not None:
         messages.error(request, f"“{run.label}” was not saved as the store's settings: {applied.refusal.message}")
     else:
@@ -360,7 +360,7 @@ def evaluation_question_add(request, store_id: int, set_id: int):
     form = Form(request, names=("text",), lists=("document",), nested={"judgements": {"document_id": "document"}})
     grades = {document: request.POST.get(f"grade-{document}", "1") for document in form.values["document"]}
     judgements = [{"document_id": document, "grade": grade} for document, grade in grades.items()]
-    save = partial(services.evaluation_question_add, evaluation_set=evaluation_set, user=request.user)
+    save = partial(services.evaluation_question_add, evaluation_set=evaluation_set, actor=request.user)
     data = {"text": form.values["text"], "judgements": judgements}
     if form.submit(QuestionInput, data, save, field="document"):
         count = len(judgements)

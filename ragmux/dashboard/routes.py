@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from gateway.clients import selectors as client_selectors
 from gateway.clients import services as client_services
-from gateway.connections import selectors, services
+from gateway.connections import route_services, selectors
 from gateway.connections.models import MAX_ROUTE_TARGETS, ROUTE_TARGET_PROVIDERS, Route, RouteKind, RouteStrategy
 from gateway.connections.serializers import RouteInput
 from ragmux.core.errors import status_for
@@ -164,7 +164,7 @@ def route_allow(request, route_id: int):
 def route_create(request):
     form = _form(request, initial={"kind": RouteKind.CHAT, "strategy": RouteStrategy.ORDERED})
     if request.method == "POST":
-        if form.submit(RouteInput, _route_input(form), partial(services.route_create, actor=request.user)):
+        if form.submit(RouteInput, _route_input(form), partial(route_services.route_create, actor=request.user)):
             messages.success(request, f"Created the route “{form.result.name}”. {_allowed_message(form.result)}")
             return redirect("dashboard:routes")
         messages.error(request, "The route was not created: see the messages beside the fields.")
@@ -176,7 +176,7 @@ def route_edit(request, route_id: int):
     route = selectors.route_get(route_id=route_id)
     form = _form(request, initial=_saved_values(route))
     if request.method == "POST":
-        save = partial(services.route_update, route=route, actor=request.user)
+        save = partial(route_services.route_update, route=route, actor=request.user)
         if form.submit(RouteInput, _route_input(form), save):
             messages.success(request, f"Saved the route “{form.result.name}”.")
             return redirect("dashboard:routes")
@@ -188,7 +188,7 @@ def route_edit(request, route_id: int):
 def route_delete(request, route_id: int):
     route = selectors.route_get(route_id=route_id)
     if request.method == "POST":
-        refusal = attempt(lambda: services.route_delete(route=route, actor=request.user)).refusal
+        refusal = attempt(lambda: route_services.route_delete(route=route, actor=request.user)).refusal
         if refusal is not None:
             messages.error(request, f"The route “{route.name}” was not deleted: {refusal.message}.")
             return render(

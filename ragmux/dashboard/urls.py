@@ -1,22 +1,22 @@
 from django.urls import path
 
-from ragmux.dashboard import connections, evaluation, projects, request_logs, routes, spend, users, views
+from ragmux.dashboard import connections, evaluation, projects, request_logs, routes, spend, store_pages, users
 
 app_name = "dashboard"
 
 urlpatterns = [
-    path("", views.overview, name="overview"),
-    path("stores/", views.stores, name="stores"),
-    path("stores/new", views.store_create, name="store-create"),
-    path("stores/<id:store_id>/", views.store_detail, name="store"),
-    path("stores/<id:store_id>/documents", views.store_documents, name="store-documents"),
-    path("stores/<id:store_id>/lexical-index", views.store_lexical_index, name="store-lexical-index"),
-    path("stores/<id:store_id>/upload", views.store_upload, name="store-upload"),
-    path("stores/<id:store_id>/text", views.store_text, name="store-text"),
-    path("stores/<id:store_id>/reprocess", views.store_reprocess, name="store-reprocess"),
-    path("stores/<id:store_id>/settings", views.store_settings, name="store-settings"),
-    path("stores/<id:store_id>/delete", views.store_delete, name="store-delete"),
-    path("stores/<id:store_id>/search-settings", views.search_save, name="search-save"),
+    path("", store_pages.overview, name="overview"),
+    path("stores/", store_pages.stores, name="stores"),
+    path("stores/new", store_pages.store_create, name="store-create"),
+    path("stores/<id:store_id>/", store_pages.store_detail, name="store"),
+    path("stores/<id:store_id>/documents", store_pages.store_documents, name="store-documents"),
+    path("stores/<id:store_id>/lexical-index", store_pages.store_lexical_index, name="store-lexical-index"),
+    path("stores/<id:store_id>/upload", store_pages.store_upload, name="store-upload"),
+    path("stores/<id:store_id>/text", store_pages.store_text, name="store-text"),
+    path("stores/<id:store_id>/reprocess", store_pages.store_reprocess, name="store-reprocess"),
+    path("stores/<id:store_id>/settings", store_pages.store_settings, name="store-settings"),
+    path("stores/<id:store_id>/delete", store_pages.store_delete, name="store-delete"),
+    path("stores/<id:store_id>/search-settings", store_pages.search_save, name="search-save"),
     path("stores/<id:store_id>/evaluation/", evaluation.evaluation_tab, name="store-evaluation"),
     path("stores/<id:store_id>/evaluation/new", evaluation.evaluation_set_create, name="store-evaluation-create"),
     path("stores/<id:store_id>/evaluation/import", evaluation.evaluation_set_import, name="store-evaluation-import"),
@@ -42,9 +42,9 @@ urlpatterns = [
         evaluation.evaluation_run_apply,
         name="store-evaluation-apply",
     ),
-    path("documents/<id:document_id>/reprocess", views.document_reprocess, name="document-reprocess"),
-    path("documents/<id:document_id>/delete", views.document_delete, name="document-delete"),
-    path("search/", views.search, name="search"),
+    path("documents/<id:document_id>/reprocess", store_pages.document_reprocess, name="document-reprocess"),
+    path("documents/<id:document_id>/delete", store_pages.document_delete, name="document-delete"),
+    path("search/", store_pages.search, name="search"),
     path("connections/", connections.connections, name="connections"),
     path("connections/new", connections.connection_create, name="connection-create"),
     path("connections/<id:connection_id>/edit", connections.connection_edit, name="connection-edit"),

@@ -209,39 +209,14 @@ class EmbeddedPostgres:
         running = self.running_port()
         if running is not None:
             return running
-        if self.run_as:
-            self._prepare_root_mode()
-        cluster = self.cluster
-        cluster.mkdir(parents=True, exist_ok=True)
-        cluster.chmod(0o700)
-        self.log_file.touch(exist_ok=True)
-        if self.run_as:
-            account = pwd.getpwnam(PG_SYSTEM_USER)
-            for path in (cluster, self.log_file):
-                os.chown(path, account.pw_uid, account.pw_gid)
-        if not (cluster / "PG_VERSION").exists():
-            try:
-                self._run(
-                    [
-                        str(self.bin / "initdb"),
-                        "-D",
-                        str(cluster),
-                        "-U",
-                        "postgres",
-                        "--auth=trust",
-                        "--encoding=UTF8",
-                        "--locale=C.UTF-8",
-                    ]
-                )
-            except subprocess.CalledProcessError as exc:
-                raise EmbeddedError(f"initdb failed: {exc.stderr.strip()}") from None
+        self._init_cluster()
         options = f"-h 127.0.0.1 -p {port} -k '' -c max_connections=200 {self.server_options}"
         try:
             self._run(
                 [
                     str(self.bin / "pg_ctl"),
                     "-D",
-                    str(cluster),
+                    str(self.cluster),
                     "-l",
                     str(self.log_file),
                     "-w",
@@ -259,6 +234,37 @@ class EmbeddedPostgres:
         self.port_file.write_text(str(port))
         self._ensure_database(port)
         return port
+
+    def _init_cluster(self) -> None:
+        """The cluster's folder and log file, owned by the server's account, and the cluster
+        itself made on the first start."""
+        if self.run_as:
+            self._prepare_root_mode()
+        cluster = self.cluster
+        cluster.mkdir(parents=True, exist_ok=True)
+        cluster.chmod(0o700)
+        self.log_file.touch(exist_ok=True)
+        if self.run_as:
+            account = pwd.getpwnam(PG_SYSTEM_USER)
+            for path in (cluster, self.log_file):
+                os.chown(path, account.pw_uid, account.pw_gid)
+        if (cluster / "PG_VERSION").exists():
+            return
+        try:
+            self._run(
+                [
+                    str(self.bin / "initdb"),
+                    "-D",
+                    str(cluster),
+                    "-U",
+                    "postgres",
+                    "--auth=trust",
+                    "--encoding=UTF8",
+                    "--locale=C.UTF-8",
+                ]
+            )
+        except subprocess.CalledProcessError as exc:
+            raise EmbeddedError(f"initdb failed: {exc.stderr.strip()}") from None
 
     def _ensure_database(self, port: int) -> None:
         import psycopg

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from retrieval.evaluation.metrics import POOL, collapse_to_documents
+from retrieval.evaluation.scores import POOL, collapse_to_documents
 from retrieval.rerank import RerankReport, rerank, store_rerank_connection
 from retrieval.search import store_search
 from stores.models import RagStore

@@ -9,7 +9,7 @@ from datetime import datetime
 from django.db.models import Count, Prefetch, QuerySet
 
 from ragmux.core.errors import Conflict, NotFound
-from retrieval.evaluation import metrics
+from retrieval.evaluation import scores
 from retrieval.models import EvaluationQuestion, EvaluationRun, EvaluationSet, Judgement, RunQuestion, RunStatus
 from stores.models import RagStore
 
@@ -84,7 +84,7 @@ def evaluation_best_run(evaluation_set: EvaluationSet) -> EvaluationRun | None:
     return max(finished, key=lambda run: (run.summary["ndcg"], run.pk), default=None)
 
 
-def evaluation_comparison(*, a: EvaluationRun, b: EvaluationRun) -> tuple[metrics.Difference, str]:
+def evaluation_comparison(*, a: EvaluationRun, b: EvaluationRun) -> tuple[scores.Difference, str]:
     """The paired bootstrap of two finished runs' per-question nDCG@10 over the questions both
     scored (B − A), and it in words ("B is better than A by …")."""
     for run in (a, b):
@@ -95,8 +95,8 @@ def evaluation_comparison(*, a: EvaluationRun, b: EvaluationRun) -> tuple[metric
     paired = sorted(set(scores_a) & set(scores_b))
     if not paired:
         raise Conflict("the two runs scored no question in common", code="nothing_to_compare")
-    difference = metrics.paired_bootstrap([scores_b[q] for q in paired], [scores_a[q] for q in paired])
-    return difference, metrics.describe(difference, ours=b.label, theirs=a.label)
+    difference = scores.paired_bootstrap([scores_b[q] for q in paired], [scores_a[q] for q in paired])
+    return difference, scores.describe(difference, ours=b.label, theirs=a.label)
 
 
 @dataclass(frozen=True)

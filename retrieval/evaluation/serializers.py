@@ -3,7 +3,8 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from ragmux.core.serializers import MAX_BIGINT, StrictInput
-from retrieval.evaluation.services import MAX_QUESTIONS_PER_SET, MAX_RUNS_PER_START
+from retrieval.evaluation.run_services import MAX_RUNS_PER_START
+from retrieval.evaluation.services import MAX_QUESTIONS_PER_SET
 from retrieval.models import MAX_GRADE, MAX_NAME_CHARS
 from retrieval.serializers import MAX_QUERY_CHARS, SearchOverrides
 

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from ingestion.uploads import oversize_upload
 from ragmux.core.roles import AdminOnly
 from ragmux.core.serializers import refuse_body
-from retrieval.evaluation import selectors, services
+from retrieval.evaluation import run_services, selectors, services
 from retrieval.evaluation.serializers import (
     CompareQuery,
     QuestionInput,
@@ -80,7 +80,7 @@ class EvaluationSetsApi(StoreEndpoint):
             store=self.store,
             name=data.validated_data["name"],
             questions=data.validated_data.get("questions", []),
-            user=request.user,
+            actor=request.user,
         )
         return Response(_set_body(evaluation_set), status=201)
 
@@ -98,7 +98,7 @@ class EvaluationSetImportApi(StoreEndpoint):
             name=data.validated_data["name"],
             queries_text=services.uploaded_text(data.validated_data["queries"], field="queries"),
             qrels_text=services.uploaded_text(data.validated_data["qrels"], field="qrels"),
-            user=request.user,
+            actor=request.user,
         )
         return Response(
             {
@@ -122,13 +122,13 @@ class EvaluationSetApi(EvaluationSetEndpoint):
         data = SetUpdateInput(data=request.data)
         data.is_valid(raise_exception=True)
         services.evaluation_set_update(
-            evaluation_set=self.evaluation_set, name=data.validated_data["name"], user=request.user
+            evaluation_set=self.evaluation_set, name=data.validated_data["name"], actor=request.user
         )
         return Response(_set_body(self.evaluation_set))
 
     def delete(self, request, store_id: int, set_id: int):
         refuse_body(request)
-        services.evaluation_set_delete(evaluation_set=self.evaluation_set, user=request.user)
+        services.evaluation_set_delete(evaluation_set=self.evaluation_set, actor=request.user)
         return Response({"ok": True})
 
 
@@ -140,7 +140,7 @@ class QuestionsApi(EvaluationSetEndpoint):
             evaluation_set=self.evaluation_set,
             text=data.validated_data["text"],
             judgements=data.validated_data.get("judgements", []),
-            user=request.user,
+            actor=request.user,
         )
         return Response(_question_body(question), status=201)
 
@@ -149,12 +149,12 @@ class QuestionApi(QuestionEndpoint):
     def patch(self, request, store_id: int, set_id: int, question_id: int):
         data = QuestionUpdateInput(data=request.data)
         data.is_valid(raise_exception=True)
-        services.evaluation_question_update(question=self.question, **data.validated_data, user=request.user)
+        services.evaluation_question_update(question=self.question, **data.validated_data, actor=request.user)
         return Response(_question_body(self.question))
 
     def delete(self, request, store_id: int, set_id: int, question_id: int):
         refuse_body(request)
-        services.evaluation_question_delete(question=self.question, user=request.user)
+        services.evaluation_question_delete(question=self.question, actor=request.user)
         return Response({"ok": True})
 
 
@@ -171,8 +171,8 @@ class RunsApi(EvaluationSetEndpoint):
     def post(self, request, store_id: int, set_id: int):
         data = RunsStartInput(data=request.data)
         data.is_valid(raise_exception=True)
-        runs = services.evaluation_runs_start(
-            evaluation_set=self.evaluation_set, configs=data.validated_data["configs"], user=request.user
+        runs = run_services.evaluation_runs_start(
+            evaluation_set=self.evaluation_set, configs=data.validated_data["configs"], actor=request.user
         )
         return Response({"runs": RunOutput(runs, many=True).data}, status=202)
 
@@ -186,7 +186,7 @@ class RunApi(RunEndpoint):
 class RunApplyApi(RunEndpoint):
     def post(self, request, store_id: int, set_id: int, run_id: int):
         refuse_body(request)
-        outcome = services.evaluation_run_apply(run=self.run, user=request.user)
+        outcome = run_services.evaluation_run_apply(run=self.run, actor=request.user)
         body = StoreOutput(store_selectors.store_get(outcome.store.pk)).data
         return Response({**body, "reprocess_recommended": outcome.reprocess_recommended})
 

@@ -57,3 +57,12 @@ def test_the_kernel_may_not_reach_into_the_apps(checkout_copy: Path):
 
     assert result.returncode != 0
     assert "ragmux.core is not allowed to import gateway.connections" in result.stdout
+
+
+def test_a_layer_renamed_away_breaks_the_contract(checkout_copy: Path):
+    (checkout_copy / "gateway" / "clients").rename(checkout_copy / "gateway" / "client_api")
+
+    result = lint_imports(checkout_copy)
+
+    assert result.returncode != 0
+    assert "gateway.clients" in result.stdout + result.stderr

@@ -235,9 +235,10 @@ def json_rows(spec: Json) -> list[tuple[str, object, bool]]:
 def objects(db, fake_connection, fake_upstream, personas):
     from gateway.clients.services import key_create, project_create
     from gateway.connections.models import ModelPrice
-    from gateway.connections.services import TargetSpec, route_create
+    from gateway.connections.route_services import TargetSpec, route_create
     from ingestion.services import IncomingFile, document_upload
-    from retrieval.evaluation.services import evaluation_runs_start, evaluation_set_create
+    from retrieval.evaluation.run_services import evaluation_runs_start
+    from retrieval.evaluation.services import evaluation_set_create
     from stores.services import store_create
 
     store = store_create(name="kb", values={"embedding_connection_id": fake_connection.pk})

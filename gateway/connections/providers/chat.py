@@ -21,13 +21,13 @@ from gateway.connections.credentials import open_api_key
 from gateway.connections.models import Capability, ModelConnection, ProviderType, why_cannot
 from gateway.connections.providers.chat_anthropic import AnthropicChat
 from gateway.connections.providers.chat_gemini import GeminiChat
-from gateway.connections.providers.chat_interface import ChatProvider, ChatStream, Once
+from gateway.connections.providers.chat_interface import ChatProvider, ChatStream, SingleAttempt
 from gateway.connections.providers.chat_ollama import OllamaChat
 from gateway.connections.providers.chat_openai import AzureOpenAIChat, CustomOpenAIChat, OpenAIChat
 from gateway.connections.providers.embeddings import adapter_options, effective_base_url
 from ragmux.core.errors import Conflict
 
-__all__ = ["ChatProvider", "ChatStream", "NoChat", "Once", "chat_provider"]
+__all__ = ["ChatProvider", "ChatStream", "NoChat", "SingleAttempt", "chat_provider"]
 
 
 class NoChat(Conflict):

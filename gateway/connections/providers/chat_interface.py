@@ -36,7 +36,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Once:
+class SingleAttempt:
     """A call made one time, not retried: ``first_byte_timeout`` seconds (None: the global
     UPSTREAM_FIRST_BYTE_TIMEOUT) for the first byte."""
 
@@ -146,7 +146,7 @@ class ChatProvider(ABC):
         return body if images is None else await images.inlined(body, self._fetches_image)
 
     async def complete(
-        self, body: dict[str, Any], *, once: Once | None = None, images: RemoteImages | None = None
+        self, body: dict[str, Any], *, once: SingleAttempt | None = None, images: RemoteImages | None = None
     ) -> dict[str, Any]:
         """One non-streamed answer as an OpenAI ``chat.completion`` object."""
         payload = self._payload(await self._with_images(body, images), stream=False)
@@ -178,7 +178,7 @@ class ChatProvider(ABC):
 
     @asynccontextmanager
     async def stream(
-        self, body: dict[str, Any], *, once: Once | None = None, images: RemoteImages | None = None
+        self, body: dict[str, Any], *, once: SingleAttempt | None = None, images: RemoteImages | None = None
     ) -> AsyncIterator[ChatStream]:
         """An async context manager yielding the answer's chunks; leaving it ends the call."""
         payload = self._payload(await self._with_images(body, images), stream=True)
@@ -207,7 +207,7 @@ class ChatProvider(ABC):
         body = {"messages": [{"role": "user", "content": "ping"}], self.token_limit_field: 1}
         return self.complete_blocking(body, timeout=timeout)
 
-    async def _retrying(self, attempt: Callable[[float], Awaitable[T]], *, once: Once | None) -> T:
+    async def _retrying(self, attempt: Callable[[float], Awaitable[T]], *, once: SingleAttempt | None) -> T:
         """Makes the call (``attempt`` is given the seconds left for the first byte), again after a
         failure that may pass, waiting as long as the provider's ``Retry-After`` asks, else backing
         off. The first-byte budget (UPSTREAM_FIRST_BYTE_TIMEOUT) is the call's, waits included: a

@@ -34,7 +34,8 @@ CALLS = 50
 
 @pytest.fixture
 def priced_connection(fake_upstream, transactional_db):
-    from gateway.connections.services import connection_create, price_create
+    from gateway.connections.price_services import price_create
+    from gateway.connections.services import connection_create
 
     price_create(
         provider_type="openai",

@@ -67,7 +67,7 @@ def test_a_project_chatting_through_a_route_reranks_with_its_first_target(
     v1, project, project_key, reranking_store, chat_connection, fake_upstream
 ):
     from gateway.clients.services import project_update
-    from gateway.connections.services import TargetSpec, route_create
+    from gateway.connections.route_services import TargetSpec, route_create
 
     route = route_create(name="falcon-chat", kind="chat", strategy="ordered", targets=[TargetSpec(chat_connection.id)])
     project_update(project=project, chat_route_id=route.id, chat_connection_id=None)

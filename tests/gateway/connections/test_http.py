@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx2 as httpx
 import pytest
 
-from gateway.connections import http
+from gateway.connections import connection_failures, guard, http
 from ragmux.core.errors import UpstreamFailed, UpstreamTimeout
 from tests.fakes.forward_proxy import ForwardProxy
 
@@ -60,12 +60,12 @@ def hostile_dns(monkeypatch):
     ],
 )
 def test_private_loopback_link_local_and_metadata_addresses_are_blocked(address, private):
-    assert http.is_private_address(ipaddress.ip_address(address)) is private
+    assert guard.is_private_address(ipaddress.ip_address(address)) is private
 
 
 def test_loopback_is_refused_unless_allow_listed(settings, fake_upstream):
     settings.PRIVATE_UPSTREAM_ALLOWLIST = []
-    with pytest.raises(http.UpstreamBlocked) as refused:
+    with pytest.raises(guard.UpstreamBlocked) as refused:
         http.request("POST", f"{fake_upstream.url}/v1/embeddings", json_body={"input": ["x"]})
     assert 'upstream host "127.0.0.1" resolves to a private or local address' in refused.value.message
     assert fake_upstream.calls() == 0
@@ -89,7 +89,7 @@ def test_a_public_looking_name_that_resolves_to_loopback_is_refused(settings, fa
     settings.PRIVATE_UPSTREAM_ALLOWLIST = []
     hostile_dns[PUBLIC_LOOKING] = "127.0.0.1"
     port = fake_upstream.url.rsplit(":", 1)[1]
-    with pytest.raises(http.UpstreamBlocked, match=PUBLIC_LOOKING):
+    with pytest.raises(guard.UpstreamBlocked, match=PUBLIC_LOOKING):
         http.request("POST", f"http://{PUBLIC_LOOKING}:{port}/v1/embeddings", json_body={"input": ["x"]})
     assert fake_upstream.calls() == 0
 
@@ -109,7 +109,7 @@ def test_a_redirect_to_a_private_address_is_refused(settings, fake_upstream, hos
     hostile_dns["upstream.internal"] = "127.0.0.1"
     port = fake_upstream.url.rsplit(":", 1)[1]
     fake_upstream.configure("openai.embeddings", redirect_to=f"http://127.0.0.1:{port}/api/embed")
-    with pytest.raises(http.UpstreamBlocked, match='upstream host "127.0.0.1"'):
+    with pytest.raises(guard.UpstreamBlocked, match='upstream host "127.0.0.1"'):
         http.request("POST", f"http://upstream.internal:{port}/v1/embeddings", json_body={"input": ["x"]})
     assert fake_upstream.calls("ollama.embed") == 0
 
@@ -201,11 +201,11 @@ def stream_body(url: str, json_body: object = None, **kwargs) -> tuple[int, byte
 
 def test_the_async_path_applies_the_same_guard(settings, fake_upstream, hostile_dns):
     settings.PRIVATE_UPSTREAM_ALLOWLIST = []
-    with pytest.raises(http.UpstreamBlocked):
+    with pytest.raises(guard.UpstreamBlocked):
         stream_body(f"{fake_upstream.url}/v1/embeddings")
     hostile_dns[PUBLIC_LOOKING] = "127.0.0.1"
     port = fake_upstream.url.rsplit(":", 1)[1]
-    with pytest.raises(http.UpstreamBlocked, match=PUBLIC_LOOKING):
+    with pytest.raises(guard.UpstreamBlocked, match=PUBLIC_LOOKING):
         stream_body(f"http://{PUBLIC_LOOKING}:{port}/v1/embeddings")
     assert fake_upstream.calls() == 0
 
@@ -215,7 +215,7 @@ def test_the_async_path_checks_every_redirect(settings, fake_upstream, hostile_d
     hostile_dns["upstream.internal"] = "127.0.0.1"
     port = fake_upstream.url.rsplit(":", 1)[1]
     fake_upstream.configure("openai.embeddings", redirect_to=f"http://127.0.0.1:{port}/api/embed")
-    with pytest.raises(http.UpstreamBlocked, match='upstream host "127.0.0.1"'):
+    with pytest.raises(guard.UpstreamBlocked, match='upstream host "127.0.0.1"'):
         stream_body(f"http://upstream.internal:{port}/v1/embeddings")
     assert fake_upstream.calls("ollama.embed") == 0
     settings.PRIVATE_UPSTREAM_ALLOWLIST = ["127.0.0.1"]
@@ -326,7 +326,7 @@ ORIGIN = "http://gpu-box:8000"
     ],
 )
 def test_a_transport_failure_is_said_in_words_with_what_to_check(failure, said):
-    assert http.connection_failure_message(failure, f"{ORIGIN}/v1/chat/completions") == said
+    assert connection_failures.connection_failure_message(failure, f"{ORIGIN}/v1/chat/completions") == said
 
 
 def test_an_https_url_to_a_plain_http_server_says_so(fake_upstream):

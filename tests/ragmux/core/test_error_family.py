@@ -12,7 +12,7 @@ from http import HTTPStatus
 
 import pytest
 
-from gateway.connections.http import UpstreamBlocked
+from gateway.connections.guard import UpstreamBlocked
 from gateway.connections.providers.chat import NoChat
 from gateway.connections.providers.embeddings import NoEmbeddings
 from gateway.connections.providers.local_model import LocalModelError

@@ -173,6 +173,7 @@ def dashboard_routes() -> list[str]:
 
 def test_every_page_passes_axe_for_an_admin_and_a_viewer(wide_page, personas, fake_connection):
     from gateway.connections.models import ModelPrice
+    from retrieval.evaluation import run_services
     from retrieval.evaluation import services as evaluation
     from stores.services import store_create
 
@@ -180,7 +181,7 @@ def test_every_page_passes_axe_for_an_admin_and_a_viewer(wide_page, personas, fa
     document = DocumentFactory(store=store, status="failed", error="no text found", error_stage="parse")
     question = {"text": "what was found?", "judgements": [{"document_id": document.pk, "grade": 1}]}
     evaluation_set = evaluation.evaluation_set_create(store=store, name="checks", questions=[question])
-    (run,) = evaluation.evaluation_runs_start(
+    (run,) = run_services.evaluation_runs_start(
         evaluation_set=evaluation_set, configs=[{"label": "defaults", "overrides": {}}], enqueue=False
     )
     project = ProjectFactory(name="support", chat_connection=fake_connection, store=store)

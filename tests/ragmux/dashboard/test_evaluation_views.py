@@ -28,14 +28,14 @@ def documents(store) -> dict[str, int]:
 @pytest.fixture
 def question_set(handbook):
     """The handbook's three questions, each judged answered by its document."""
-    evaluation_set = services.evaluation_set_create(store=handbook, name="handbook", questions=[], user=None)
+    evaluation_set = services.evaluation_set_create(store=handbook, name="handbook", questions=[], actor=None)
     ids = documents(handbook)
     for question, filename in QUESTIONS.items():
         services.evaluation_question_add(
             evaluation_set=evaluation_set,
             text=question,
             judgements=[{"document_id": ids[filename], "grade": 1}],
-            user=None,
+            actor=None,
         )
     return evaluation_set
 
@@ -105,7 +105,7 @@ def test_a_forged_post_from_another_role_changes_nothing(as_role, question_set, 
 def test_missing_sets_and_runs_get_the_404_page(as_role, question_set):
     admin = as_role("admin")
     store = question_set.store
-    other = services.evaluation_set_create(store=StoreFactory(), name="elsewhere", questions=[], user=None)
+    other = services.evaluation_set_create(store=StoreFactory(), name="elsewhere", questions=[], actor=None)
     missing = [
         f"/admin/stores/{store.pk}/evaluation/987/",
         f"/admin/stores/{store.pk}/evaluation/987/answers",
@@ -184,7 +184,7 @@ def test_an_import_over_the_upload_limit_is_refused_before_it_is_read(as_role, h
 
 def test_a_question_is_searched_and_saved_with_the_documents_ticked(as_role, handbook):
     admin = as_role("admin")
-    evaluation_set = services.evaluation_set_create(store=handbook, name="by hand", questions=[], user=None)
+    evaluation_set = services.evaluation_set_create(store=handbook, name="by hand", questions=[], actor=None)
     url = f"{address(evaluation_set)}questions/new"
     html = admin.get(url + "?q=where+do+visitors+park").content.decode()
     ids = documents(handbook)
@@ -203,7 +203,7 @@ def test_a_question_judging_a_document_of_another_store_is_refused(as_role, hand
     from tests.factories import DocumentFactory
 
     admin = as_role("admin")
-    evaluation_set = services.evaluation_set_create(store=handbook, name="by hand", questions=[], user=None)
+    evaluation_set = services.evaluation_set_create(store=handbook, name="by hand", questions=[], actor=None)
     elsewhere = DocumentFactory()
     data = {"text": "Where do visitors park?", "document": [elsewhere.pk], f"grade-{elsewhere.pk}": "1"}
     response = post(admin, f"{address(evaluation_set)}questions/new", data)
@@ -261,7 +261,7 @@ def test_finished_runs_show_their_figures_the_best_mark_and_the_comparison(as_ro
 
 def test_a_comparison_names_runs_of_its_own_set_only(as_role, question_set, evaluate_now):
     admin = as_role("admin")
-    other = services.evaluation_set_create(store=question_set.store, name="other", questions=[], user=None)
+    other = services.evaluation_set_create(store=question_set.store, name="other", questions=[], actor=None)
     start(admin, question_set)
     evaluate_now()
     a, b = EvaluationRun.objects.order_by("pk")
@@ -339,7 +339,7 @@ def test_a_large_set_shows_its_questions_a_page_at_a_time(as_role, question_set)
     judged = [{"document_id": next(iter(documents(question_set.store).values())), "grade": 1}]
     for number in range(4, 53):
         services.evaluation_question_add(
-            evaluation_set=question_set, text=f"question {number:02}", judgements=judged, user=None
+            evaluation_set=question_set, text=f"question {number:02}", judgements=judged, actor=None
         )
     admin = as_role("admin")
     first = text(admin.get(address(question_set)))

@@ -469,7 +469,7 @@ def test_healthcheck_answers_for_the_web_process(subprocess_env):
     ],
 )
 def test_a_worker_serves_its_metrics_where_the_settings_say(settings, enabled, listen, metrics_port, address):
-    from ragmux.launch.cli import worker_metrics_address
+    from ragmux.launch.processes import worker_metrics_address
 
     settings.METRICS_ENABLED, settings.METRICS_LISTEN, settings.HOST = enabled, listen, "127.0.0.1"
     assert worker_metrics_address(metrics_port) == address

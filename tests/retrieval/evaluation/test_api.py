@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ragmux.core.audit import audit_list
-from retrieval.evaluation import services
+from retrieval.evaluation import run_services
 from retrieval.models import EvaluationRun, EvaluationSet
 from stores.models import RagStore
 
@@ -25,7 +25,7 @@ def set_url(evaluation_set) -> str:
 def execute_queued_runs() -> None:
     """What the evaluation worker does with each run the API queued."""
     for run_id in EvaluationRun.objects.filter(status="queued").order_by("id").values_list("pk", flat=True):
-        services.evaluation_run_execute(run=services.evaluation_run_claim(run_id=run_id, owner="test"))
+        run_services.evaluation_run_execute(run=run_services.evaluation_run_claim(run_id=run_id, owner="test"))
 
 
 def endpoints(evaluation_set) -> list[tuple[str, str]]:

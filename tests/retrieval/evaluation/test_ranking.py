@@ -4,8 +4,8 @@ chunk, reranked when the options ask for it."""
 import pytest
 
 from ingestion.services import IncomingFile, document_upload
-from retrieval.evaluation.metrics import POOL
 from retrieval.evaluation.ranking import rank_documents
+from retrieval.evaluation.scores import POOL
 from retrieval.search import embed_query
 from stores.models import Document, RagStore
 from stores.services import store_create

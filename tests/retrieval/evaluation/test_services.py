@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from ragmux.core.audit import audit_list
 from ragmux.core.errors import Conflict, InvalidInput
-from retrieval.evaluation import selectors, services
+from retrieval.evaluation import run_services, selectors, services
 from retrieval.models import EvaluationRun, QuestionEmbedding, RunQuestion
 from stores.models import RagStore
 from tests.factories import DocumentFactory
@@ -18,9 +18,9 @@ pytestmark = pytest.mark.django_db
 
 def run_now(evaluation_set, *configs):
     """Starts runs of ``configs`` ({label, overrides}) and executes each here, as `ragmux eval` does."""
-    runs = services.evaluation_runs_start(evaluation_set=evaluation_set, configs=list(configs), enqueue=False)
+    runs = run_services.evaluation_runs_start(evaluation_set=evaluation_set, configs=list(configs), enqueue=False)
     for run in runs:
-        services.evaluation_run_execute(run=services.evaluation_run_claim(run_id=run.pk, owner="test"))
+        run_services.evaluation_run_execute(run=run_services.evaluation_run_claim(run_id=run.pk, owner="test"))
     return [EvaluationRun.objects.get(pk=run.pk) for run in runs]
 
 
@@ -67,7 +67,7 @@ def test_questions_without_a_judged_document_are_not_evaluated(evaluation_set):
 
     empty = services.evaluation_set_create(store=evaluation_set.store, name="empty", questions=[{"text": "q"}])
     with pytest.raises(Conflict, match="no question with a judged document"):
-        services.evaluation_runs_start(evaluation_set=empty, configs=[{"label": "A"}], enqueue=False)
+        run_services.evaluation_runs_start(evaluation_set=empty, configs=[{"label": "A"}], enqueue=False)
 
 
 def test_questions_are_embedded_once_per_model_across_runs(evaluation_set, fake_upstream):
@@ -80,18 +80,18 @@ def test_questions_are_embedded_once_per_model_across_runs(evaluation_set, fake_
 
 
 def test_a_run_is_claimed_once(evaluation_set):
-    (run,) = services.evaluation_runs_start(evaluation_set=evaluation_set, configs=[{"label": "A"}], enqueue=False)
-    claimed = services.evaluation_run_claim(run_id=run.pk, owner="first")
+    (run,) = run_services.evaluation_runs_start(evaluation_set=evaluation_set, configs=[{"label": "A"}], enqueue=False)
+    claimed = run_services.evaluation_run_claim(run_id=run.pk, owner="first")
     assert claimed is not None and (claimed.status, claimed.attempts) == ("running", 1)
-    assert services.evaluation_run_claim(run_id=run.pk, owner="second") is None
+    assert run_services.evaluation_run_claim(run_id=run.pk, owner="second") is None
 
 
 def test_a_run_whose_set_is_deleted_meanwhile_ends_without_writing(evaluation_set):
-    (run,) = services.evaluation_runs_start(evaluation_set=evaluation_set, configs=[{"label": "A"}], enqueue=False)
-    claimed = services.evaluation_run_claim(run_id=run.pk, owner="test")
+    (run,) = run_services.evaluation_runs_start(evaluation_set=evaluation_set, configs=[{"label": "A"}], enqueue=False)
+    claimed = run_services.evaluation_run_claim(run_id=run.pk, owner="test")
     RagStore.objects.filter(pk=evaluation_set.store_id).delete()
 
-    services.evaluation_run_execute(run=claimed)
+    run_services.evaluation_run_execute(run=claimed)
 
     assert not EvaluationRun.objects.exists() and not RunQuestion.objects.exists()
 
@@ -112,13 +112,13 @@ def test_a_search_that_fails_fails_the_run_naming_the_question(evaluation_set, f
 
 def test_the_sweep_puts_back_a_run_whose_lease_ran_out_then_gives_up(evaluation_set, settings):
     settings.EVALUATION_MAX_ATTEMPTS = 2
-    (run,) = services.evaluation_runs_start(evaluation_set=evaluation_set, configs=[{"label": "A"}], enqueue=False)
+    (run,) = run_services.evaluation_runs_start(evaluation_set=evaluation_set, configs=[{"label": "A"}], enqueue=False)
     expired = timezone.now() - timedelta(seconds=1)
     for attempt in (1, 2):
-        assert services.evaluation_run_claim(run_id=run.pk, owner=f"worker {attempt}") is not None
-        assert services.evaluation_runs_requeue_expired() == []  # its lease still runs
+        assert run_services.evaluation_run_claim(run_id=run.pk, owner=f"worker {attempt}") is not None
+        assert run_services.evaluation_runs_requeue_expired() == []  # its lease still runs
         EvaluationRun.objects.filter(pk=run.pk).update(lease_expires_at=expired)
-        swept = services.evaluation_runs_requeue_expired()
+        swept = run_services.evaluation_runs_requeue_expired()
         run.refresh_from_db()
         if attempt == 1:
             assert (swept, run.status, run.claimed_by) == ([run.pk], "queued", "")
@@ -130,7 +130,7 @@ def test_a_finished_run_is_saved_as_the_stores_settings(evaluation_set, personas
     overrides = {"mode": "hybrid", "backend": "pgvector", "fusion_weights": {"vector": 1.0, "lexical": 2.0}}
     (run,) = run_now(evaluation_set, {"label": "A", "overrides": overrides})
 
-    services.evaluation_run_apply(run=run, user=personas["admin"])
+    run_services.evaluation_run_apply(run=run, actor=personas["admin"])
 
     store = RagStore.objects.get(pk=evaluation_set.store_id)
     assert (store.search_mode, store.search_backend, store.fusion_weights) == (
@@ -139,9 +139,11 @@ def test_a_finished_run_is_saved_as_the_stores_settings(evaluation_set, personas
         {"vector": 1.0, "lexical": 2.0},
     )
     assert {e.action for e in audit_list(actor="admin")} >= {"store.update", "evaluation_run.apply"}
-    (queued,) = services.evaluation_runs_start(evaluation_set=evaluation_set, configs=[{"label": "B"}], enqueue=False)
+    (queued,) = run_services.evaluation_runs_start(
+        evaluation_set=evaluation_set, configs=[{"label": "B"}], enqueue=False
+    )
     with pytest.raises(Conflict, match="'B' is queued: only a finished run's configuration can be saved"):
-        services.evaluation_run_apply(run=queued)
+        run_services.evaluation_run_apply(run=queued)
 
 
 def test_two_runs_are_compared_in_words_and_the_best_is_marked(evaluation_set):

@@ -9,7 +9,7 @@ import pytest
 
 from ingestion.services import IncomingFile, document_upload
 from ragmux.celery import app
-from retrieval.evaluation import services
+from retrieval.evaluation import run_services
 from retrieval.models import EvaluationRun
 from stores.models import Document
 from tests.helpers import wait_until, worker_pid_of
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 def start_run(evaluation_set, overrides: dict) -> EvaluationRun:
     """A run queued as the API queues one: sent to the evaluation queue once committed."""
-    (run,) = services.evaluation_runs_start(
+    (run,) = run_services.evaluation_runs_start(
         evaluation_set=evaluation_set, configs=[{"label": "A", "overrides": overrides}]
     )
     return run

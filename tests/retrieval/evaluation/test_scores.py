@@ -1,11 +1,12 @@
-"""The engine's metrics against values worked out by hand on a tiny BEIR set (no database)."""
+"""The engine's scores (retrieval.evaluation.scores) against values worked out by hand on a tiny
+BEIR set (no database)."""
 
 import math
 
 import pytest
 
 from retrieval.evaluation.beir import parse_qrels
-from retrieval.evaluation.metrics import (
+from retrieval.evaluation.scores import (
     Difference,
     Summary,
     collapse_to_documents,

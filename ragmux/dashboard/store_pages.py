@@ -1,6 +1,8 @@
-"""The dashboard's pages and forms. Each reads through the selectors and writes through the
-services the JSON API uses, validates with the API's own inputs, and checks the role first
-(`access.page`). Every form ends with a flash message saying what happened."""
+"""The dashboard's store pages: the overview, the stores, a store's documents, uploads and
+settings, and the search comparison. As every page of the dashboard, each reads through the
+selectors and writes through the services the JSON API uses, validates with the API's own inputs,
+and checks the role first (`access.page`). Every form ends with a flash message saying what
+happened."""
 
 from __future__ import annotations
 
@@ -21,10 +23,8 @@ from ingestion import services as admission
 from ingestion.parsing import SUPPORTED_EXTENSIONS
 from ingestion.serializers import ReprocessInput, TextDocumentInput
 from ingestion.uploads import oversize_upload
-from ragmux.core.errors import Forbidden, error_response
-from ragmux.core.middleware import is_api_path
 from ragmux.core.paging import FIRST_PAGE
-from ragmux.dashboard.access import forbidden_page, page, wants_fragment
+from ragmux.dashboard.access import page, wants_fragment
 from ragmux.dashboard.compare import (
     CHECKBOX,
     SETTING_OF_INPUT,
@@ -58,12 +58,6 @@ from stores.serializers import DocumentListQuery, StoreSettingsInput
 RECENT_FAILURES = 10
 # Statuses that change on their own: while a store has documents in them its table polls.
 MOVING = (DocumentStatus.PENDING, DocumentStatus.PROCESSING)
-
-
-def forbidden(request, exception=None):
-    if is_api_path(request.path):
-        return error_response(Forbidden("insufficient role"))
-    return forbidden_page(request, str(exception or ""))
 
 
 def _store_url(store_id: int) -> str:
