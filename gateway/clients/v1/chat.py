@@ -292,7 +292,7 @@ async def _stream(
             _settle_tokens(call, attempts, body["messages"], answer_chars, reported)
             if status == CLIENT_CLOSED:
                 client_left(call)
-        end_call(call, status, error)
+        await end_call(call, status, error)
         yield b"data: [DONE]\n\n"
 
     call.relaying = True

@@ -139,44 +139,36 @@ async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str,
         raise
     except ServiceError as exc:
         response = openai_error_response(exc)
-        end_call(call, response.status_code, exc.message)
+        await end_call(call, response.status_code, exc.message)
     except Exception as exc:
         if (unavailable := database_unavailable(exc)) is not None:
             logger.warning("/v1/%s: %s", endpoint, exc)
             response = openai_error_response(unavailable)
-            end_call(call, response.status_code, unavailable.message)
+            await end_call(call, response.status_code, unavailable.message)
         else:
             request_id = getattr(request, "request_id", "-")
             logger.exception("internal error in /v1/%s (request id %s)", endpoint, request_id)
-            end_call(call, 500, "internal error")
+            await end_call(call, 500, "internal error")
             response = openai_error_response(ServerFault(f"internal error (request id {request_id})"))
     else:
         if not call.relaying:
             call.mark_first_byte()
-            end_call(call, response.status_code)
+            await end_call(call, response.status_code)
     for name, value in call.limit_headers.items():
         response[name] = value
     return response
 
 
-# The tasks settling ended calls, held so the loop does not drop them before they finish.
-_settling: set[asyncio.Task] = set()
-
-
-def end_call(call: Call, status: int, error: str = "") -> None:
-    """A call whose answer has ended: its reservation released, then its row queued, in a task of
-    their own: the answer goes out without waiting for the release statement, which is sent as
-    the answer is written, before the client can read it and call again."""
-    task = asyncio.get_running_loop().create_task(_release_and_finish(call, status, error))
-    _settling.add(task)
-    task.add_done_callback(_settling.discard)
-
-
-async def _release_and_finish(call: Call, status: int, error: str) -> None:
+async def end_call(call: Call, status: int, error: str = "") -> None:
+    """A call whose answer has ended: its reservation released, then its row queued. The answer
+    waits for the release, so a client's next call never finds its previous one still reserved
+    (a release in a task of its own lost that race under load)."""
     try:
         await limiter.release(call)
-    finally:
-        call.finish(status, error)
+    except asyncio.CancelledError:
+        client_left(call)
+        raise
+    call.finish(status, error)
 
 
 def client_left(call: Call) -> None:
