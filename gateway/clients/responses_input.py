@@ -110,9 +110,24 @@ def _refused(message: str, field: str) -> InvalidInput:
 def _text(value: Any, field: str) -> str:
     if not isinstance(value, str):
         raise _refused(f"{field} must be a string", field)
-    if "\x00" in value:
-        raise _refused(f"{field} must not contain NUL characters", field)
     return value
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False
+
+
+def refuse_nul(body: dict) -> None:
+    """A NUL character anywhere in the request is refused: a stored response could not keep it
+    (PostgreSQL's text and jsonb refuse it), and no provider needs one."""
+    if _holds_nul(body):
+        raise InvalidInput("the request must not contain NUL characters (\\u0000)", code="invalid_request")
 
 
 def _part(part: Any, field: str) -> dict:

@@ -18,7 +18,7 @@ from gateway.clients import selectors, services
 from gateway.clients.ledger import Call
 from gateway.clients.models import Endpoint, Scope
 from gateway.clients.responses_events import ResponseEvents, sse
-from gateway.clients.responses_input import ResponsesInput, chat_body, input_items, is_response_id, new_id
+from gateway.clients.responses_input import ResponsesInput, chat_body, input_items, is_response_id, new_id, refuse_nul
 from gateway.clients.responses_output import response_of_chat
 from gateway.clients.v1.chat import complete_chat
 from gateway.clients.v1.endpoint import json_body, v1_endpoint, validated
@@ -60,7 +60,9 @@ def _passed_on(answer: HttpResponse, response: HttpResponse) -> HttpResponse:
 
 @v1_endpoint(endpoint=Endpoint.RESPONSES, scope=Scope.CHAT, methods=("POST",))
 async def create(request: HttpRequest, call: Call) -> HttpResponse:
-    data = validated(ResponsesInput, json_body(request))
+    body = json_body(request)
+    refuse_nul(body)
+    data = validated(ResponsesInput, body)
     items = input_items(data["input"])
     history: list[dict] = []
     if data["previous_response_id"]:
@@ -125,7 +127,7 @@ async def stored(request: HttpRequest, call: Call, response_id: str) -> HttpResp
 def _page_query(request: HttpRequest) -> tuple[int, bool, str | None]:
     """`limit` (1 to 100, default 20), `order` (`desc` by default, as OpenAI's) and `after`."""
     limit = request.GET.get("limit", "20")
-    if not limit.isdigit() or not 1 <= int(limit) <= MAX_LISTED:
+    if not (limit.isdecimal() and len(limit) <= len(str(MAX_LISTED)) and 1 <= int(limit) <= MAX_LISTED):
         raise InvalidInput(f"limit must be a whole number from 1 to {MAX_LISTED}", code="invalid_request")
     order = request.GET.get("order", "desc")
     if order not in ("asc", "desc"):

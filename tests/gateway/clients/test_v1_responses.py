@@ -260,3 +260,87 @@ def test_a_response_through_a_route_fails_over(asgi_url, v1, project, upstreams,
     assert [upstream.calls("openai.chat") for upstream in upstreams] == [1, 1, 0]
     [row] = wait_for_logs(1, project=project)
     assert (row.endpoint, row.route_name, row.target) == ("responses", route.name, f"{route.name}-target-1")
+
+
+# ------------------------------------------------------------------------------------------------
+# Hostile input: each a 4xx in OpenAI's envelope, nothing sent upstream, never a 500
+# ------------------------------------------------------------------------------------------------
+
+HOSTILE_BODIES = {
+    "input of the wrong type": {"input": 5},
+    "an empty input list": {"input": []},
+    "an item that is not an object": {"input": ["hi"]},
+    "an unknown item type": {"input": [{"type": "item_reference", "id": "msg_1"}]},
+    "an unknown part type": {"input": [{"role": "user", "content": [{"type": "input_audio", "data": "x"}]}]},
+    "a NUL in the input": {"input": "launch\u0000code"},
+    "a NUL deep in a tool's schema": {
+        "input": "hi",
+        "tools": [{**TOOL, "parameters": {"type": "object", "description": "a\u0000b"}}],
+    },
+    "a huge max_output_tokens": {"input": "hi", "max_output_tokens": 10**30},
+    "a huge temperature": {"input": "hi", "temperature": 1e300},
+    "tools of the wrong type": {"input": "hi", "tools": "search_docs"},
+    "a function tool without a name": {"input": "hi", "tools": [{"type": "function"}]},
+    "a tool_choice of the wrong type": {"input": "hi", "tools": [TOOL], "tool_choice": 5},
+    "metadata of the wrong type": {"input": "hi", "metadata": ["a"]},
+    "a previous_response_id of the wrong type": {"input": "hi", "previous_response_id": ["resp_1"]},
+    "an unknown previous_response_id": {"input": "hi", "previous_response_id": "resp_nope"},
+    "a structured output format": {"input": "hi", "text": {"format": {"type": "json_schema", "schema": {}}}},
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_BODIES))
+def test_hostile_bodies_are_refused_in_openais_envelope(v1, project_key, fake_upstream, case):
+    answer = v1(project_key).post("/responses", json=HOSTILE_BODIES[case])
+    assert 400 <= answer.status_code < 500, answer.text
+    assert set(answer.json()["error"]) >= {"message", "type", "code"}
+    assert fake_upstream.calls("openai.chat") == 0
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/responses/resp%00x",
+        "/responses/" + "x" * 300,
+        "/responses/resp_x/input_items?limit=" + "9" * 5000,
+        "/responses/resp_x/input_items?limit=abc",
+        "/responses/resp_x/input_items?order=sideways",
+        "/responses/resp_x/input_items?after=%00",
+    ],
+)
+def test_hostile_paths_and_queries_are_refused_in_openais_envelope(v1, project_key, path):
+    answer = v1(project_key).get(path)
+    assert answer.status_code in (400, 404), answer.text
+    assert answer.json()["error"]["message"]
+
+
+def test_input_items_pages_refuse_a_limit_out_of_range(sdk):
+    created = sdk.responses.create(model="m", input=QUESTION)
+    for limit in (0, 101):
+        with pytest.raises(openai.BadRequestError):
+            sdk.responses.input_items.list(created.id, limit=limit)
+
+
+def test_each_call_has_one_log_row(sdk, project):
+    created = sdk.responses.create(model="m", input=QUESTION)
+    sdk.responses.retrieve(created.id)
+    sdk.responses.input_items.list(created.id)
+    sdk.responses.delete(created.id)
+    rows = wait_for_logs(4, project=project)
+    assert [(row.endpoint, row.status_code) for row in rows] == [("responses", 200)] * 4
+    assert rows[0].completion_tokens > 0 and all(row.completion_tokens == 0 for row in rows[1:])
+
+
+def test_stored_responses_are_purged_with_the_request_log(sdk, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from gateway.clients.models import StoredResponse
+    from gateway.clients.tasks import purge_request_logs
+
+    old, recent = (sdk.responses.create(model="m", input=QUESTION).id for _ in range(2))
+    StoredResponse.objects.filter(pk=old).update(created_at=timezone.now() - timedelta(days=31))
+    settings.LOG_RETENTION_DAYS = 30
+    purge_request_logs()
+    assert list(StoredResponse.objects.values_list("pk", flat=True)) == [recent]
