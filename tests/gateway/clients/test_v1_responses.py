@@ -170,6 +170,20 @@ def test_a_key_of_another_project_cannot_see_a_stored_response(sdk, asgi_url, ch
     assert sdk.responses.retrieve(created.id).id == created.id
 
 
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/responses"),
+        ("GET", "/responses/resp_1"),
+        ("DELETE", "/responses/resp_1"),
+        ("GET", "/responses/resp_1/input_items"),
+    ],
+)
+def test_a_call_without_a_key_is_refused(v1, method, path):
+    answer = v1().request(method, path, json={"input": QUESTION} if method == "POST" else None)
+    assert answer.status_code == 401 and answer.json()["error"]["message"]
+
+
 def test_a_key_without_the_chat_scope_is_refused(asgi_url, v1, project):
     from gateway.clients.services import key_create
 
