@@ -192,6 +192,24 @@ def test_a_key_without_the_chat_scope_is_refused(asgi_url, v1, project):
         sdk_for(asgi_url, key).responses.create(model="m", input=QUESTION)
 
 
+def test_limits_and_budgets_apply_and_a_denied_response_costs_nothing(sdk, project, fake_upstream):
+    from gateway.clients.services import project_update
+
+    project_update(project=project, rate_limit_rpm=1)
+    fake_upstream.forget_requests()  # the store's ingestion
+    sdk.responses.create(model="m", input=QUESTION)
+    with pytest.raises(openai.RateLimitError):
+        sdk.responses.create(model="m", input=QUESTION, stream=True)
+    assert fake_upstream.calls("openai.chat") == 1
+    [_, denied] = wait_for_logs(2, project=project)
+    assert (denied.endpoint, denied.status_code, denied.cost_micros, denied.completion_tokens) == (
+        "responses",
+        429,
+        0,
+        0,
+    )
+
+
 @pytest.mark.parametrize(
     "tool", ["file_search", "web_search", "web_search_preview", "code_interpreter", "computer_use_preview"]
 )
