@@ -148,6 +148,12 @@ def _part(part: Any, field: str) -> dict:
     raise _refused(f"{field}.type {str(kind)[:40]!r} is not supported", f"{field}.type")
 
 
+def _item_id(item: dict, field: str, prefix: str) -> str:
+    """The item's own id (kept, so `input_items` lists it as sent), else a new one."""
+    given = item.get("id")
+    return new_id(prefix) if given is None else _text(given, f"{field}.id")
+
+
 def _message(item: dict, field: str) -> dict:
     role = item.get("role")
     if role not in INPUT_ROLES:
@@ -159,13 +165,13 @@ def _message(item: dict, field: str) -> dict:
         parts = [_part(part, f"{field}.content[{n}]") for n, part in enumerate(content)]
     else:
         raise _refused(f"{field}.content must be a string or a list of parts", f"{field}.content")
-    return {"type": "message", "id": item.get("id") or new_id("msg"), "role": role, "content": parts}
+    return {"type": "message", "id": _item_id(item, field, "msg"), "role": role, "content": parts}
 
 
 def _function_call(item: dict, field: str) -> dict:
     return {
         "type": "function_call",
-        "id": item.get("id") or new_id("fc"),
+        "id": _item_id(item, field, "fc"),
         "call_id": _text(item.get("call_id"), f"{field}.call_id"),
         "name": _text(item.get("name"), f"{field}.name"),
         "arguments": _text(item.get("arguments"), f"{field}.arguments"),
@@ -176,10 +182,11 @@ def _function_call(item: dict, field: str) -> dict:
 def _function_call_output(item: dict, field: str) -> dict:
     output = item.get("output")
     if isinstance(output, list):
-        output = "".join(_part(part, f"{field}.output")["text"] for part in output if isinstance(part, dict))
+        # A tool's output is read as its text parts (chat tool messages carry text only).
+        output = "".join(_part(part, f"{field}.output").get("text", "") for part in output)
     return {
         "type": "function_call_output",
-        "id": item.get("id") or new_id("fco"),
+        "id": _item_id(item, field, "fco"),
         "call_id": _text(item.get("call_id"), f"{field}.call_id"),
         "output": _text(output, f"{field}.output"),
     }

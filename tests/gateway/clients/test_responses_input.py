@@ -91,6 +91,19 @@ def test_function_calls_after_text_join_its_assistant_message_and_outputs_are_to
     ]
 
 
+def test_a_tool_output_of_parts_is_their_text():
+    [item] = input_items(
+        [
+            {
+                "type": "function_call_output",
+                "call_id": "c",
+                "output": [{"type": "input_text", "text": "one"}, {"type": "input_image", "image_url": "u"}],
+            }
+        ]
+    )
+    assert item["output"] == "one"
+
+
 def test_a_function_call_first_is_an_assistant_message_without_text():
     items = input_items([{"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}])
     assert chat_messages(None, items)[0]["content"] is None
@@ -109,6 +122,8 @@ def test_a_function_call_first_is_an_assistant_message_without_text():
         ([{"role": "user", "content": [{"type": "input_image", "image_url": "u", "detail": "x"}]}], None),
         ([{"type": "function_call", "call_id": 1, "name": "f", "arguments": "{}"}], "input[0].call_id"),
         ([{"type": "function_call_output", "call_id": "c", "output": {"a": 1}}], "input[0].output"),
+        ([{"type": "function_call_output", "call_id": "c", "output": ["text"]}], "input[0].output"),
+        ([{"role": "user", "content": "hi", "id": {"a": 1}}], "input[0].id"),
     ],
 )
 def test_malformed_items_are_refused_naming_the_field(value, field):
