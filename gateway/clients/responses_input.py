@@ -107,6 +107,10 @@ def _refused(message: str, field: str) -> InvalidInput:
     return InvalidInput(message, field=field, code="invalid_request", param=field)
 
 
+def _unsupported(kind: Any, field: str) -> InvalidInput:
+    return _refused(f"{field}.type {str(kind)[:40]!r} is not supported", f"{field}.type")
+
+
 def _text(value: Any, field: str) -> str:
     if not isinstance(value, str):
         raise _refused(f"{field} must be a string", field)
@@ -145,7 +149,7 @@ def _part(part: Any, field: str) -> dict:
         return {"type": kind, "image_url": url, "detail": detail}
     if kind == "refusal":
         return {"type": kind, "refusal": _text(part.get("refusal"), f"{field}.refusal")}
-    raise _refused(f"{field}.type {str(kind)[:40]!r} is not supported", f"{field}.type")
+    raise _unsupported(kind, field)
 
 
 def _item_id(item: dict, field: str, prefix: str) -> str:
@@ -211,7 +215,7 @@ def input_items(value: Any) -> list[dict]:
         elif kind == "function_call_output":
             items.append(_function_call_output(item, field))
         else:
-            raise _refused(f"{field}.type {str(kind)[:40]!r} is not supported", f"{field}.type")
+            raise _unsupported(kind, field)
     return items
 
 
@@ -250,12 +254,14 @@ def chat_messages(instructions: str | None, items: list[dict]) -> list[dict]:
 
 def _tool_kind(tool: dict, field: str) -> str:
     kind = tool.get("type")
+    if not isinstance(kind, str):
+        raise _refused(f"{field}.type must be a string", f"{field}.type")
     if kind == "file_search":
         raise _refused("the file_search tool is not supported yet", field)
     if kind in HOSTED_TOOLS:
         raise _refused(f"the {kind} tool is not supported: this gateway does not run hosted tools", field)
     if kind != "function":
-        raise _refused(f"{field}.type {str(kind)[:40]!r} is not supported", f"{field}.type")
+        raise _unsupported(kind, field)
     return kind
 
 

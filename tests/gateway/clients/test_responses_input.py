@@ -4,6 +4,8 @@ name. Pure functions, no database."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.clients.responses_input import (
     ResponsesInput,
@@ -211,3 +213,25 @@ def test_a_nul_anywhere_is_refused():
 def test_response_ids():
     assert is_response_id("resp_abc-1") and not is_response_id("a/b") and not is_response_id("x" * 65)
     assert not is_response_id("") and not is_response_id("a\x00")
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=12,
+)
+KEYS = st.sampled_from(["type", "role", "content", "text", "call_id", "name", "arguments", "output", "id"])
+ITEM_LIKE = st.dictionaries(KEYS, JSON | st.sampled_from(["message", "user", "function_call", "input_text"]))
+
+
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+@given(value=JSON | st.lists(ITEM_LIKE | JSON, max_size=4), tools=st.lists(ITEM_LIKE, max_size=3))
+def test_any_json_is_translated_or_refused_never_a_fault(value, tools):
+    try:
+        chat_messages(None, input_items(value))
+    except InvalidInput:
+        pass
+    try:
+        chat_tools(tools)
+    except InvalidInput:
+        pass

@@ -313,6 +313,7 @@ HOSTILE_BODIES = {
     "a huge temperature": {"input": "hi", "temperature": 1e300},
     "tools of the wrong type": {"input": "hi", "tools": "search_docs"},
     "a function tool without a name": {"input": "hi", "tools": [{"type": "function"}]},
+    "a tool type that is not a string": {"input": "hi", "tools": [{"type": ["function"]}]},
     "a tool_choice of the wrong type": {"input": "hi", "tools": [TOOL], "tool_choice": 5},
     "metadata of the wrong type": {"input": "hi", "metadata": ["a"]},
     "a previous_response_id of the wrong type": {"input": "hi", "previous_response_id": ["resp_1"]},
