@@ -13,6 +13,7 @@ from typing import Any
 from gateway.clients.responses_input import new_id
 from gateway.clients.responses_output import (
     function_call_item,
+    listed,
     message_item,
     response_object,
     text_part,
@@ -63,16 +64,18 @@ class ResponseEvents:
     def chunk(self, chunk: dict) -> list[dict]:
         self.usage = usage_of(chunk.get("usage")) or self.usage
         events: list[dict] = []
-        for choice in chunk.get("choices") or []:
+        # The relay passes an upstream's chunks on as they came: each part is checked for its type.
+        for choice in listed(chunk.get("choices")):
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
             if isinstance(delta.get("content"), str) and delta["content"]:
                 events += self._text(delta["content"])
-            for call in delta.get("tool_calls") or []:
+            for call in listed(delta.get("tool_calls")):
                 if isinstance(call, dict):
                     events += self._call(call)
-            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+            if isinstance(choice.get("finish_reason"), str):
+                self.finish_reason = choice["finish_reason"]
         return events
 
     def _text(self, text: str) -> list[dict]:
@@ -93,7 +96,7 @@ class ResponseEvents:
 
     def _call(self, call: dict) -> list[dict]:
         events = []
-        index = call.get("index", 0)
+        index = call.get("index") if isinstance(call.get("index"), int) else 0
         function = call.get("function") if isinstance(call.get("function"), dict) else {}
         if index not in self.calls:
             events += self._close()

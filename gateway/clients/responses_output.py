@@ -39,6 +39,11 @@ def function_call_item(item_id: str, call_id: str, name: str, arguments: str, st
     }
 
 
+def listed(value: Any) -> list:
+    """``value`` when it is a list, else none: an upstream's answer is read part by part."""
+    return value if isinstance(value, list) else []
+
+
 def usage_of(chat_usage: Any) -> dict | None:
     """A chat's usage in the Responses shape; None when the chat reported none."""
     if not isinstance(chat_usage, dict):
@@ -63,7 +68,7 @@ def output_of(message: Any) -> list[dict]:
     items = []
     if isinstance(message.get("content"), str) and message["content"]:
         items.append(message_item(new_id("msg"), message["content"]))
-    for call in message.get("tool_calls") or []:
+    for call in listed(message.get("tool_calls")):
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):
             arguments = function.get("arguments")
@@ -89,7 +94,8 @@ def response_object(
     """The `response` object of ``request`` (the validated request): ``state`` may say its
     `status` (default completed), `usage`, `error` and why it is incomplete
     (`finish_reason`, the chat's)."""
-    reason = INCOMPLETE_REASONS.get(state.get("finish_reason") or "")
+    finish_reason = state.get("finish_reason")
+    reason = INCOMPLETE_REASONS.get(finish_reason) if isinstance(finish_reason, str) else None
     status = state.get("status") or ("incomplete" if reason else "completed")
     return {
         "id": response_id,
@@ -119,8 +125,8 @@ def response_object(
 
 def response_of_chat(request: dict, reply: dict, *, response_id: str, created_at: int) -> dict:
     """A whole chat answer as a `response`."""
-    choices = reply.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    choices = listed(reply.get("choices"))
+    choice = choices[0] if choices and isinstance(choices[0], dict) else {}
     return response_object(
         request,
         response_id=response_id,

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gateway.clients.responses_events import ResponseEvents, sse
 from tests.gateway.clients.test_responses_output import USAGE, request
 
@@ -82,3 +85,41 @@ def test_an_event_is_one_server_sent_event_named_by_its_type():
     name, data, end = frame.decode().split("\n", 2)
     assert name == "event: response.created" and json.loads(data.removeprefix("data: "))["sequence_number"] == 0
     assert end == "\n"
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=12,
+)
+DELTA = st.fixed_dictionaries(
+    {},
+    optional={
+        "content": JSON,
+        "tool_calls": st.lists(
+            st.fixed_dictionaries({}, optional={"index": JSON, "id": JSON, "function": JSON}) | JSON, max_size=2
+        ),
+    },
+)
+CHUNK = st.fixed_dictionaries(
+    {},
+    optional={
+        "choices": st.lists(
+            st.fixed_dictionaries({}, optional={"index": JSON, "delta": DELTA | JSON, "finish_reason": JSON}) | JSON,
+            max_size=2,
+        )
+        | JSON,
+        "usage": JSON,
+    },
+)
+
+
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+@given(chunks=st.lists(CHUNK, max_size=5))
+def test_whatever_an_upstream_streams_the_events_end_and_serialise(chunks):
+    """An upstream (a custom OpenAI-compatible server) may send any JSON in its chunks: the
+    events still end with one `response.*` closing event, every one serialisable."""
+    events = stream(chunks)
+    assert events[-1]["type"] in ("response.completed", "response.incomplete")
+    for event in events:
+        sse(event)

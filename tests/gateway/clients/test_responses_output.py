@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gateway.clients.responses_input import ResponsesInput
 from gateway.clients.responses_output import response_of_chat, usage_of
 
@@ -67,3 +72,22 @@ def test_a_cut_answer_is_incomplete_and_says_why():
 def test_usage_missing_or_malformed_is_none():
     assert usage_of(None) is None and usage_of({"prompt_tokens": "1", "completion_tokens": 2}) is None
     assert usage_of({"prompt_tokens": 1, "completion_tokens": 2})["input_tokens_details"] == {"cached_tokens": 0}
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=12,
+)
+MESSAGE = st.fixed_dictionaries({}, optional={"content": JSON, "tool_calls": st.lists(JSON, max_size=2) | JSON})
+CHOICE = st.fixed_dictionaries({}, optional={"message": MESSAGE | JSON, "finish_reason": JSON})
+REPLY = st.fixed_dictionaries({}, optional={"choices": st.lists(CHOICE | JSON, max_size=2) | JSON, "usage": JSON})
+
+
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+@given(answer=REPLY)
+def test_whatever_an_upstream_answers_is_a_response(answer):
+    """An upstream may answer any JSON: it is a `response`, serialisable, never a fault."""
+    response = response_of_chat(request(), answer, response_id="r", created_at=0)
+    assert response["status"] in ("completed", "incomplete")
+    json.dumps(response)
