@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.clients.responses_events import ResponseEvents, sse
-from tests.gateway.clients.test_responses_output import USAGE, request
+from tests.gateway.clients.test_responses_output import JSON, USAGE, request
 
 
 def chunk(delta: dict | None = None, finish: str | None = None, **extra) -> dict:
@@ -87,11 +87,6 @@ def test_an_event_is_one_server_sent_event_named_by_its_type():
     assert end == "\n"
 
 
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-    max_leaves=12,
-)
 DELTA = st.fixed_dictionaries(
     {},
     optional={

@@ -18,6 +18,7 @@ from gateway.clients.responses_input import (
     refuse_nul,
 )
 from ragmux.core.errors import InvalidInput
+from tests.gateway.clients.test_responses_output import JSON
 
 FUNCTION = {"type": "function", "name": "lookup", "description": "Looks up.", "parameters": {"type": "object"}}
 
@@ -215,11 +216,6 @@ def test_response_ids():
     assert not is_response_id("") and not is_response_id("a\x00")
 
 
-JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-    max_leaves=12,
-)
 KEYS = st.sampled_from(["type", "role", "content", "text", "call_id", "name", "arguments", "output", "id"])
 ITEM_LIKE = st.dictionaries(KEYS, JSON | st.sampled_from(["message", "user", "function_call", "input_text"]))
 
