@@ -2,7 +2,7 @@
 worker) against calling the same upstream directly.
 
     python bench/gateway.py [--requests N] [--seconds S] [--chunks C] [--smoke]
-                            [--targets gateway,gateway_rag,gateway_limits,gateway_route] [--phases latency,ttfb,...]
+                            [--targets gateway,gateway_rag,...,gateway_responses] [--phases latency,ttfb,...]
 
 Three processes besides the server: the upstream (bench/openai_upstream.py, an asyncio
 OpenAI-format server on 127.0.0.1 that answers at once), the load generator
@@ -18,7 +18,9 @@ limit and budget configured (tokens and dollars, none reached), adds the cost of
 admission, held to the gateway's targets. A fifth, a project whose chat is a route whose first
 target is cooling down (put there before the run, as a 429 with a long `Retry-After` would),
 adds the route's cost: its target's lookup, the cooldown read from Redis, the skip, and the
-attempt's record; held to the same 5 ms. ``--targets`` and ``--phases`` run fewer of them
+attempt's record; held to the same 5 ms. A sixth asks the same chat through `/v1/responses`
+(translated, answered, translated back and stored): latency and throughput only (its stream has
+no `[DONE]` for the load generator), held to the same 5 ms. ``--targets`` and ``--phases`` run fewer of them
 (direct always runs: the other targets are measured against it), to compare two versions of one
 target in more, shorter runs; the figures and targets of what did not run are left out. Last
 line: one JSON object.
@@ -48,7 +50,10 @@ CLIENTS = 50
 STREAMS = 100
 RAG_CHUNKS = 10_000
 RAG_QUERY_WORDS = 6
-GATEWAY_TARGETS = ("gateway", "gateway_rag", "gateway_limits", "gateway_route")
+GATEWAY_TARGETS = ("gateway", "gateway_rag", "gateway_limits", "gateway_route", "gateway_responses")
+# The responses target's request: the same chat asked in the Responses API's shape (and stored,
+# as OpenAI's default is).
+RESPONSES_BODY = {"model": "bench", "input": "Say something short."}
 PHASES = ("latency", "ttfb", "throughput", "streams")
 TARGETS = {"added_p50_ms": 5.0, "added_ttfb_p50_ms": 5.0, "requests_per_second": 200.0, "streams_ttfb_p95_ms": 500.0}
 # Every limit of the limited target, on its project and on its key: far above what a run spends.
@@ -242,6 +247,7 @@ def main() -> None:
             "gateway_rag": (store and store.id, {}, chat_of),
             "gateway_limits": (None, EVERY_LIMIT, chat_of),
             "gateway_route": (None, {}, {"chat_route_id": route and route.id}),
+            "gateway_responses": (None, {}, chat_of),
         }
         keys = {}
         for name in args.targets:
@@ -268,6 +274,10 @@ def main() -> None:
             targets["gateway_rag"]["phases"] = [phase for phase in args.phases if phase != "streams"]
         if route is not None:
             targets["gateway_route"]["phases"] = [phase for phase in args.phases if phase != "streams"]
+        if "gateway_responses" in targets:
+            # Its stream is typed events, with no `data: [DONE]` for the load generator to wait for.
+            targets["gateway_responses"].update(path="/v1/responses", body=RESPONSES_BODY)
+            targets["gateway_responses"]["phases"] = [p for p in args.phases if p in ("latency", "throughput")]
         plan = {
             "requests": args.requests,
             "seconds": args.seconds,
@@ -323,6 +333,7 @@ def main() -> None:
         ("gateway_rag", f"gateway + RAG ({args.chunks} chunks)"),
         ("gateway_limits", "gateway + every limit"),
         ("gateway_route", "gateway + route, 1st target cooling"),
+        ("gateway_responses", "gateway /v1/responses, stored"),
     ):
         if name in results:
             columns.append((title, results[name], name != "gateway_rag"))
@@ -392,6 +403,12 @@ def main() -> None:
         "route_added_ttfb_p50_ms": added("gateway_route", "ttfb_p50_ms"),
         "route_requests_per_second": measured_value("gateway_route", "requests_per_second"),
         "route_failed": measured_value("gateway_route", "failed"),
+        "responses_added_p50_ms": added("gateway_responses", "p50_ms"),
+        "responses_added_p95_ms": added("gateway_responses", "p95_ms"),
+        "responses_requests_per_second": measured_value("gateway_responses", "requests_per_second"),
+        "responses_server_cpu_ms_per_call": measured_value("gateway_responses", "server_cpu_ms_per_call"),
+        "responses_database_cpu_ms_per_call": measured_value("gateway_responses", "database_cpu_ms_per_call"),
+        "responses_failed": measured_value("gateway_responses", "failed"),
     }
     # What did not run is left out.
     figures = {
@@ -417,6 +434,8 @@ def main() -> None:
         met["limits_requests_per_second"] = figures["limits_requests_per_second"] >= TARGETS["requests_per_second"]
     if "route_added_p50_ms" in figures:
         met["route_added_p50"] = figures["route_added_p50_ms"] <= TARGETS["added_p50_ms"]
+    if "responses_added_p50_ms" in figures:
+        met["responses_added_p50"] = figures["responses_added_p50_ms"] <= TARGETS["added_p50_ms"]
     print("targets met: " + ", ".join(f"{name} {'yes' if ok else 'NO'}" for name, ok in met.items()))
     print(f"load average: {load_before[0]:.2f} before, {load_after[0]:.2f} after")
     report(

@@ -109,12 +109,15 @@ class Endpoint(models.TextChoices):
     EMBEDDINGS = "embeddings"
     RERANK = "rerank"
     MODELS = "models"
+    RESPONSES = "responses"
 
 
 # The endpoints whose calls may search the project's store, and those that spend tokens on a
 # model (a call to any other, `/v1/models`, costs nothing and has no sources).
-STORE_SEARCHING_ENDPOINTS = frozenset({Endpoint.CHAT, Endpoint.RETRIEVE})
-BILLED_ENDPOINTS = frozenset({Endpoint.CHAT, Endpoint.RETRIEVE, Endpoint.EMBEDDINGS, Endpoint.RERANK})
+STORE_SEARCHING_ENDPOINTS = frozenset({Endpoint.CHAT, Endpoint.RESPONSES, Endpoint.RETRIEVE})
+BILLED_ENDPOINTS = frozenset(
+    {Endpoint.CHAT, Endpoint.RESPONSES, Endpoint.RETRIEVE, Endpoint.EMBEDDINGS, Endpoint.RERANK}
+)
 
 
 class RerankOutcome(models.TextChoices):
@@ -210,3 +213,26 @@ class UsageCounter(models.Model):
         ]
         # The retention purge, by period and age.
         indexes = [models.Index(fields=["period", "period_start"], name="usage_counters_age")]
+
+
+class StoredResponse(models.Model):
+    """A `/v1/responses` answer kept (`store`, true unless the client says false) so a later call
+    can continue it with `previous_response_id` and a key of its project can read it back.
+
+    ``history`` is the conversation before this turn (the previous response's history, input
+    and output items), so continuing costs one read; ``input_items`` are this turn's, as
+    `GET .../input_items` lists them; ``response`` is the `response` object as answered.
+    Purged with the request log after LOG_RETENTION_DAYS.
+    """
+
+    id = models.CharField(primary_key=True, max_length=64)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    key = models.ForeignKey(GatewayKey, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    history = models.JSONField(default=list)
+    input_items = models.JSONField(default=list)
+    response = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "stored_responses"
+        indexes = [models.Index(fields=["created_at"], name="stored_responses_time")]

@@ -11,7 +11,8 @@ from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce, Trunc
 
 from gateway.clients.limits import BUDGETS, MICROS, PROJECT, LimitKind, window_start
-from gateway.clients.models import GatewayKey, Project, RequestLog, UsageCounter
+from gateway.clients.models import GatewayKey, Project, RequestLog, StoredResponse, UsageCounter
+from gateway.clients.responses_input import is_response_id
 from gateway.connections.cooldowns import target_key
 from gateway.connections.models import (
     PRICE_KEY_FIELDS,
@@ -361,3 +362,27 @@ def project_budgets_used(*, now: datetime) -> list[BudgetUse]:
                 used = counter.prompt_tokens + counter.completion_tokens
             uses.append(BudgetUse(project.name, kind, used, budget))
     return uses
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A stored `/v1/responses` answer: the conversation before it, its input items, itself."""
+
+    history: list[dict]
+    input_items: list[dict]
+    response: dict
+
+
+_STORED_RESPONSE = (
+    f"SELECT history, input_items, response FROM {StoredResponse._meta.db_table} WHERE id = %s AND project_id = %s"
+)
+
+
+async def stored_response(*, project: Project, response_id: str) -> Stored:
+    """The project's stored response of that id; NotFound for any other project's, as for none."""
+    row = None
+    if is_response_id(response_id):
+        row = await asyncdb.fetch_one(_STORED_RESPONSE, (response_id, project.pk))
+    if row is None:
+        raise NotFound(f"no response with id {response_id[:80]!r}")
+    return Stored(*row)

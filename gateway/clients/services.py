@@ -9,11 +9,13 @@ from typing import TypedDict, Unpack
 
 from django.db import transaction
 from django.utils import timezone
+from psycopg.types.json import Jsonb
 
 from gateway.clients.gateway_keys import DISPLAY_PREFIX_LENGTH, hash_key, new_key
-from gateway.clients.models import LIMIT_FIELDS, GatewayKey, Project, RequestLog, Scope, SpendLimits
+from gateway.clients.models import LIMIT_FIELDS, GatewayKey, Project, RequestLog, Scope, SpendLimits, StoredResponse
 from gateway.connections.models import Capability, ModelConnection, Route, RouteKind, why_cannot
 from gateway.connections.selectors import connection_named_by, route_named_by
+from ragmux.core import asyncdb
 from ragmux.core.audit import audit_change, snapshot
 from ragmux.core.errors import Conflict, InvalidInput
 from ragmux.core.services import model_update
@@ -309,16 +311,41 @@ def request_log_purge(*, retention_days: int, batch_size: int = PURGE_BATCH) -> 
     """Deletes request log rows older than ``retention_days`` (0 keeps everything); returns how
     many went. Each batch is its own short statement, so a large backlog never holds one long
     transaction or lock over the ledger that `/v1` keeps writing to."""
+    return _purge_older(RequestLog, retention_days=retention_days, batch_size=batch_size)
+
+
+def stored_response_purge(*, retention_days: int, batch_size: int = PURGE_BATCH) -> int:
+    """Deletes the stored `/v1/responses` older than ``retention_days``, as the request log's."""
+    return _purge_older(StoredResponse, retention_days=retention_days, batch_size=batch_size)
+
+
+def _purge_older(model, *, retention_days: int, batch_size: int) -> int:
     if retention_days <= 0:
         return 0
     cutoff = timezone.now() - timedelta(days=retention_days)
     deleted = 0
     while True:
-        ids = list(
-            RequestLog.objects.filter(created_at__lt=cutoff).order_by("id").values_list("id", flat=True)[:batch_size]
-        )
+        ids = list(model.objects.filter(created_at__lt=cutoff).order_by("pk").values_list("pk", flat=True)[:batch_size])
         if not ids:
             return deleted
-        deleted += RequestLog.objects.filter(id__in=ids).delete()[0]
+        deleted += model.objects.filter(pk__in=ids).delete()[0]
         if len(ids) < batch_size:
             return deleted
+
+
+_SAVE_RESPONSE = (
+    f"INSERT INTO {StoredResponse._meta.db_table} "
+    "(id, project_id, key_id, history, input_items, response, created_at) VALUES (%s, %s, %s, %s, %s, %s, now())"
+)
+_DELETE_RESPONSE = f"DELETE FROM {StoredResponse._meta.db_table} WHERE id = %s AND project_id = %s RETURNING id"
+
+
+async def response_save(*, project_id: int, key_id: int | None, history: list, items: list, response: dict) -> None:
+    """Keeps a `/v1/responses` answer (see :class:`StoredResponse`), on the event loop."""
+    params = (response["id"], project_id, key_id, Jsonb(history), Jsonb(items), Jsonb(response))
+    await asyncdb.execute(_SAVE_RESPONSE, params)
+
+
+async def response_delete(*, project_id: int, response_id: str) -> bool:
+    """Deletes a stored response of the project; False when it has none of that id."""
+    return await asyncdb.fetch_one(_DELETE_RESPONSE, (response_id, project_id)) is not None

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from gateway.clients.v1 import chat, embeddings, model_list, rerank, retrieve
+from gateway.clients.v1 import chat, embeddings, model_list, rerank, responses, retrieve
 
 urlpatterns = [
     path("chat/completions", chat.chat_completions),
@@ -9,4 +9,7 @@ urlpatterns = [
     path("rerank", rerank.rerank),
     path("models", model_list.models),
     path("models/<path:model_id>", model_list.model),
+    path("responses", responses.create),
+    path("responses/<str:response_id>", responses.stored),
+    path("responses/<str:response_id>/input_items", responses.listed_input_items),
 ]

@@ -22,7 +22,7 @@ Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``
 - ``chunk_interval``: seconds a streamed chat answer waits between two of its chunks (a long
   answer that keeps coming);
 - ``tool_call``: the chat answer is a call of the function of that name with
-  :data:`TOOL_ARGUMENTS`;
+  :data:`TOOL_ARGUMENTS` (OpenAI's too, whole or streamed);
 - ``error_reason``: Gemini's error details carry this reason (``API_KEY_INVALID``).
 - ``error_message``: a failure's message says this instead of ``fake upstream failure <status>``
   (an upstream that echoes a credential).
@@ -443,6 +443,8 @@ def _openai_answer(payload: dict, knobs: Knobs) -> str:
 def openai_chat(up: FakeUpstream, payload: dict, match, knobs: Knobs) -> Reply:
     """An OpenAI chat answer, whole or streamed."""
     base = {"id": "chatcmpl-fake", "created": 1700000000, "model": payload.get("model")}
+    if knobs.tool_call:
+        return _openai_tool_call(payload, knobs, base)
     if not payload.get("stream"):
         reply = {
             **base,
@@ -471,6 +473,30 @@ def openai_chat(up: FakeUpstream, payload: dict, match, knobs: Knobs) -> Reply:
     frames.append(b"data: [DONE]\n\n")
     error = _sse(openai_error(500, knobs))
     return 200, {"Content-Type": "text/event-stream"}, _stream_events(frames, knobs, error)
+
+
+def _openai_tool_call(payload: dict, knobs: Knobs, base: dict) -> Reply:
+    """An OpenAI chat answer calling the ``tool_call`` knob's function with TOOL_ARGUMENTS, whole
+    or streamed (the arguments in two pieces, as OpenAI splits them)."""
+    arguments = json.dumps(TOOL_ARGUMENTS)
+    call = {"id": "call_fake1", "type": "function", "function": {"name": knobs.tool_call, "arguments": arguments}}
+    usage = _chat_usage(payload, knobs)
+    if not payload.get("stream"):
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+        return json_reply({**base, "object": "chat.completion", "choices": [choice], "usage": usage})
+    half = len(arguments) // 2
+    pieces = (arguments[:half], arguments[half:])
+    opening = {**call, "index": 0, "function": {"name": knobs.tool_call, "arguments": ""}}
+    deltas = [{"role": "assistant", "content": None, "tool_calls": [opening]}] + [
+        {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]} for piece in pieces
+    ]
+    chunks = [{"index": 0, "delta": delta, "finish_reason": None} for delta in deltas]
+    chunks.append({"index": 0, "delta": {}, "finish_reason": "tool_calls"})
+    frames = [{**base, "object": "chat.completion.chunk", "choices": [chunk]} for chunk in chunks]
+    frames.append({**base, "object": "chat.completion.chunk", "choices": [], "usage": usage})
+    encoded = [f"data: {json.dumps(frame)}\n\n".encode() for frame in frames] + [b"data: [DONE]\n\n"]
+    return 200, {"Content-Type": "text/event-stream"}, iter(encoded)
 
 
 def _register_chat_routes(upstream: FakeUpstream) -> None:

@@ -350,6 +350,9 @@ CLIENT_API = {
     "v2/rerank": RERANK_EXAMPLE,
     "v1/models": None,
     "v1/models/<path:model_id>": None,
+    "v1/responses": {"input": "launch code?", "temperature": 0.2, "top_p": 0.5, "metadata": {"topic": "falcon"}},
+    "v1/responses/<str:response_id>": None,
+    "v1/responses/<str:response_id>/input_items": None,
 }
 CLIENT_JSON = sorted(route for route, example in CLIENT_API.items() if example is not None)
 ADMIN_JSON = [
@@ -486,7 +489,7 @@ def gateway_key(objects, fake_connection, ingest_now) -> str:
 
 
 def client_api_url(route: str) -> str:
-    return "/" + route.replace("<path:model_id>", "text-embedding-3-small")
+    return "/" + route.replace("<path:model_id>", "text-embedding-3-small").replace("<str:response_id>", "resp_1")
 
 
 @pytest.mark.parametrize("signed", [False, True], ids=["no key", "gateway key"])

@@ -1,6 +1,6 @@
 """The OpenAI-compatible client API under `/v1`: async views, so a stream holds no thread.
 
 Each view is one operation, in a module of its own (`chat`, `retrieve`, `embeddings`, `rerank`,
-`model_list`); `endpoint` is what they share (CORS, the method, the key and its scope, the error
+`model_list`, `responses`); `endpoint` is what they share (CORS, the method, the key and its scope, the error
 envelope, the request log row) and `spend` how a call's tokens reach its row.
 """

@@ -159,7 +159,12 @@ async def _chat_plan(call: Call, model: str) -> Plan:
 
 @v1_endpoint(endpoint=Endpoint.CHAT, scope=Scope.CHAT, methods=("POST",))
 async def chat_completions(request: HttpRequest, call: Call) -> HttpResponse:
-    body = json_body(request)
+    return await complete_chat(call, json_body(request))
+
+
+async def complete_chat(call: Call, body: dict) -> HttpResponse:
+    """The chat ``body`` asks for, answered whole or as a stream of chunks (shared with
+    `/v1/responses`, which speaks to its clients in another shape)."""
     data = validated(ChatInput, body)
     extras = body.pop("ragmux", None)  # ours: never sent upstream
     include_context = isinstance(extras, dict) and extras.get("include_context") is True

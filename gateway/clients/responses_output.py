@@ -1,0 +1,138 @@
+"""A chat's answer as a `/v1/responses` `response` object: its text a `message` item with one
+`output_text` part, each tool call a `function_call` item, its usage in input and output tokens,
+and `incomplete` when the token limit cut it. Pure: shared by the whole answer and the stream
+(`responses_events`), tested without a database."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.clients.responses_input import new_id
+
+# Why a chat stopped, when it did not finish: the reason a `response` gives in
+# `incomplete_details`.
+INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
+
+
+def message_item(item_id: str, text: str, status: str = "completed") -> dict:
+    return {
+        "type": "message",
+        "id": item_id,
+        "status": status,
+        "role": "assistant",
+        "content": [text_part(text)] if status == "completed" else [],
+    }
+
+
+def text_part(text: str) -> dict:
+    return {"type": "output_text", "text": text, "annotations": []}
+
+
+def function_call_item(item_id: str, call_id: str, name: str, arguments: str, status: str = "completed") -> dict:
+    return {
+        "type": "function_call",
+        "id": item_id,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": status,
+    }
+
+
+def listed(value: Any) -> list:
+    """``value`` when it is a list, else none: an upstream's answer is read part by part."""
+    return value if isinstance(value, list) else []
+
+
+def usage_of(chat_usage: Any) -> dict | None:
+    """A chat's usage in the Responses shape; None when the chat reported none."""
+    if not isinstance(chat_usage, dict):
+        return None
+    prompt, completion = chat_usage.get("prompt_tokens"), chat_usage.get("completion_tokens")
+    if not (isinstance(prompt, int) and isinstance(completion, int)):
+        return None
+    details = chat_usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": cached if isinstance(cached, int) else 0},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": prompt + completion,
+    }
+
+
+def output_of(message: Any) -> list[dict]:
+    """A chat's message as output items: its text, then its tool calls."""
+    message = message if isinstance(message, dict) else {}
+    items = []
+    if isinstance(message.get("content"), str) and message["content"]:
+        items.append(message_item(new_id("msg"), message["content"]))
+    for call in listed(message.get("tool_calls")):
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            arguments = function.get("arguments")
+            arguments = arguments if isinstance(arguments, str) else ""
+            call_id = str(call.get("id") or new_id("call"))
+            items.append(function_call_item(new_id("fc"), call_id, str(function.get("name") or ""), arguments))
+    return items
+
+
+def output_text(output: list[dict]) -> str:
+    return "".join(
+        part["text"]
+        for item in output
+        if item["type"] == "message"
+        for part in item["content"]
+        if part["type"] == "output_text"
+    )
+
+
+def response_object(
+    request: dict, *, response_id: str, created_at: int, model: str, output: list[dict], **state: Any
+) -> dict:
+    """The `response` object of ``request`` (the validated request): ``state`` may say its
+    `status` (default completed), `usage`, `error` and why it is incomplete
+    (`finish_reason`, the chat's)."""
+    finish_reason = state.get("finish_reason")
+    reason = INCOMPLETE_REASONS.get(finish_reason) if isinstance(finish_reason, str) else None
+    status = state.get("status") or ("incomplete" if reason else "completed")
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": created_at,
+        "status": status,
+        "error": state.get("error"),
+        "incomplete_details": {"reason": reason} if reason and status == "incomplete" else None,
+        "instructions": request["instructions"],
+        "max_output_tokens": request["max_output_tokens"],
+        "model": model,
+        "output": output,
+        "output_text": output_text(output),
+        "parallel_tool_calls": request["parallel_tool_calls"] is not False,
+        "previous_response_id": request["previous_response_id"],
+        "store": request["store"],
+        "temperature": request["temperature"],
+        "text": {"format": {"type": "text"}},
+        "tool_choice": request["tool_choice"],
+        "tools": request["tools"],
+        "top_p": request["top_p"],
+        "truncation": "disabled",
+        "metadata": request["metadata"],
+        "usage": state.get("usage"),
+    }
+
+
+def response_of_chat(request: dict, reply: dict, *, response_id: str, created_at: int) -> dict:
+    """A whole chat answer as a `response`."""
+    choices = listed(reply.get("choices"))
+    choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+    return response_object(
+        request,
+        response_id=response_id,
+        created_at=created_at,
+        model=str(reply.get("model") or request["model"]),
+        output=output_of(choice.get("message")),
+        usage=usage_of(reply.get("usage")),
+        finish_reason=choice.get("finish_reason"),
+    )
