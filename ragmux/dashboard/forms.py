@@ -18,8 +18,9 @@ from stores.serializers import WEIGHTS_BOTH_ZERO
 
 T = TypeVar("T")
 
-# A flattened field name (`fusion_weights.vector`, `files[0]`): the field and the part it names.
-_FIELD_AND_PART = re.compile(r"([^.\[]+)(?:\.([^.\[]+))?")
+# A flattened field name (`fusion_weights.vector`, `files[0]`, `targets[1].weight`): the field,
+# then the parts it names, each a key or an index.
+_NAME_PARTS = re.compile(r"[^.\[\]]+")
 
 # The input a refusal without fields of its own concerns, on the forms that have that input.
 FIELD_OF_CODE = {
@@ -58,6 +59,16 @@ def attempt(call: Callable[[], T]) -> Attempt[T]:
         return Attempt(result=call())
     except ServiceError as refusal:
         return Attempt(refusal=refusal)
+
+
+def _input_of_part(parts: Mapping[str, str], path: list[str]) -> str:
+    """The input named for the longest leading part of ``path`` (``1.weight``, then ``1``), else
+    the first input of the field."""
+    for length in range(len(path), 0, -1):
+        found = parts.get(".".join(path[:length]))
+        if found is not None:
+            return found
+    return next(iter(parts.values()))
 
 
 class Form:
@@ -149,12 +160,13 @@ class Form:
 
     def _beside_inputs(self, errors: Mapping[str, Any]) -> dict[str, list[str]]:
         """Each message beside the input it concerns: a field's own input, or for a field made of
-        several inputs (``nested``) the input of the part it names, else the first."""
+        several inputs (``nested``) the input of the part it names (``1.weight``, else ``1``), else
+        the first."""
         found: dict[str, list[str]] = {}
         for name, messages in flatten_validation(errors).items():
-            field, part = _FIELD_AND_PART.match(name).groups()
+            field, *path = _NAME_PARTS.findall(name)
             parts = self.nested.get(field)
-            target = field if parts is None else parts.get(part, next(iter(parts.values())))
+            target = field if parts is None else _input_of_part(parts, path)
             found.setdefault(target, []).extend(messages)
         return found
 
