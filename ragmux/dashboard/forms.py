@@ -29,10 +29,16 @@ FIELD_OF_CODE = {
     "wrong_password": "current_password",
 }
 
-# Refusals the API words with its own field names, in the words of the dashboard's labels.
-IN_WORDS = {
+# Refusals the API words with its own field names, or in a validator's stock phrasing, in the
+# words of the dashboard's labels. A function rewords the message it is given (which carries the
+# validator's figure: DRF's "Ensure that there are no more than 6 decimal places.").
+_FIGURE = re.compile(r"\d+")
+IN_WORDS: dict[str, str | Callable[[str], str]] = {
     WEIGHTS_BOTH_ZERO: "Vector weight and Lexical weight cannot both be 0: give one of them a weight.",
     RERANK_TARGET_BOTH: "Choose a rerank connection or a rerank route, not both.",
+    "max_decimal_places": lambda message: f"Use at most {_FIGURE.search(message)[0]} digits after the point.",
+    "max_whole_digits": lambda message: f"Use at most {_FIGURE.search(message)[0]} digits before the point.",
+    "max_digits": lambda message: f"Use at most {_FIGURE.search(message)[0]} digits in all.",
 }
 
 
@@ -42,7 +48,8 @@ def in_words(errors: Any) -> Any:
         return {name: in_words(value) for name, value in errors.items()}
     if isinstance(errors, list):
         return [in_words(value) for value in errors]
-    return IN_WORDS.get(getattr(errors, "code", None), errors)
+    words = IN_WORDS.get(getattr(errors, "code", None), errors)
+    return words(str(errors)) if callable(words) else words
 
 
 @dataclass(frozen=True)
