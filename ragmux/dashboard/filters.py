@@ -61,6 +61,9 @@ def number(value: int | None) -> str:
 @register.simple_tag
 def field_errors(errors: list[str], name: str, label: str) -> str:
     """An input's messages in one line, the API's name for its field (`base_url`, `expires_at`)
-    said as the form labels the input ("Base URL", "Expires (UTC)")."""
+    said as the form labels the input ("Base URL", "Expires (UTC)"). Only a name with an
+    underscore is the API's: a one-word name ("password", "name") is a word of the message too."""
+    if "_" not in name:
+        return " ".join(str(message) for message in errors)
     api_name = re.compile(rf"\b{re.escape(name)}\b")
     return " ".join(api_name.sub(str(label), str(message)) for message in errors)

@@ -55,3 +55,5 @@ def test_a_count_has_thousands_separators():
 def test_field_errors_say_the_api_name_of_a_field_as_its_label():
     messages = ["base_url host 'x' cannot be used", "not a base_url_path, <b>"]
     assert field_errors(messages, "base_url", "Base URL") == "Base URL host 'x' cannot be used not a base_url_path, <b>"
+    # A one-word name is a word of the message too.
+    assert field_errors(["This password is too common."], "password", "Password") == "This password is too common."
