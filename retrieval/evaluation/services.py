@@ -150,7 +150,8 @@ def evaluation_set_create(
 @dataclass(frozen=True)
 class BeirImport:
     """An imported set and what of the files matched nothing: BEIR corpus ids that name no
-    document of the store, and queries left without a matched document (not imported)."""
+    document of the store, and queries not imported: missing from queries.jsonl (``missing_``,
+    counted among the unmatched too) or judging no document of the store."""
 
     evaluation_set: EvaluationSet
     questions: int
@@ -159,6 +160,8 @@ class BeirImport:
     unmatched_documents_total: int
     unmatched_queries: list[str]
     unmatched_queries_total: int
+    missing_queries: list[str]
+    missing_queries_total: int
 
 
 def _documents_by_beir_id(store: RagStore) -> dict[str, int]:
@@ -211,6 +214,7 @@ def evaluation_set_import_beir(
             code="nothing_matched",
         )
     questions, unmatched_queries = [], []
+    missing_queries = [query_id for query_id in qrels if query_id not in queries]
     for query_id, judged in qrels.items():
         matched = [
             {"document_id": documents[corpus_id], "grade": grade}
@@ -256,6 +260,8 @@ def evaluation_set_import_beir(
         unmatched_documents_total=len(unmatched_documents),
         unmatched_queries=unmatched_queries[:UNMATCHED_SHOWN],
         unmatched_queries_total=len(unmatched_queries),
+        missing_queries=missing_queries[:UNMATCHED_SHOWN],
+        missing_queries_total=len(missing_queries),
     )
 
 
@@ -395,6 +401,14 @@ def evaluation_runs_start(
                 send_on_commit(tasks.evaluation_run, run.pk)
             runs.append(run)
     return runs
+
+
+@transaction.atomic
+def evaluation_run_delete(*, run: EvaluationRun, user: AbstractBaseUser | None = None) -> None:
+    """Deletes a run with what it found; one in progress stops at its next question."""
+    before = snapshot(run, ("evaluation_set_id", "label", "status", "config"))
+    EvaluationRun.objects.filter(pk=run.pk).delete()
+    _audit_run(run, actor=user, action="evaluation_run.delete", before=before)
 
 
 def _lease() -> timedelta:
