@@ -197,6 +197,7 @@ def test_every_page_passes_axe_for_an_admin_and_a_viewer(wide_page, personas, fa
         "log_id": call.pk,
         "route_id": RouteTargetFactory(connection=fake_connection).route.pk,
         "set_id": evaluation_set.pk,
+        "question_id": evaluation_set.questions.get().pk,
         "run_id": run.pk,
     }
     page = wide_page
