@@ -327,9 +327,14 @@ def _unticked_edits(store: RagStore, configurations: list[Configuration], form: 
     ]
 
 
+def run_of(store_id: int, set_id: int, run_id: int) -> EvaluationRun:
+    """One of the set's runs, or the 404 page."""
+    return evaluation.evaluation_run_get(evaluation_set=evaluation_set_of(store_id, set_id), run_id=run_id)
+
+
 @page("admin", methods=("POST",), shown_on=lambda store_id, set_id, run_id: set_url(store_id, set_id))
 def evaluation_run_apply(request, store_id: int, set_id: int, run_id: int):
-    run = evaluation.evaluation_run_get(evaluation_set=evaluation_set_of(store_id, set_id), run_id=run_id)
+    run = run_of(store_id, set_id, run_id)
     store = run.evaluation_set.store
     applied = attempt(lambda: services.evaluation_run_apply(run=run, user=request.user))
     if applied.refusal is not None:

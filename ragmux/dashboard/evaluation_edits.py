@@ -11,8 +11,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from ragmux.dashboard.access import page
-from ragmux.dashboard.evaluation import GRADES, evaluation_set_of, set_url, tab_url
-from ragmux.dashboard.forms import Form, attempt
+from ragmux.dashboard.evaluation import GRADES, evaluation_set_of, run_of, set_url, tab_url
+from ragmux.dashboard.forms import Form
 from retrieval.evaluation import selectors as evaluation
 from retrieval.evaluation import services
 from retrieval.evaluation.serializers import QuestionUpdateInput, SetUpdateInput
@@ -113,10 +113,7 @@ def evaluation_question_delete(request, store_id: int, set_id: int, question_id:
 
 @page("admin", methods=("POST",), shown_on=lambda store_id, set_id, run_id: set_url(store_id, set_id))
 def evaluation_run_delete(request, store_id: int, set_id: int, run_id: int):
-    run = evaluation.evaluation_run_get(evaluation_set=evaluation_set_of(store_id, set_id), run_id=run_id)
-    deleted = attempt(lambda: services.evaluation_run_delete(run=run, user=request.user))
-    if deleted.refusal is not None:
-        messages.error(request, f"The run “{run.label}” was not deleted: {deleted.refusal.message}")
-    else:
-        messages.success(request, f"Deleted the run “{run.label}” (#{run.pk}).")
+    run = run_of(store_id, set_id, run_id)
+    services.evaluation_run_delete(run=run, user=request.user)
+    messages.success(request, f"Deleted the run “{run.label}” (#{run.pk}).")
     return redirect(set_url(store_id, set_id) + "#runs")

@@ -1,12 +1,11 @@
 """The Evaluation tab's edits through Django's test client: a set renamed and deleted, a
 question's text and judgements changed and the question deleted, a run deleted; each audited,
-admins only. And the tab's words: a BEIR query missing from queries.jsonl counted as such, no
-"Best" for a tie, a run compared with itself, an unticked configuration's changes said."""
+admins only. And the tab's words: no "Best" for a tie, a run compared with itself, an unticked
+configuration's changes said."""
 
 from __future__ import annotations
 
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
 
 from ragmux.core.models import AuditEntry
 from retrieval.evaluation import services
@@ -105,21 +104,6 @@ def test_a_run_is_deleted_and_audited(as_role, question_set, evaluate_now):
     assert not EvaluationRun.objects.filter(pk=run.pk).exists()
     assert AuditEntry.objects.filter(action="evaluation_run.delete", actor_username="admin").exists()
     assert post(admin, f"{address(question_set)}runs/{run.pk}/delete").status_code == 404
-
-
-def test_a_beir_query_missing_from_queries_jsonl_is_counted_as_missing(as_role, handbook):
-    admin = as_role("admin")
-    queries = b'{"_id": "q1", "text": "Where do visitors park?"}\n'
-    qrels = b"q1\tparking\t1\nq2\tlunch\t1\n"
-    data = {
-        "import_name": "imported",
-        "queries": SimpleUploadedFile("queries.jsonl", queries),
-        "qrels": SimpleUploadedFile("test.tsv", qrels),
-    }
-    response = post(admin, f"/admin/stores/{handbook.pk}/evaluation/import", data)
-    page = text(admin.get(response["Location"]))
-    assert "1 query of qrels/test.tsv missing from queries.jsonl was left out: q2." in page
-    assert "judged only such documents" not in page
 
 
 def test_a_tie_has_no_best_and_a_run_compared_with_itself_says_so(as_role, question_set, evaluate_now):

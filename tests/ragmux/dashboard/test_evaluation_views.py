@@ -102,21 +102,35 @@ def qrels_upload(content: bytes) -> SimpleUploadedFile:
     return SimpleUploadedFile("test.tsv", content, content_type="text/tab-separated-values")
 
 
-def test_a_beir_set_is_imported_matching_corpus_ids_to_file_name_stems(as_role, handbook):
-    admin = as_role("admin")
-    queries = b'{"_id": "q1", "text": "Where do visitors park?"}\n{"_id": "q2", "text": "Lunch hours?"}\n'
-    qrels = b"query-id\tcorpus-id\tscore\nq1\tparking\t2\nq2\tlunch\t1\nq2\tmenu\t1\n"
+def import_beir(client, store, *, queries: bytes, qrels: bytes):
+    """The import form's post of a set named "imported"."""
     data = {
         "import_name": "imported",
         "queries": SimpleUploadedFile("queries.jsonl", queries, content_type="application/jsonl"),
         "qrels": qrels_upload(qrels),
     }
-    response = post(admin, f"/admin/stores/{handbook.pk}/evaluation/import", data)
+    return post(client, f"/admin/stores/{store.pk}/evaluation/import", data)
+
+
+def test_a_beir_set_is_imported_matching_corpus_ids_to_file_name_stems(as_role, handbook):
+    admin = as_role("admin")
+    queries = b'{"_id": "q1", "text": "Where do visitors park?"}\n{"_id": "q2", "text": "Lunch hours?"}\n'
+    qrels = b"query-id\tcorpus-id\tscore\nq1\tparking\t2\nq2\tlunch\t1\nq2\tmenu\t1\n"
+    response = import_beir(admin, handbook, queries=queries, qrels=qrels)
     imported = EvaluationSet.objects.get(name="imported")
     assert response["Location"] == address(imported)
     page = text(admin.get(response["Location"]))
     assert "Corpus ids matching no document here: menu." in page
     assert "Where do visitors park? (q1) parking.txt grade 2" in page
+
+
+def test_a_beir_query_missing_from_queries_jsonl_is_counted_as_missing(as_role, handbook):
+    admin = as_role("admin")
+    queries = b'{"_id": "q1", "text": "Where do visitors park?"}\n'
+    response = import_beir(admin, handbook, queries=queries, qrels=b"q1\tparking\t1\nq2\tlunch\t1\n")
+    page = text(admin.get(response["Location"]))
+    assert "1 query of qrels/test.tsv missing from queries.jsonl was left out: q2." in page
+    assert "judged only such documents" not in page
 
 
 def test_an_import_that_is_not_text_or_not_beir_is_refused_beside_its_file(as_role, handbook):
