@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from tests.helpers import WIDE, post
+from tests.helpers import LAPTOP, PHONE, WIDE, post
 from tests.ragmux.dashboard.accessibility import assert_accessible
 
 
@@ -32,19 +32,30 @@ def kb(db, fake_connection):
     )
 
 
+# The widths every page is checked and photographed at: ``name.png`` a laptop's, ``name-390.png``
+# a phone's.
+SHOT_WIDTHS = (("", LAPTOP), ("-390", PHONE))
+
+
 @pytest.fixture
 def shots(tmp_path):
-    """``shots(page, name)`` checks the page with axe-core and saves a full-page screenshot: into
+    """``shots(page, name)`` checks the page with axe-core and saves a full-page screenshot at a
+    laptop's width and at a phone's (then gives the page its own size back): into
     $RAGMUX_SCREENSHOTS when set (`make screenshots` points it at docs/screenshots), else into
     this test's folder."""
     folder = Path(os.environ.get("RAGMUX_SCREENSHOTS") or tmp_path / "screenshots")
     folder.mkdir(parents=True, exist_ok=True)
 
-    def shot(page, name: str) -> Path:
-        assert_accessible(page)
-        path = folder / f"{name}.png"
-        page.screenshot(path=path, full_page=True)
-        return path
+    def shot(page, name: str) -> list[Path]:
+        size = page.viewport_size
+        paths = []
+        for suffix, width in SHOT_WIDTHS:
+            page.set_viewport_size(width)
+            assert_accessible(page)
+            paths.append(folder / f"{name}{suffix}.png")
+            page.screenshot(path=paths[-1], full_page=True)
+        page.set_viewport_size(size)
+        return paths
 
     return shot
 
