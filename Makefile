@@ -12,8 +12,10 @@ run: install ocr
 test: install-test browser ocr
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# The dashboard's browser tests, photographing every page into docs/screenshots/.
+# The dashboard's browser tests, photographing every page into docs/screenshots/ at 1280 px
+# (name.png) and 390 px (name-390.png); the folder is emptied first, so it holds only what they show.
 screenshots: install-test browser
+	rm -f docs/screenshots/*.png
 	RAGMUX_SCREENSHOTS=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest tests/ragmux/dashboard -m browser -q
 
 install: $(VENV)/.installed

@@ -334,6 +334,8 @@ def worker_pid_of(request, upstream) -> int:
 # --- the dashboard ------------------------------------------------------------------------------
 
 WIDE = {"width": 1440, "height": 900}
+LAPTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
 
 
 def text(response) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TypeVar
 
 from django.db.models import Model, Prefetch, QuerySet
@@ -148,3 +149,32 @@ def connection_uses(connection: ModelConnection) -> dict[str, list[str]]:
     for kind, name in connection.route_targets.values_list("route__kind", "route__name").distinct():
         found[ProbeMode.CHAT if kind == RouteKind.CHAT else reranks].append(f"{kind} route “{name}”")
     return {mode: users for mode, users in found.items() if users}
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """A row that keeps a connection from being deleted: its kind (store, project, route), id,
+    name and why it needs the connection."""
+
+    kind: str
+    pk: int
+    name: str
+    why: str
+
+
+def connection_blockers(connection: ModelConnection) -> list[Blocker]:
+    """Every store, project and route whose reference to ``connection`` refuses its deletion
+    (a store's rerank connection is cleared instead, so it blocks nothing)."""
+    users = [
+        *(("store", pk, name, "embeds with it") for pk, name in connection.embedding_stores.values_list("pk", "name")),
+        *(("project", pk, name, "chats through it") for pk, name in connection.chat_projects.values_list("pk", "name")),
+        *(
+            ("project", pk, name, "embeds with it")
+            for pk, name in connection.embedding_projects.values_list("pk", "name")
+        ),
+        *(
+            ("route", pk, name, "has it as a target")
+            for pk, name in connection.route_targets.values_list("route_id", "route__name").distinct()
+        ),
+    ]
+    return [Blocker(*user) for user in users]

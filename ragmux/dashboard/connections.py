@@ -108,12 +108,16 @@ def connection_delete(request, connection_id: int):
             return render(
                 request,
                 "dashboard/connection_delete.html",
-                {"connection": connection, "refusal": refusal},
+                {"connection": connection, "refusal": refusal, "blockers": selectors.connection_blockers(connection)},
                 status=status_for(refusal),
             )
         messages.success(request, f"Deleted the connection “{connection.name}”.")
         return redirect("dashboard:connections")
-    return render(request, "dashboard/connection_delete.html", {"connection": connection})
+    return render(
+        request,
+        "dashboard/connection_delete.html",
+        {"connection": connection, "blockers": selectors.connection_blockers(connection)},
+    )
 
 
 @page("admin", methods=("POST",), shown_on=lambda connection_id: reverse("dashboard:connections"))

@@ -25,6 +25,7 @@ from ragmux.dashboard.compare import (
     configuration_from,
     default_configurations,
     query_problem,
+    search_input,
     snippet,
 )
 from ragmux.dashboard.forms import Form, attempt
@@ -50,15 +51,15 @@ GRADES = ((1, "relevant"), (2, "highly relevant"), (3, "the best answer"))
 MOVING = (RunStatus.QUEUED, RunStatus.RUNNING)
 
 
-def _tab_url(store_id: int) -> str:
+def tab_url(store_id: int) -> str:
     return reverse("dashboard:store-evaluation", args=[store_id])
 
 
-def _set_url(store_id: int, set_id: int) -> str:
+def set_url(store_id: int, set_id: int) -> str:
     return reverse("dashboard:store-evaluation-set", args=[store_id, set_id])
 
 
-def _evaluation_set(store_id: int, set_id: int) -> EvaluationSet:
+def evaluation_set_of(store_id: int, set_id: int) -> EvaluationSet:
     """One of the store's sets (with its store), or the 404 page."""
     return evaluation.evaluation_set_get(store=selectors.store_get(store_id), set_id=set_id)
 
@@ -85,19 +86,19 @@ def evaluation_tab(request, store_id: int):
     return _tab(request, selectors.store_get(store_id))
 
 
-@page("admin", methods=("POST",), shown_on=_tab_url)
+@page("admin", methods=("POST",), shown_on=tab_url)
 def evaluation_set_create(request, store_id: int):
     store = selectors.store_get(store_id)
     form = Form(request, names=("name",))
     save = partial(services.evaluation_set_create, store=store, questions=[], actor=request.user)
     if form.submit(SetCreateInput, {"name": form.values["name"]}, save, field="name"):
         messages.success(request, f"Created the evaluation set “{form.result.name}”: add its questions.")
-        return redirect(_set_url(store.pk, form.result.pk))
+        return redirect(set_url(store.pk, form.result.pk))
     messages.error(request, "The set was not created: see the messages beside the fields.")
     return _tab(request, store, create=form, status=400)
 
 
-@page("admin", methods=("POST",), shown_on=_tab_url)
+@page("admin", methods=("POST",), shown_on=tab_url)
 def evaluation_set_import(request, store_id: int):
     store = selectors.store_get(store_id)
     form = Form(request, names=("import_name",))
@@ -119,21 +120,41 @@ def evaluation_set_import(request, store_id: int):
     elif form.submit(SetImportInput, files, import_beir, field="qrels"):
         imported = form.result
         messages.success(request, f"Imported “{imported.evaluation_set.name}” with {imported.questions} questions.")
-        if imported.unmatched_documents_total:
-            shown = ", ".join(imported.unmatched_documents)
-            more = imported.unmatched_documents_total - len(imported.unmatched_documents)
-            messages.warning(
-                request,
-                f"Corpus ids matching no document here: {shown}{f' and {more} more' if more else ''}."
-                + (
-                    f" {imported.unmatched_queries_total} questions judged only such documents and were left out."
-                    if imported.unmatched_queries_total
-                    else ""
-                ),
-            )
-        return redirect(_set_url(store.pk, imported.evaluation_set.pk))
+        for warning in _import_warnings(imported):
+            messages.warning(request, warning)
+        return redirect(set_url(store.pk, imported.evaluation_set.pk))
     messages.error(request, "The set was not imported: see the messages beside the fields.")
     return _tab(request, store, upload=form, status=400)
+
+
+def _listed(shown: list[str], total: int) -> str:
+    more = total - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more else "")
+
+
+def _import_warnings(imported: services.BeirImport) -> list[str]:
+    """What of the BEIR files was left out, each cause said apart: corpus ids matching no
+    document (and the questions judging only those), and queries missing from queries.jsonl."""
+    warnings = []
+    judged_nothing_here = imported.unmatched_queries_total - imported.missing_queries_total
+    if imported.unmatched_documents_total:
+        warnings.append(
+            "Corpus ids matching no document here: "
+            f"{_listed(imported.unmatched_documents, imported.unmatched_documents_total)}."
+            + (
+                f" {judged_nothing_here} question{'s' if judged_nothing_here != 1 else ''} judged only such "
+                "documents and were left out."
+                if judged_nothing_here
+                else ""
+            )
+        )
+    if imported.missing_queries_total:
+        count = imported.missing_queries_total
+        warnings.append(
+            f"{count} quer{'ies' if count != 1 else 'y'} of qrels/test.tsv missing from queries.jsonl "
+            f"{'were' if count != 1 else 'was'} left out: {_listed(imported.missing_queries, count)}."
+        )
+    return warnings
 
 
 # --- a set: its questions, the compare form, its runs --------------------------------------------
@@ -217,7 +238,7 @@ def _set_page(
             "questions": pager(
                 evaluation.evaluation_questions(evaluation_set),
                 _page_asked(request),
-                address=_set_url(store.pk, evaluation_set.pk),
+                address=set_url(store.pk, evaluation_set.pk),
                 filters={},
             ),
             "configurations": [
@@ -249,13 +270,13 @@ def _history(evaluation_set: EvaluationSet) -> dict[str, list]:
 
 @page("admin")
 def evaluation_set_detail(request, store_id: int, set_id: int):
-    return _set_page(request, _evaluation_set(store_id, set_id))
+    return _set_page(request, evaluation_set_of(store_id, set_id))
 
 
 @page("admin")
 def evaluation_runs(request, store_id: int, set_id: int):
     """The runs table alone: htmx polls it while a run is queued or running."""
-    table = _runs_table(_evaluation_set(store_id, set_id))
+    table = _runs_table(evaluation_set_of(store_id, set_id))
     response = render(request, "dashboard/_evaluation_runs.html", {"table": table})
     if not table.moving:
         # The last poll: the page reloads, so the comparison and the chart take in the new runs.
@@ -263,9 +284,9 @@ def evaluation_runs(request, store_id: int, set_id: int):
     return response
 
 
-@page("admin", methods=("POST",), shown_on=_set_url)
+@page("admin", methods=("POST",), shown_on=set_url)
 def evaluation_runs_start(request, store_id: int, set_id: int):
-    evaluation_set = _evaluation_set(store_id, set_id)
+    evaluation_set = evaluation_set_of(store_id, set_id)
     form = Form(request, names=[f"{side}-label" for side in SIDES], checkboxes=[f"{side}-run" for side in SIDES])
     configurations = [configuration_from(request.POST, side, None) for side in SIDES]
     chosen = [c for c in configurations if form.values[f"{c.side}-run"]]
@@ -283,21 +304,44 @@ def evaluation_runs_start(request, store_id: int, set_id: int):
     if valid and form.submit(RunsStartInput, {"configs": configs}, save, field="configurations"):
         count = len(form.result)
         messages.success(request, f"Started {count} run{'s' if count != 1 else ''}: the table shows their progress.")
-        return redirect(_set_url(store_id, set_id) + "#runs")
+        for side in _unticked_edits(evaluation_set.store, configurations, form):
+            messages.warning(request, f"Configuration {side} was changed but not ticked: it was not run, nor kept.")
+        return redirect(set_url(store_id, set_id) + "#runs")
     messages.error(request, "Nothing was evaluated: see the messages beside the configurations.")
     return _set_page(request, evaluation_set, configurations=configurations, form=form, status=400)
 
 
-@page("admin", methods=("POST",), shown_on=lambda store_id, set_id, run_id: _set_url(store_id, set_id))
+def _unticked_edits(store: RagStore, configurations: list[Configuration], form: Form) -> list[str]:
+    """The configurations left unticked whose settings or label differ from those the page
+    offers: they were not run, and the page after the runs start offers its own again."""
+    fresh, values = _fresh_configurations(store)
+    offered = {c.side: search_input(c.values, None) for c in fresh}
+    return [
+        c.side.upper()
+        for c in configurations
+        if not form.values[f"{c.side}-run"]
+        and (
+            search_input(c.values, None) != offered[c.side]
+            or form.values[f"{c.side}-label"].strip() not in ("", values[f"{c.side}-label"])
+        )
+    ]
+
+
+def run_of(store_id: int, set_id: int, run_id: int) -> EvaluationRun:
+    """One of the set's runs, or the 404 page."""
+    return evaluation.evaluation_run_get(evaluation_set=evaluation_set_of(store_id, set_id), run_id=run_id)
+
+
+@page("admin", methods=("POST",), shown_on=lambda store_id, set_id, run_id: set_url(store_id, set_id))
 def evaluation_run_apply(request, store_id: int, set_id: int, run_id: int):
-    run = evaluation.evaluation_run_get(evaluation_set=_evaluation_set(store_id, set_id), run_id=run_id)
+    run = run_of(store_id, set_id, run_id)
     store = run.evaluation_set.store
     applied = attempt(lambda: run_services.evaluation_run_apply(run=run, actor=request.user))
     if applied.refusal is not None:
         messages.error(request, f"“{run.label}” was not saved as the store's settings: {applied.refusal.message}")
     else:
         messages.success(request, f"Saved the configuration of “{run.label}” as the search settings of “{store.name}”.")
-    return redirect(_set_url(store_id, set_id) + "#runs")
+    return redirect(set_url(store_id, set_id) + "#runs")
 
 
 # --- adding a question: type it, search, tick the documents that answer it ------------------------
@@ -353,7 +397,7 @@ def _question_page(request, evaluation_set: EvaluationSet, *, query: str, form: 
 
 @page("admin", methods=("GET", "HEAD", "POST"))
 def evaluation_question_add(request, store_id: int, set_id: int):
-    evaluation_set = _evaluation_set(store_id, set_id)
+    evaluation_set = evaluation_set_of(store_id, set_id)
     if request.method != "POST":
         return _question_page(request, evaluation_set, query=request.GET.get("q", "").strip())
     # A refusal of a judgement (`judgements[0].document_id`) is said above the documents.
@@ -369,7 +413,7 @@ def evaluation_question_add(request, store_id: int, set_id: int):
             f"Added the question “{form.values['text'].strip()}” with {count} "
             f"judged document{'s' if count != 1 else ''}.",
         )
-        return redirect(_set_url(store_id, set_id))
+        return redirect(set_url(store_id, set_id))
     messages.error(request, "The question was not added: see the messages beside the fields.")
     return _question_page(request, evaluation_set, query=form.values["text"].strip(), form=form, status=400)
 
@@ -407,7 +451,7 @@ def _answers(
 
 @page("admin")
 def evaluation_answers(request, store_id: int, set_id: int):
-    evaluation_set = _evaluation_set(store_id, set_id)
+    evaluation_set = evaluation_set_of(store_id, set_id)
     finished = [run for run in evaluation.evaluation_runs_for(evaluation_set) if run.status == RunStatus.DONE]
     chosen = set(request.GET.getlist("run"))
     runs = [run for run in finished if str(run.pk) in chosen] or finished

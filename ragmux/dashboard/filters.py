@@ -3,6 +3,7 @@ value the same way on every page."""
 
 from __future__ import annotations
 
+import re
 from decimal import ROUND_HALF_UP, Decimal
 
 from django import template
@@ -55,3 +56,14 @@ def dollars(micros: int) -> str:
 def number(value: int | None) -> str:
     """A count as every page writes one: "20,000"; "—" for none."""
     return "—" if value is None else f"{value:,}"
+
+
+@register.simple_tag
+def field_errors(errors: list[str], name: str, label: str) -> str:
+    """An input's messages in one line, the API's name for its field (`base_url`, `expires_at`)
+    said as the form labels the input ("Base URL", "Expires (UTC)"). Only a name with an
+    underscore is the API's: a one-word name ("password", "name") is a word of the message too."""
+    if "_" not in name:
+        return " ".join(str(message) for message in errors)
+    api_name = re.compile(rf"\b{re.escape(name)}\b")
+    return " ".join(api_name.sub(str(label), str(message)) for message in errors)

@@ -18,8 +18,9 @@ from stores.serializers import WEIGHTS_BOTH_ZERO
 
 T = TypeVar("T")
 
-# A flattened field name (`fusion_weights.vector`, `files[0]`): the field and the part it names.
-_FIELD_AND_PART = re.compile(r"([^.\[]+)(?:\.([^.\[]+))?")
+# A flattened field name (`fusion_weights.vector`, `files[0]`, `targets[1].weight`): the field,
+# then the parts it names, each a key or an index.
+_NAME_PARTS = re.compile(r"[^.\[\]]+")
 
 # The input a refusal without fields of its own concerns, on the forms that have that input.
 FIELD_OF_CODE = {
@@ -28,10 +29,16 @@ FIELD_OF_CODE = {
     "wrong_password": "current_password",
 }
 
-# Refusals the API words with its own field names, in the words of the dashboard's labels.
-IN_WORDS = {
+# Refusals the API words with its own field names, or in a validator's stock phrasing, in the
+# words of the dashboard's labels. A function rewords the message it is given (which carries the
+# validator's figure: DRF's "Ensure that there are no more than 6 decimal places.").
+_FIGURE = re.compile(r"\d+")
+IN_WORDS: dict[str, str | Callable[[str], str]] = {
     WEIGHTS_BOTH_ZERO: "Vector weight and Lexical weight cannot both be 0: give one of them a weight.",
     RERANK_TARGET_BOTH: "Choose a rerank connection or a rerank route, not both.",
+    "max_decimal_places": lambda message: f"Use at most {_FIGURE.search(message)[0]} digits after the point.",
+    "max_whole_digits": lambda message: f"Use at most {_FIGURE.search(message)[0]} digits before the point.",
+    "max_digits": lambda message: f"Use at most {_FIGURE.search(message)[0]} digits in all.",
 }
 
 
@@ -41,7 +48,8 @@ def in_words(errors: Any) -> Any:
         return {name: in_words(value) for name, value in errors.items()}
     if isinstance(errors, list):
         return [in_words(value) for value in errors]
-    return IN_WORDS.get(getattr(errors, "code", None), errors)
+    words = IN_WORDS.get(getattr(errors, "code", None), errors)
+    return words(str(errors)) if callable(words) else words
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,16 @@ def attempt(call: Callable[[], T]) -> Attempt[T]:
         return Attempt(result=call())
     except ServiceError as refusal:
         return Attempt(refusal=refusal)
+
+
+def _input_of_part(parts: Mapping[str, str], path: list[str]) -> str:
+    """The input named for the longest leading part of ``path`` (``1.weight``, then ``1``), else
+    the first input of the field."""
+    for length in range(len(path), 0, -1):
+        found = parts.get(".".join(path[:length]))
+        if found is not None:
+            return found
+    return next(iter(parts.values()))
 
 
 class Form:
@@ -149,12 +167,13 @@ class Form:
 
     def _beside_inputs(self, errors: Mapping[str, Any]) -> dict[str, list[str]]:
         """Each message beside the input it concerns: a field's own input, or for a field made of
-        several inputs (``nested``) the input of the part it names, else the first."""
+        several inputs (``nested``) the input of the part it names (``1.weight``, else ``1``), else
+        the first."""
         found: dict[str, list[str]] = {}
         for name, messages in flatten_validation(errors).items():
-            field, part = _FIELD_AND_PART.match(name).groups()
+            field, *path = _NAME_PARTS.findall(name)
             parts = self.nested.get(field)
-            target = field if parts is None else parts.get(part, next(iter(parts.values())))
+            target = field if parts is None else _input_of_part(parts, path)
             found.setdefault(target, []).extend(messages)
         return found
 

@@ -1,7 +1,8 @@
 """The dashboard's pages for routes: every role reads them, admins create, edit and delete them
 through the services the JSON API uses, validated by the API's own input.
 
-A route's targets are rows of inputs, one per target and a few empty ones to add more; a row
+A route's targets are rows of inputs, one per target and an empty one to add another; "Add a
+target" posts the form back with one row more (no JavaScript needed), saving nothing. A row
 without a connection is no target."""
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ TARGET_INPUTS = {
 ROUTABLE_PROVIDERS = frozenset().union(*ROUTE_TARGET_PROVIDERS.values())
 # Empty rows a form offers beyond the route's targets, to add more.
 SPARE_ROWS = 2
+# The hidden input saying how many rows the form showed, and the button asking for one more.
+ROWS_SHOWN = "target_rows"
+ADD_ROW = "add_target"
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,8 @@ class TargetRow:
 
     index: int
     values: dict[str, str]
-    errors: list[str]
+    # Messages by the API field of the input they go under.
+    errors: dict[str, list[str]]
 
     @property
     def number(self) -> int:
@@ -53,13 +58,18 @@ def _row_names(index: int) -> list[str]:
 
 
 def _form(request=None, *, initial: dict | None = None) -> Form:
-    names = [*ROUTE_FIELDS, *(name for index in range(MAX_ROUTE_TARGETS) for name in _row_names(index))]
+    names = [
+        *ROUTE_FIELDS,
+        ROWS_SHOWN,
+        *(name for index in range(MAX_ROUTE_TARGETS) for name in _row_names(index)),
+    ]
     return Form(request, names=names, initial=initial)
 
 
 def _route_input(form: Form) -> dict:
     """The route as the API takes it: the filled rows in order. A refusal of the n-th target
-    (`targets.n.weight`) is put beside the row it came from (its connection input)."""
+    (`targets[n].weight`) is put under the input it names in the row it came from, a refusal of
+    the whole target (`targets.n`) under the row's connection."""
     targets, rows = [], {}
     for index in range(MAX_ROUTE_TARGETS):
         row = {field: str(form.values.get(f"{name}_{index}") or "").strip() for field, name in TARGET_INPUTS.items()}
@@ -67,21 +77,26 @@ def _route_input(form: Form) -> dict:
             continue
         row["weight"] = row["weight"] or "1"
         row["first_byte_timeout"] = row["first_byte_timeout"] or None
-        rows[str(len(targets))] = f"target_connection_{index}"
+        position = str(len(targets))
+        rows[position] = f"target_connection_{index}"
+        rows.update({f"{position}.{field}": f"{name}_{index}" for field, name in TARGET_INPUTS.items()})
         targets.append(row)
     form.nested = {"targets": rows or {"0": "target_connection_0"}}
     return {**{name: form.values.get(name) or "" for name in ROUTE_FIELDS}, "targets": targets}
 
 
-def _target_rows(form: Form) -> list[TargetRow]:
-    count = min(MAX_ROUTE_TARGETS, _filled_rows(form) + SPARE_ROWS)
+def _target_rows(form: Form, *, more: int = 0) -> list[TargetRow]:
+    """The rows the form shows: every filled one and spare ones, as many as it showed before
+    (``more`` added), at most a route's targets."""
+    shown = str(form.values.get(ROWS_SHOWN) or "")
+    count = max(_filled_rows(form) + SPARE_ROWS, int(shown) if shown.isdigit() else 0) + more
     return [
         TargetRow(
             index=index,
             values={field: form.values.get(f"{name}_{index}") or "" for field, name in TARGET_INPUTS.items()},
-            errors=form.errors.get(f"target_connection_{index}", []),
+            errors={field: form.errors.get(f"{name}_{index}", []) for field, name in TARGET_INPUTS.items()},
         )
-        for index in range(count)
+        for index in range(min(MAX_ROUTE_TARGETS, count))
     ]
 
 
@@ -107,6 +122,7 @@ def _saved_values(route: Route) -> dict:
 
 
 def _route_form_page(request, form: Form, *, route: Route | None = None):
+    rows = _target_rows(form, more=int(ADD_ROW in request.POST))
     return render(
         request,
         "dashboard/route_form.html",
@@ -115,7 +131,10 @@ def _route_form_page(request, form: Form, *, route: Route | None = None):
             "route": route,
             "kinds": RouteKind.values,
             "strategies": RouteStrategy.values,
-            "rows": _target_rows(form),
+            "rows": rows,
+            "rows_shown": ROWS_SHOWN,
+            "add_row": ADD_ROW,
+            "can_add_row": len(rows) < MAX_ROUTE_TARGETS,
             # Any connection a route of some kind may use; the service names one that does not fit.
             "connections": [c for c in selectors.connection_list() if c.provider_type in ROUTABLE_PROVIDERS],
             "max_targets": MAX_ROUTE_TARGETS,
@@ -163,7 +182,7 @@ def route_allow(request, route_id: int):
 @page("admin", methods=("GET", "POST"))
 def route_create(request):
     form = _form(request, initial={"kind": RouteKind.CHAT, "strategy": RouteStrategy.ORDERED})
-    if request.method == "POST":
+    if request.method == "POST" and ADD_ROW not in request.POST:
         if form.submit(RouteInput, _route_input(form), partial(route_services.route_create, actor=request.user)):
             messages.success(request, f"Created the route “{form.result.name}”. {_allowed_message(form.result)}")
             return redirect("dashboard:routes")
@@ -175,7 +194,7 @@ def route_create(request):
 def route_edit(request, route_id: int):
     route = selectors.route_get(route_id=route_id)
     form = _form(request, initial=_saved_values(route))
-    if request.method == "POST":
+    if request.method == "POST" and ADD_ROW not in request.POST:
         save = partial(route_services.route_update, route=route, actor=request.user)
         if form.submit(RouteInput, _route_input(form), save):
             messages.success(request, f"Saved the route “{form.result.name}”.")

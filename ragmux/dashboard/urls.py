@@ -1,6 +1,16 @@
 from django.urls import path
 
-from ragmux.dashboard import connections, evaluation, projects, request_logs, routes, spend, store_pages, users
+from ragmux.dashboard import (
+    connections,
+    evaluation,
+    evaluation_edits,
+    projects,
+    request_logs,
+    routes,
+    spend,
+    store_pages,
+    users,
+)
 
 app_name = "dashboard"
 
@@ -26,7 +36,32 @@ urlpatterns = [
         evaluation.evaluation_question_add,
         name="store-evaluation-question",
     ),
+    path(
+        "stores/<id:store_id>/evaluation/<id:set_id>/edit",
+        evaluation_edits.evaluation_set_edit,
+        name="store-evaluation-set-edit",
+    ),
+    path(
+        "stores/<id:store_id>/evaluation/<id:set_id>/delete",
+        evaluation_edits.evaluation_set_delete,
+        name="store-evaluation-set-delete",
+    ),
+    path(
+        "stores/<id:store_id>/evaluation/<id:set_id>/questions/<id:question_id>/edit",
+        evaluation_edits.evaluation_question_edit,
+        name="store-evaluation-question-edit",
+    ),
+    path(
+        "stores/<id:store_id>/evaluation/<id:set_id>/questions/<id:question_id>/delete",
+        evaluation_edits.evaluation_question_delete,
+        name="store-evaluation-question-delete",
+    ),
     path("stores/<id:store_id>/evaluation/<id:set_id>/runs", evaluation.evaluation_runs, name="store-evaluation-runs"),
+    path(
+        "stores/<id:store_id>/evaluation/<id:set_id>/runs/<id:run_id>/delete",
+        evaluation_edits.evaluation_run_delete,
+        name="store-evaluation-run-delete",
+    ),
     path(
         "stores/<id:store_id>/evaluation/<id:set_id>/evaluate",
         evaluation.evaluation_runs_start,

@@ -119,6 +119,14 @@ def evaluation_runs_start(
     return runs
 
 
+@transaction.atomic
+def evaluation_run_delete(*, run: EvaluationRun, actor: AbstractBaseUser | None = None) -> None:
+    """Deletes a run with what it found; one in progress stops at its next question."""
+    before = snapshot(run, ("evaluation_set_id", "label", "status", "config"))
+    EvaluationRun.objects.filter(pk=run.pk).delete()
+    _audit_run(run, actor=actor, action="evaluation_run.delete", before=before)
+
+
 def evaluation_run_claim(*, run_id: int, owner: str) -> EvaluationRun | None:
     """Claims a queued run for ``owner``; None when it is not queued (done, taken, deleted)."""
     claimed = RUNS.claim([run_id], owner=owner, also=", started_at = now()")

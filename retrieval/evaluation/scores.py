@@ -157,13 +157,19 @@ def paired_bootstrap(
     return Difference(mean=float(differences.mean()), low=float(low), high=float(high))
 
 
+# Scores are shown, compared in words and ranked for "Best" to this many decimals.
+SHOWN_PLACES = 3
+
+
 def _three_places(value: float) -> str:
-    return f"{round(value, 3) + 0.0:.3f}"  # + 0.0: a tiny negative shows as 0.000, not -0.000
+    return f"{round(value, SHOWN_PLACES) + 0.0:.{SHOWN_PLACES}f}"  # + 0.0: a tiny negative shows as 0.000, not -0.000
 
 
 def describe(difference: Difference, *, ours: str, theirs: str) -> str:
     """The comparison in words, e.g. "B is better than A by 0.031, and the interval
     [0.012, 0.050] excludes 0"."""
+    if difference.low == difference.high == 0:
+        return f"{ours} and {theirs} score the same on every question"
     interval = f"[{_three_places(difference.low)}, {_three_places(difference.high)}]"
     size = _three_places(abs(difference.mean))
     if size == _three_places(0.0):

@@ -79,14 +79,22 @@ def evaluation_run_questions(run: EvaluationRun) -> QuerySet[RunQuestion]:
 
 
 def evaluation_best_run(evaluation_set: EvaluationSet) -> EvaluationRun | None:
-    """The finished run with the highest nDCG@10 (the newest among equals); None before any."""
+    """The finished run whose nDCG@10 is above every other's, as the table shows it (to
+    three decimals); None before any, or when the highest is shared (a tie has no best)."""
     finished = evaluation_runs_for(evaluation_set).filter(status=RunStatus.DONE)
-    return max(finished, key=lambda run: (run.summary["ndcg"], run.pk), default=None)
+    shown = sorted(
+        ((round(run.summary["ndcg"], metrics.SHOWN_PLACES), run) for run in finished), key=lambda pair: pair[0]
+    )
+    if not shown or (len(shown) > 1 and shown[-1][0] == shown[-2][0]):
+        return None
+    return shown[-1][1]
 
 
 def evaluation_comparison(*, a: EvaluationRun, b: EvaluationRun) -> tuple[scores.Difference, str]:
     """The paired bootstrap of two finished runs' per-question nDCG@10 over the questions both
     scored (B − A), and it in words ("B is better than A by …")."""
+    if a.pk == b.pk:
+        raise Conflict(f"run {a.label!r} was chosen twice: compare two different runs", code="same_run")
     for run in (a, b):
         if run.status != RunStatus.DONE:
             raise Conflict(f"run {run.label!r} is {run.status}: only finished runs are compared", code="run_not_done")

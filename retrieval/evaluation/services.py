@@ -115,7 +115,8 @@ def evaluation_set_create(
 @dataclass(frozen=True)
 class BeirImport:
     """An imported set and what of the files matched nothing: BEIR corpus ids that name no
-    document of the store, and queries left without a matched document (not imported)."""
+    document of the store, and queries not imported: missing from queries.jsonl (``missing_``,
+    counted among the unmatched too) or judging no document of the store."""
 
     evaluation_set: EvaluationSet
     questions: int
@@ -124,6 +125,8 @@ class BeirImport:
     unmatched_documents_total: int
     unmatched_queries: list[str]
     unmatched_queries_total: int
+    missing_queries: list[str]
+    missing_queries_total: int
 
 
 def _documents_by_beir_id(store: RagStore) -> dict[str, int]:
@@ -216,6 +219,7 @@ def evaluation_set_import_beir(
             code="nothing_matched",
         )
     questions, unmatched_queries = _beir_questions(queries, qrels, documents)
+    missing_queries = [query_id for query_id in qrels if query_id not in queries]
     if not questions:
         raise InvalidInput(
             "no query of qrels/test.tsv both appears in queries.jsonl and judges a document of the store",
@@ -233,6 +237,8 @@ def evaluation_set_import_beir(
         unmatched_documents_total=len(unmatched_documents),
         unmatched_queries=unmatched_queries[:UNMATCHED_SHOWN],
         unmatched_queries_total=len(unmatched_queries),
+        missing_queries=missing_queries[:UNMATCHED_SHOWN],
+        missing_queries_total=len(missing_queries),
     )
 
 

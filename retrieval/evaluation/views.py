@@ -109,6 +109,8 @@ class EvaluationSetImportApi(StoreEndpoint):
                 "unmatched_documents_total": imported.unmatched_documents_total,
                 "unmatched_queries": imported.unmatched_queries,
                 "unmatched_queries_total": imported.unmatched_queries_total,
+                "missing_queries": imported.missing_queries,
+                "missing_queries_total": imported.missing_queries_total,
             },
             status=201,
         )
@@ -181,6 +183,11 @@ class RunApi(RunEndpoint):
     def get(self, request, store_id: int, set_id: int, run_id: int):
         questions = selectors.evaluation_run_questions(self.run)
         return Response({**RunOutput(self.run).data, "questions": RunQuestionOutput(questions, many=True).data})
+
+    def delete(self, request, store_id: int, set_id: int, run_id: int):
+        refuse_body(request)
+        run_services.evaluation_run_delete(run=self.run, actor=request.user)
+        return Response({"ok": True})
 
 
 class RunApplyApi(RunEndpoint):

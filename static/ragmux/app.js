@@ -10,6 +10,38 @@ document.addEventListener("submit", (event) => {
   if (message && !window.confirm(message)) event.preventDefault();
 });
 
+// On a narrow screen the navigation folds under its Menu button (CSS shows the button only
+// there and only once this has marked the sidebar foldable).
+document.addEventListener("DOMContentLoaded", () => {
+  const sidebar = document.querySelector(".sidebar");
+  const toggle = sidebar && sidebar.querySelector(".menu-toggle");
+  if (!toggle) return;
+  const menu = document.getElementById(toggle.getAttribute("aria-controls"));
+  sidebar.classList.add("foldable");
+  toggle.addEventListener("click", () => {
+    const open = toggle.getAttribute("aria-expanded") !== "true";
+    toggle.setAttribute("aria-expanded", String(open));
+    menu.classList.toggle("open", open);
+  });
+});
+
+// A table's cells carry their column's header as data-label: on a phone, where each row is a
+// card (app.css), the label is shown before the value.
+function labelCells(root) {
+  for (const table of root.querySelectorAll(".table-scroll table")) {
+    const headers = [...table.querySelectorAll("thead tr:last-child th")].map((th) => th.innerText.trim());
+    for (const row of table.querySelectorAll("tbody tr")) {
+      [...row.children].forEach((cell, index) => {
+        if (cell.tagName === "TD" && !cell.hasAttribute("data-label") && headers[index] !== undefined) {
+          cell.dataset.label = headers[index];
+        }
+      });
+    }
+  }
+}
+document.addEventListener("DOMContentLoaded", () => labelCells(document));
+document.addEventListener("htmx:afterSettle", () => labelCells(document));
+
 function setUpUpload(form) {
   const zone = form.querySelector("[data-dropzone]");
   const input = form.querySelector("input[type=file]");

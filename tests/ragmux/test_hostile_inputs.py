@@ -189,6 +189,7 @@ def evaluation_rows() -> dict[tuple[str, str], object]:
         (f"{one}/runs", "get"): NoInput(),
         (f"{one}/runs", "post"): Json({"configs": [{"label": "A", "overrides": {"mode": "lexical", "top_k": 3}}]}),
         (f"{one}/runs/<id:run_id>", "get"): NoInput(),
+        (f"{one}/runs/<id:run_id>", "delete"): NoInput(),
         (f"{one}/runs/<id:run_id>/apply", "post"): NoInput(),
         (f"{one}/compare", "get"): Query({"a": 1, "b": 2}),
     }

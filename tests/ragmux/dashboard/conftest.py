@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from tests.helpers import WIDE
+from tests.helpers import LAPTOP, PHONE, WIDE, post
 from tests.ragmux.dashboard.accessibility import assert_accessible
 
 
@@ -32,19 +32,30 @@ def kb(db, fake_connection):
     )
 
 
+# The widths every page is checked and photographed at: ``name.png`` a laptop's, ``name-390.png``
+# a phone's.
+SHOT_WIDTHS = (("", LAPTOP), ("-390", PHONE))
+
+
 @pytest.fixture
 def shots(tmp_path):
-    """``shots(page, name)`` checks the page with axe-core and saves a full-page screenshot: into
+    """``shots(page, name)`` checks the page with axe-core and saves a full-page screenshot at a
+    laptop's width and at a phone's (then gives the page its own size back): into
     $RAGMUX_SCREENSHOTS when set (`make screenshots` points it at docs/screenshots), else into
     this test's folder."""
     folder = Path(os.environ.get("RAGMUX_SCREENSHOTS") or tmp_path / "screenshots")
     folder.mkdir(parents=True, exist_ok=True)
 
-    def shot(page, name: str) -> Path:
-        assert_accessible(page)
-        path = folder / f"{name}.png"
-        page.screenshot(path=path, full_page=True)
-        return path
+    def shot(page, name: str) -> list[Path]:
+        size = page.viewport_size
+        paths = []
+        for suffix, width in SHOT_WIDTHS:
+            page.set_viewport_size(width)
+            assert_accessible(page)
+            paths.append(folder / f"{name}{suffix}.png")
+            page.screenshot(path=paths[-1], full_page=True)
+        page.set_viewport_size(size)
+        return paths
 
     return shot
 
@@ -94,3 +105,45 @@ def evaluate_now():
             evaluation_run(run_id)
 
     return evaluate
+
+
+# The Evaluation tab's view tests: a set of the handbook's questions, and the compare form's post.
+
+
+def address(evaluation_set) -> str:
+    return f"/admin/stores/{evaluation_set.store_id}/evaluation/{evaluation_set.pk}/"
+
+
+def documents(store) -> dict[str, int]:
+    from stores.models import Document
+
+    return dict(Document.objects.filter(store=store).values_list("filename", "pk"))
+
+
+@pytest.fixture
+def question_set(handbook):
+    """The handbook's three questions, each judged answered by its document."""
+    from retrieval.evaluation import services
+
+    evaluation_set = services.evaluation_set_create(store=handbook, name="handbook", questions=[], actor=None)
+    ids = documents(handbook)
+    for question, filename in QUESTIONS.items():
+        services.evaluation_question_add(
+            evaluation_set=evaluation_set,
+            text=question,
+            judgements=[{"document_id": ids[filename], "grade": 1}],
+            actor=None,
+        )
+    return evaluation_set
+
+
+def start(client, evaluation_set, **sides) -> object:
+    """The compare form's post: A lexical over pgvector, B lexical over bm25, unless ``sides`` say
+    otherwise (None leaves an input out, as an unticked checkbox is)."""
+    data = {
+        "a-run": "on", "a-label": "pgvector", "a-mode": "lexical", "a-backend": "pgvector",
+        "b-run": "on", "b-label": "bm25", "b-mode": "lexical", "b-backend": "bm25",
+        "c-label": "", "c-mode": "hybrid", "c-backend": "pgvector",
+        **sides,
+    }  # fmt: skip
+    return post(client, f"{address(evaluation_set)}evaluate", {k: v for k, v in data.items() if v is not None})

@@ -18,8 +18,8 @@ from tests.factories import (
     RequestLogFactory,
     RouteTargetFactory,
 )
-from tests.helpers import sign_in
-from tests.ragmux.dashboard.accessibility import assert_accessible
+from tests.helpers import LAPTOP, PHONE, sign_in
+from tests.ragmux.dashboard.accessibility import assert_accessible, blocking_violations
 
 pytestmark = pytest.mark.browser
 
@@ -171,7 +171,9 @@ def dashboard_routes() -> list[str]:
     return [str(entry.pattern) for entry in dashboard.url_patterns if isinstance(entry, URLPattern)]
 
 
-def test_every_page_passes_axe_for_an_admin_and_a_viewer(wide_page, personas, fake_connection):
+@pytest.fixture
+def page_ids(personas, fake_connection) -> dict[str, int]:
+    """An object of each kind a dashboard address names, by the address's parameter."""
     from gateway.connections.models import ModelPrice
     from retrieval.evaluation import run_services
     from retrieval.evaluation import services as evaluation
@@ -187,7 +189,7 @@ def test_every_page_passes_axe_for_an_admin_and_a_viewer(wide_page, personas, fa
     project = ProjectFactory(name="support", chat_connection=fake_connection, store=store)
     api_key = GatewayKeyFactory(project=project, name="app")
     call = RequestLogFactory(project=project, key=api_key, rag_hits=2)
-    ids = {
+    return {
         "store_id": store.pk,
         "document_id": document.pk,
         "connection_id": fake_connection.pk,
@@ -198,8 +200,17 @@ def test_every_page_passes_axe_for_an_admin_and_a_viewer(wide_page, personas, fa
         "log_id": call.pk,
         "route_id": RouteTargetFactory(connection=fake_connection).route.pk,
         "set_id": evaluation_set.pk,
+        "question_id": evaluation_set.questions.get().pk,
         "run_id": run.pk,
     }
+
+
+def page_urls(ids: dict[str, int]) -> list[str]:
+    """Every dashboard address, its parameters filled in from ``ids``."""
+    return ["/admin/" + re.sub(r"<id:(\w+)>", lambda m: str(ids[m.group(1)]), route) for route in dashboard_routes()]
+
+
+def test_every_page_passes_axe_for_an_admin_and_a_viewer(wide_page, personas, page_ids):
     page = wide_page
     page.goto("/admin/login/")
     assert_accessible(page)
@@ -207,8 +218,7 @@ def test_every_page_passes_axe_for_an_admin_and_a_viewer(wide_page, personas, fa
     for persona in ("admin", "viewer"):
         page.context.clear_cookies()
         sign_in(page, persona, PASSWORD)
-        for route in dashboard_routes():
-            url = "/admin/" + re.sub(r"<id:(\w+)>", lambda m: str(ids[m.group(1)]), route)
+        for url in page_urls(page_ids):
             # A form's target (405 to a GET) or a piece of a page for htmx: each is checked as
             # part of the page that holds it.
             status = page.request.get(url).status
@@ -219,8 +229,8 @@ def test_every_page_passes_axe_for_an_admin_and_a_viewer(wide_page, personas, fa
             if not page.evaluate("document.doctype !== null"):
                 continue
             assert_accessible(page)
-            checked.append((persona, route))
-    assert len({route for _, route in checked}) >= 21
+            checked.append((persona, url))
+    assert len({url for _, url in checked}) >= 21
     page.goto("/admin/no-such-page")
     assert_accessible(page)
 
@@ -301,3 +311,50 @@ def test_weak_passwords_are_refused_wherever_a_password_is_set(wide_page, person
     page.get_by_label("New password again").fill("87654321")
     page.get_by_role("button", name="Change my password").click()
     expect(page.locator("#errors_new_password")).to_contain_text("This password is entirely numeric.")
+
+
+# The most of a phone's first screen the header (brand, menu button, account) may take.
+PHONE_HEADER_MAX_PX = 120
+
+OVERFLOWS = """() => {
+    const page = document.documentElement.scrollWidth > window.innerWidth + 1 ? ["the page"] : [];
+    const boxes = [...document.querySelectorAll(".table-scroll")]
+        .filter((box) => box.scrollWidth > box.clientWidth + 1);
+    const named = (box) => box.getAttribute("aria-label") || box.querySelector("caption, th")?.innerText || "a table";
+    return [...page, ...boxes.map(named)];
+}"""
+
+
+def test_every_page_fits_a_laptop_without_sideways_scrolling_and_a_phone_too(wide_page, personas, page_ids):
+    """At 1280 px no table hides columns behind sideways scrolling; at 390 px neither the page nor
+    a table scrolls sideways (rows become labelled cards), the navigation folds under a menu
+    button, and axe finds nothing serious."""
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    overflowing = {}
+    for url in page_urls(page_ids):
+        if page.request.get(url).status != 200:
+            continue
+        for name, size in (("laptop", LAPTOP), ("phone", PHONE)):
+            page.set_viewport_size(size)
+            page.goto(url)
+            if not page.evaluate("document.doctype !== null"):
+                break
+            if found := page.evaluate(OVERFLOWS):
+                overflowing[(name, url)] = found
+            if name == "phone":
+                if (height := page.locator(".sidebar").bounding_box()["height"]) > PHONE_HEADER_MAX_PX:
+                    overflowing[("phone header", url)] = height
+                if violations := blocking_violations(page):
+                    overflowing[("phone axe", url)] = [(v["id"], v["nodes"][:2]) for v in violations]
+    assert not overflowing, "\n".join(f"{where}: {found}" for where, found in overflowing.items())
+
+    # The folded navigation opens and closes with its button, and leads to every section.
+    page.goto("/admin/prices/")
+    menu = page.get_by_role("button", name="Menu")
+    expect(page.get_by_role("navigation", name="Sections")).to_be_hidden()
+    menu.click()
+    expect(menu).to_have_attribute("aria-expanded", "true")
+    page.get_by_role("navigation", name="Sections").get_by_role("link", name="Request logs").click()
+    expect(page).to_have_url(re.compile(r"/admin/request-logs/$"))
+    expect(page.get_by_role("navigation", name="Sections")).to_be_hidden()

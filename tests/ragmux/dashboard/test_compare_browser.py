@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.factories import PASSWORD
-from tests.helpers import sign_in
+from tests.helpers import LAPTOP, PHONE, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -183,3 +183,28 @@ def test_a_vector_column_names_no_lexical_backend_and_hits_say_nothing_of_a_colu
     expect(b.locator(".movement")).to_have_count(0)
     expect(b.locator(".hit.only-here")).to_have_count(0)
     shots(page, "search-compare-one-run")
+
+
+def test_the_columns_sit_side_by_side_on_a_laptop_and_switch_on_a_phone(wide_page, personas, memos, shots):
+    page = wide_page
+    sign_in(page, "viewer", PASSWORD)
+    page.set_viewport_size(LAPTOP)
+    page.goto(compare_address(memos, **{"a-mode": "lexical", "b-mode": "hybrid"}))
+    first, second = (page.locator(f"section.column[data-side={side}]") for side in ("a", "b"))
+    assert first.bounding_box()["y"] == second.bounding_box()["y"]
+    assert first.bounding_box()["x"] + first.bounding_box()["width"] <= second.bounding_box()["x"]
+    expect(page.get_by_role("group", name="Show")).to_be_hidden()
+
+    page.set_viewport_size(PHONE)
+    switch = page.get_by_role("group", name="Show")
+    expect(switch).to_be_visible()
+    expect(first).to_be_visible()
+    expect(second).to_be_hidden()
+    switch.get_by_label("Configuration B").check()
+    expect(second).to_be_visible()
+    expect(first).to_be_hidden()
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    # The switch stays at hand while the hits are scrolled through.
+    second.locator(".hit").last.scroll_into_view_if_needed()
+    assert 0 <= switch.bounding_box()["y"] < 100
+    shots(page, "search-compare-switched")

@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.factories import PASSWORD
-from tests.helpers import WIDE, drop_files, sign_in
+from tests.helpers import PHONE, WIDE, drop_files, sign_in
 from tests.ragmux.dashboard.accessibility import assert_accessible
 
 pytestmark = pytest.mark.browser
@@ -22,7 +22,6 @@ DROPPED = {
     "python-docx-test.docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     "field-notes.md": "text/markdown",
 }
-PHONE = {"width": 390, "height": 844}
 # A question whose lexical ranking differs between full text (ts_rank_cd) and BM25 on those files.
 # Ranked differently by ts_rank_cd and BM25 on the dropped files; under the default `english`
 # index "and" is a stop word and "pools" matches "pool" too.
@@ -69,7 +68,7 @@ def test_an_editor_uploads_watches_ingestion_and_compares_searches(wide_page, pe
     page.reload()
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     expect(page.get_by_label("Files to upload")).to_be_visible()
-    shots(page, "store-phone")
+    shots(page, "store")
     page.set_viewport_size(WIDE)
 
     compare(page, kb.pk, QUERY, a={"mode": "lexical", "backend": "pgvector"}, b={"mode": "lexical", "backend": "bm25"})

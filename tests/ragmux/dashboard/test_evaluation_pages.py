@@ -91,3 +91,75 @@ def test_a_set_built_by_hand_is_evaluated_with_progress_and_read_question_by_que
         expected = section.locator("li.expected")
         expect(expected.first).to_contain_text(f"{answer} ✓ expected, grade 2")
     shots(page, "evaluation-question")
+
+
+def test_sets_questions_and_runs_are_edited_and_deleted_and_the_tab_says_what_is_true(
+    wide_page, personas, handbook, evaluate_now, shots
+):
+    """No "Best" for a tie; a run compared with itself, or with one that scored the same, is not
+    "may be chance"; an unticked configuration's changes are said not run; a set renamed, a
+    question reworded and unticked, a run and a question deleted, then the set."""
+    from retrieval.evaluation import services
+    from stores.models import Document
+
+    evaluation_set = services.evaluation_set_create(store=handbook, name="handbook", questions=[], actor=None)
+    ids = dict(Document.objects.filter(store=handbook).values_list("filename", "pk"))
+    for question, filename in QUESTIONS.items():
+        services.evaluation_question_add(
+            evaluation_set=evaluation_set, text=question, judgements=[{"document_id": ids[filename]}], actor=None
+        )
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto(f"/admin/stores/{handbook.pk}/evaluation/{evaluation_set.pk}/")
+
+    # B made the same as A, and C changed but left unticked.
+    page.locator("#b-backend").select_option(page.locator("#a-backend").input_value())
+    page.locator("#b-label").fill("A again")
+    page.locator("#c-label").fill("my idea")
+    page.get_by_role("button", name="Evaluate", exact=True).click()
+    expect(page.get_by_role("alert").filter(has_text="Configuration C")).to_have_text(
+        "Configuration C was changed but not ticked: it was not run, nor kept."
+    )
+    evaluate_now()
+    page.reload()
+    expect(page.locator("#runs tbody tr[data-status=done]")).to_have_count(2)
+    expect(page.locator("#runs .best")).to_have_count(0)
+    comparison = page.get_by_role("region", name="Compare two runs")
+    comparison.get_by_role("button", name="Compare").click()
+    expect(page.locator("[data-comparison]")).to_contain_text("score the same on every question")
+    comparison.get_by_label("Run B").select_option(index=0)
+    comparison.get_by_label("Run A").select_option(index=0)
+    comparison.get_by_role("button", name="Compare").click()
+    expect(comparison.get_by_role("alert")).to_contain_text("was chosen twice: compare two different runs")
+    expect(comparison).not_to_contain_text("may be chance")
+
+    # A question reworded, one of its documents unticked.
+    page.on("dialog", lambda dialog: dialog.accept())
+    first = page.locator("table.questions tbody tr").first
+    first.get_by_role("link", name=re.compile("^Edit")).click()
+    page.get_by_label("Question").fill("How often are contractor badges renewed?")
+    page.get_by_label("Grade of badges.txt").select_option("3")
+    shots(page, "evaluation-question-edit")
+    page.get_by_role("button", name="Save the question").click()
+    expect(page.get_by_role("status")).to_have_text("Saved the question “How often are contractor badges renewed?”.")
+    expect(first.locator(".judged")).to_have_text("badges.txt grade 3")
+
+    # A question, then a run, deleted.
+    page.locator("table.questions tbody tr").last.get_by_role("button", name=re.compile("^Delete")).click()
+    expect(page.locator("table.questions tbody tr")).to_have_count(2)
+    page.locator("#runs tbody tr").first.get_by_role("button", name=re.compile("^Delete")).click()
+    expect(page.get_by_role("status")).to_contain_text("Deleted the run")
+    expect(page.locator("#runs tbody tr")).to_have_count(1)
+
+    # The set renamed, then deleted.
+    page.get_by_role("link", name="Rename or delete handbook").click()
+    page.get_by_role("textbox", name="Name").fill("badges and parking")
+    page.get_by_role("button", name="Save the name").click()
+    expect(page.get_by_role("heading", name="kb: badges and parking")).to_be_visible()
+    page.get_by_role("link", name="Rename or delete badges and parking").click()
+    shots(page, "evaluation-set-edit")
+    page.get_by_role("button", name="Delete the set").click()
+    expect(page.get_by_role("status")).to_have_text(
+        "Deleted the evaluation set “badges and parking” with its questions and runs."
+    )
+    expect(page).to_have_url(re.compile(rf"/admin/stores/{handbook.pk}/evaluation/$"))

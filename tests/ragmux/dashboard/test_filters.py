@@ -1,7 +1,7 @@
 import pytest
 
 from ingestion.queue import PROGRESS_CHUNKED, PROGRESS_EMBEDDED, PROGRESS_PARSED
-from ragmux.dashboard.filters import dollars, ingestion_stage, number
+from ragmux.dashboard.filters import dollars, field_errors, ingestion_stage, number
 
 
 @pytest.mark.parametrize(
@@ -50,3 +50,10 @@ def test_a_processing_document_s_stage_is_named_with_embedding_s_progress(progre
 
 def test_a_count_has_thousands_separators():
     assert [number(0), number(16849), number(20000), number(None)] == ["0", "16,849", "20,000", "—"]
+
+
+def test_field_errors_say_the_api_name_of_a_field_as_its_label():
+    messages = ["base_url host 'x' cannot be used", "not a base_url_path, <b>"]
+    assert field_errors(messages, "base_url", "Base URL") == "Base URL host 'x' cannot be used not a base_url_path, <b>"
+    # A one-word name is a word of the message too.
+    assert field_errors(["This password is too common."], "password", "Password") == "This password is too common."

@@ -4,10 +4,19 @@ page shown."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
-from tests.factories import PASSWORD, ConnectionFactory, ProjectFactory, RequestLogFactory
+from tests.factories import (
+    PASSWORD,
+    ConnectionFactory,
+    ProjectFactory,
+    RequestLogFactory,
+    RouteFactory,
+    RouteTargetFactory,
+)
 from tests.helpers import sign_in
 
 pytestmark = pytest.mark.browser
@@ -145,3 +154,80 @@ def test_a_routes_delete_page_names_the_projects_that_block_it(wide_page, person
     expect(blocking).to_have_text(["support, whose keys may call it"])
     expect(blocking.get_by_role("link", name="support")).to_have_attribute("href", f"/admin/projects/{project.pk}/")
     shots(page, "route-delete-blocked")
+
+
+def test_a_weight_error_shows_under_its_weight_and_targets_are_added_without_javascript(
+    browser, live_server, wide_page, personas, shots
+):
+    from gateway.connections.models import Route
+
+    names = [f"chat-{n}" for n in range(4)]
+    for name in names:
+        ConnectionFactory(name=name, model_name=f"model-{name}")
+    # Without JavaScript: "Add a target" is a button of the form, not a script.
+    context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
+    page = context.new_page()
+    sign_in(page, "admin", PASSWORD)
+    page.goto("/admin/routes/new")
+    page.get_by_label("Name").fill("wide")
+    page.get_by_label("Target 1 connection").select_option(label=f"{names[0]} (openai · model-{names[0]})")
+    page.get_by_label("Target 1 weight").fill("0")
+    expect(page.get_by_label("Target 3 connection")).to_have_count(0)
+    page.get_by_role("button", name="Add a target").click()
+    page.get_by_role("button", name="Add a target").click()
+    # What was typed is kept, and nothing was saved.
+    expect(page.get_by_label("Name")).to_have_value("wide")
+    expect(page.get_by_label("Target 1 weight")).to_have_value("0")
+    for number, name in enumerate(names, start=1):
+        page.get_by_label(f"Target {number} connection").select_option(label=f"{name} (openai · model-{name})")
+    assert not Route.objects.exists()
+
+    page.get_by_role("button", name="Create the route").click()
+    weight = page.get_by_label("Target 1 weight")
+    expect(weight).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#errors_target_weight_0")).to_contain_text("greater than or equal to 1")
+    expect(page.locator("#errors_target_0")).to_have_count(0)
+    # The refused form keeps its four rows and the spare ones.
+    expect(page.get_by_label("Target 6 connection")).to_have_count(1)
+    weight.fill("2")
+    page.get_by_role("button", name="Create the route").click()
+    expect(page.locator(".flash p").first).to_contain_text("Created the route “wide”")
+    assert [t.connection.name for t in Route.objects.get(name="wide").targets.all()] == names
+    context.close()
+
+    # The same refusal with scripts on, checked by axe and photographed.
+    sign_in(wide_page, "admin", PASSWORD)
+    wide_page.goto("/admin/routes/new")
+    wide_page.get_by_label("Name").fill("narrow")
+    wide_page.get_by_label("Target 1 connection").select_option(label=f"{names[0]} (openai · model-{names[0]})")
+    wide_page.get_by_label("Target 1 weight").fill("0")
+    wide_page.get_by_role("button", name="Create the route").click()
+    expect(wide_page.locator("#errors_target_weight_0")).to_be_visible()
+    shots(wide_page, "route-form-weight-error")
+
+
+def test_the_connection_delete_page_names_what_blocks_the_deletion(wide_page, personas, shots):
+    from stores.models import RagStore
+    from tests.factories import StoreFactory
+
+    used = ConnectionFactory(name="shared", model_name="gpt-4o-mini")
+    ProjectFactory(name="support", chat_connection=used)
+    RouteTargetFactory(route=RouteFactory(name="smart"), connection=used)
+    StoreFactory(name="handbook", embedding_connection=used)
+    page = wide_page
+    sign_in(page, "admin", PASSWORD)
+    page.goto(f"/admin/connections/{used.pk}/delete")
+    blocking = page.locator("ul.blocking li")
+    expect(blocking).to_have_text(
+        [
+            "the store handbook, which embeds with it",
+            "the project support, which chats through it",
+            "the route smart, which has it as a target",
+        ]
+    )
+    expect(blocking.get_by_role("link", name="support")).to_have_attribute("href", re.compile(r"/admin/projects/\d+"))
+    page.get_by_role("button", name="Delete the connection").click()
+    expect(page.get_by_role("alert").last).to_contain_text("cannot be deleted while it is in use")
+    expect(page.locator("ul.blocking li")).to_have_count(3)
+    shots(page, "connection-delete-blocked")
+    assert RagStore.objects.filter(name="handbook").exists()

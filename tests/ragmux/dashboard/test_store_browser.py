@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.factories import PASSWORD
-from tests.helpers import drop_files, sign_in
+from tests.helpers import LAPTOP, PHONE, drop_files, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -68,8 +68,6 @@ def test_the_upload_summary_counts_outcomes_and_lists_the_refusals_first(wide_pa
     shots(page, "store-upload-summary")
 
 
-PHONE = {"width": 390, "height": 844}
-DESKTOP = {"width": 1280, "height": 800}
 LONG_REASON = (
     "the PDF has no text layer (it looks scanned) and OCR is not supported; export it from the "
     "program that made it, or run it through OCR first"
@@ -91,7 +89,7 @@ def test_the_document_table_fits_a_laptop_and_a_phone_shows_status_reason_and_ac
         filename="Scanned-contract-between-the-parties-signed-2026.pdf",
         title="Contract between the parties, signed copy",
     )
-    context = browser.new_context(base_url=live_server.url, viewport=DESKTOP)
+    context = browser.new_context(base_url=live_server.url, viewport=LAPTOP)
     page = context.new_page()
     store_page(page, kb)
     row = page.locator(f"#document-{failed.pk}")
@@ -99,7 +97,7 @@ def test_the_document_table_fits_a_laptop_and_a_phone_shows_status_reason_and_ac
     expect(delete).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     assert page.locator("#documents .table-scroll").evaluate("box => box.scrollWidth <= box.clientWidth")
-    assert delete.bounding_box()["x"] + delete.bounding_box()["width"] <= DESKTOP["width"]
+    assert delete.bounding_box()["x"] + delete.bounding_box()["width"] <= LAPTOP["width"]
 
     page.set_viewport_size(PHONE)
     page.reload()
@@ -110,7 +108,7 @@ def test_the_document_table_fits_a_laptop_and_a_phone_shows_status_reason_and_ac
         box = shown.bounding_box()
         assert 0 <= box["x"] and box["x"] + box["width"] <= PHONE["width"]
     expect(row.locator(".reason")).to_contain_text("OCR is not supported")
-    shots(page, "store-documents-phone")
+    shots(page, "store-documents")
     context.close()
 
 

@@ -178,6 +178,8 @@ def test_paired_bootstrap_refuses_unpaired_or_empty_scores():
             "B and A score the same to three decimals, but the interval [0.000, 0.000] includes 0, "
             "so the difference may be chance",
         ),
+        # Every question scored the same: no interval to speak of, and no chance either.
+        (Difference(0.0, 0.0, 0.0), "B and A score the same on every question"),
     ],
 )
 def test_describe_says_the_comparison_in_words(difference, words):
