@@ -13,8 +13,8 @@ from django.urls import reverse
 from ragmux.dashboard.access import page
 from ragmux.dashboard.evaluation import GRADES, evaluation_set_of, run_of, set_url, tab_url
 from ragmux.dashboard.forms import Form
-from retrieval.evaluation import selectors as evaluation
 from retrieval.evaluation import run_services, services
+from retrieval.evaluation import selectors as evaluation
 from retrieval.evaluation.serializers import QuestionUpdateInput, SetUpdateInput
 from retrieval.models import EvaluationQuestion, EvaluationSet
 

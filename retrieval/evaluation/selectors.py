@@ -83,7 +83,7 @@ def evaluation_best_run(evaluation_set: EvaluationSet) -> EvaluationRun | None:
     three decimals); None before any, or when the highest is shared (a tie has no best)."""
     finished = evaluation_runs_for(evaluation_set).filter(status=RunStatus.DONE)
     shown = sorted(
-        ((round(run.summary["ndcg"], metrics.SHOWN_PLACES), run) for run in finished), key=lambda pair: pair[0]
+        ((round(run.summary["ndcg"], scores.SHOWN_PLACES), run) for run in finished), key=lambda pair: pair[0]
     )
     if not shown or (len(shown) > 1 and shown[-1][0] == shown[-2][0]):
         return None

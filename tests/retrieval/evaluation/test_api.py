@@ -8,7 +8,7 @@ import pytest
 
 from ragmux.core.audit import audit_list
 from ragmux.core.models import AuditEntry
-from retrieval.evaluation import run_services, services
+from retrieval.evaluation import run_services
 from retrieval.models import EvaluationRun, EvaluationSet
 from stores.models import RagStore
 
