@@ -29,7 +29,7 @@ from gateway.clients.ledger import Call, Spend
 from gateway.clients.models import Endpoint, RerankOutcome, Scope
 from gateway.clients.offloop import off_loop
 from gateway.clients.routed_chat import Attempts, ChatPlan, ChatTarget
-from gateway.clients.serializers import ChatInput, EmbeddingsInput, RerankInput, RetrieveInput
+from gateway.clients.serializers import ChatExtrasInput, ChatInput, EmbeddingsInput, RerankInput, RetrieveInput
 from gateway.connections.images import RemoteImages
 from gateway.connections.models import ModelConnection
 from gateway.connections.providers.chat import NoChat
@@ -64,6 +64,7 @@ from ragmux.core.errors import (
     validation_failed,
 )
 from retrieval import context as rag_context
+from retrieval.filters import Filter
 from retrieval.rerank import RerankReport, project_rerank_connection, rerank_async
 from retrieval.rerank_prompt import listwise_prompt
 from retrieval.search import SearchOptions, SearchResult, embed_query_async, store_search
@@ -249,7 +250,9 @@ def _count_embedding(call: Call, connection: ModelConnection, tokens: int, *, re
 
 async def _search(call: Call, store: RagStore, query: str, overrides: dict[str, Any] | None = None) -> SearchResult:
     """:func:`store_search` with the query embedded here, on the event loop, so a client that leaves
-    ends that upstream call too; its tokens are counted even then (estimated when unanswered)."""
+    ends that upstream call too; its tokens are counted even then (estimated when unanswered).
+    Every search of a call comes here: the key's document scope is ANDed in here."""
+    overrides = {**(overrides or {}), "filters": access.scoped_filters(call.key, (overrides or {}).get("filters"))}
     embeds = SearchOptions.for_store(store, overrides).embeds_query(store)
     embedded: Embeddings | None = None
 
@@ -341,7 +344,7 @@ def _record_search(call: Call, store: RagStore, result: SearchResult) -> None:
         _count_rerank(call, report.connection, report.connection.model_name, report.spent)
 
 
-async def _ground(call: Call, messages: list[dict]) -> tuple[str, list[dict]]:
+async def _ground(call: Call, messages: list[dict], filters: Filter | None = None) -> tuple[str, list[dict]]:
     """The context block and its sources; retrieval trouble leaves the chat ungrounded, with the
     reason in the call's log row."""
     store = call.project.store
@@ -349,7 +352,9 @@ async def _ground(call: Call, messages: list[dict]) -> tuple[str, list[dict]]:
     if store is None or not query:
         return "", []
     try:
-        result = await asyncio.wait_for(_search(call, store, query), timeout=settings.SEARCH_TIMEOUT)
+        result = await asyncio.wait_for(
+            _search(call, store, query, {"filters": filters}), timeout=settings.SEARCH_TIMEOUT
+        )
     except TimeoutError:
         call.rag_skipped_reason = f"retrieval took longer than SEARCH_TIMEOUT ({settings.SEARCH_TIMEOUT:g}s)"
     except ServiceError as exc:
@@ -477,13 +482,14 @@ async def chat_completions(request: HttpRequest, call: Call) -> HttpResponse:
     data = _validated(ChatInput, body)
     extras = body.pop("ragmux", None)  # ours: never sent upstream
     include_context = isinstance(extras, dict) and extras.get("include_context") is True
+    filters = _validated(ChatExtrasInput, extras if isinstance(extras, dict) else {})["filters"]
     plan = await _chat_plan(call, data["model"])
     attempts = Attempts(plan.targets[0])
     call.model = attempts.current.model
     client_model = data["model"] or attempts.current.model
 
     await limiter.admit(call, **_chat_size(call, plan, body, data["messages"]))
-    context, sources = await _ground(call, data["messages"])
+    context, sources = await _ground(call, data["messages"], filters)
     await limiter.top_up(call, **_retrieval_size(call, plan, context))
     body["messages"] = inject(data["messages"], context=context, system_prompt=call.project.system_prompt)
 
@@ -629,7 +635,7 @@ async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
     call.model = store.embedding_connection.model_name
     query_spend = _query_spend(store, data["query"])
     await limiter.admit(call, tokens=query_spend.prompt_tokens, spends=[query_spend])
-    result = await _search(call, store, data["query"], {"top_k": data["top_k"]})
+    result = await _search(call, store, data["query"], {"top_k": data["top_k"], "filters": data["filters"]})
     await _rerank_and_record(call, store, data["query"], result)
     return JsonResponse(
         {
