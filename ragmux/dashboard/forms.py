@@ -5,6 +5,7 @@ a service's refusal is caught, and a button without inputs calls it directly."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -58,6 +59,17 @@ def attempt(call: Callable[[], T]) -> Attempt[T]:
         return Attempt(result=call())
     except ServiceError as refusal:
         return Attempt(refusal=refusal)
+
+
+def json_input(text: str) -> Any:
+    """What a JSON text input holds for the API: None when it is blank, the value when it parses,
+    else the text itself, which the API's field then refuses in its own words."""
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 class Form:

@@ -44,6 +44,7 @@ urlpatterns = [
     ),
     path("documents/<id:document_id>/reprocess", views.document_reprocess, name="document-reprocess"),
     path("documents/<id:document_id>/delete", views.document_delete, name="document-delete"),
+    path("documents/<id:document_id>/metadata", views.document_metadata, name="document-metadata"),
     path("search/", views.search, name="search"),
     path("connections/", connections.connections, name="connections"),
     path("connections/new", connections.connection_create, name="connection-create"),
