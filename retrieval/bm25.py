@@ -55,6 +55,19 @@ def _contribution(weight: str) -> str:
     return f"{weight} * ct.tf / (ct.tf + %(k1)s::float8 * {length_norm})"
 
 
+def _parameters(*, store_id: int, config: str, scoring_text: str, filter_query: str | None, limit: int) -> dict:
+    """The parameters every BM25 statement takes."""
+    return {
+        "config": config,
+        "text": scoring_text,
+        "store": store_id,
+        "k1": BM25_K1,
+        "b": BM25_B,
+        "filter": filter_query,
+        "limit": limit,
+    }
+
+
 def bm25_candidates(
     *, store_id: int, config: str, scoring_text: str, filter_query: str | None, limit: int
 ) -> list[tuple[int, float]]:
@@ -74,15 +87,9 @@ def bm25_candidates(
     (:func:`_bm25_exact_statement`) scores every chunk holding one of the others. Only when those
     terms' postings exceed BM25_EXACT_POSTINGS does the bounded pass's approximation stand.
     """
-    parameters = {
-        "config": config,
-        "text": scoring_text,
-        "store": store_id,
-        "k1": BM25_K1,
-        "b": BM25_B,
-        "filter": filter_query,
-        "limit": limit,
-    }
+    parameters = _parameters(
+        store_id=store_id, config=config, scoring_text=scoring_text, filter_query=filter_query, limit=limit
+    )
     candidates = max(BM25_CANDIDATES_MIN, BM25_CANDIDATES_PER_RESULT * limit)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -241,6 +248,16 @@ _RESCORE_CHUNK = """
     FROM chunk_terms ct CROSS JOIN LATERAL array_position(q.terms, ct.term) r(rarity)
     WHERE ct.chunk_id = {chunk} AND ct.term = ANY(q.terms) OFFSET 0
 """
+# The last step of the exact statements: each `kept` chunk rescored (_RESCORE_CHUNK) over the
+# `query` CTE's terms, the best ``limit`` returned, ties by chunk id.
+_RESCORED_TOP = f"""
+        SELECT k.chunk_id, sum(ct.part ORDER BY ct.rarity) AS score
+        FROM kept k CROSS JOIN query q CROSS JOIN stats CROSS JOIN LATERAL (
+            {_RESCORE_CHUNK.format(contribution=_contribution("q.weights[r.rarity]"), chunk="k.chunk_id")}
+        ) ct
+        GROUP BY k.chunk_id
+        ORDER BY score DESC, k.chunk_id LIMIT %(limit)s
+"""
 
 
 @lru_cache(maxsize=2)
@@ -312,12 +329,7 @@ def _bm25_exact_statement(*, filtered: bool) -> str:
         ), query AS MATERIALIZED (
             SELECT array_agg(term ORDER BY rarity) AS terms, array_agg(weight ORDER BY rarity) AS weights FROM terms
         )
-        SELECT k.chunk_id, sum(ct.part ORDER BY ct.rarity) AS score
-        FROM kept k CROSS JOIN query q CROSS JOIN stats CROSS JOIN LATERAL (
-            {_RESCORE_CHUNK.format(contribution=_contribution("q.weights[r.rarity]"), chunk="k.chunk_id")}
-        ) ct
-        GROUP BY k.chunk_id
-        ORDER BY score DESC, k.chunk_id LIMIT %(limit)s
+        {_RESCORED_TOP}
     """
 
 
@@ -345,27 +357,15 @@ def bm25_scored(
             WHERE st.store_id = %(store)s
         ), query AS MATERIALIZED (
             SELECT array_agg(term ORDER BY rarity) AS terms, array_agg(weight ORDER BY rarity) AS weights FROM terms
-        ), passing AS MATERIALIZED (
+        ), kept AS MATERIALIZED (
             SELECT c.id AS chunk_id FROM documents d JOIN chunks c ON c.document_id = d.id
             WHERE d.store_id = %(store)s AND {passing} {phrase}
         )
-        SELECT k.chunk_id, sum(ct.part ORDER BY ct.rarity) AS score
-        FROM passing k CROSS JOIN query q CROSS JOIN stats CROSS JOIN LATERAL (
-            {_RESCORE_CHUNK.format(contribution=_contribution("q.weights[r.rarity]"), chunk="k.chunk_id")}
-        ) ct
-        GROUP BY k.chunk_id
-        ORDER BY score DESC, k.chunk_id LIMIT %(limit)s
+        {_RESCORED_TOP}
     """
-    parameters = {
-        **passing_params,
-        "config": config,
-        "text": scoring_text,
-        "store": store_id,
-        "k1": BM25_K1,
-        "b": BM25_B,
-        "filter": filter_query,
-        "limit": limit,
-    }
+    parameters = _parameters(
+        store_id=store_id, config=config, scoring_text=scoring_text, filter_query=filter_query, limit=limit
+    )
     with connection.cursor() as cursor:
-        cursor.execute(statement, parameters)
+        cursor.execute(statement, {**passing_params, **parameters})
         return cursor.fetchall()

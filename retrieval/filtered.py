@@ -61,24 +61,17 @@ class StoreFilter:
         return min(max(limit, math.ceil(OVERFETCH * limit / max(share, 1e-9))), max(OVERFETCH_MAX, limit))
 
 
-def _kept(
-    store: RagStore,
-    scope: StoreFilter,
-    limit: int,
-    unfiltered: Callable[[int], list[tuple[int, float]]],
-    exact: Callable[[], list[tuple[int, float]]],
-) -> list[tuple[int, float]]:
-    """The broad path: the passing rows of a larger unfiltered list, in its order; the exact path
-    when fewer than ``limit`` pass though the list was cut (more candidates existed)."""
+def _overfetched(
+    store: RagStore, scope: StoreFilter, limit: int, unfiltered: Callable[[int], list[tuple[int, float]]]
+) -> tuple[list[tuple[int, float]], bool]:
+    """The broad path: the passing rows of a larger unfiltered list, in its order, at most
+    ``limit``; and whether the list was cut (it held as many rows as were asked for)."""
     asked = scope.overfetch(limit)
     rows = unfiltered(asked)
     passing = sql.passing_chunks(
         store_id=store.pk, chunk_ids=[chunk_id for chunk_id, _ in rows], passing=scope.condition
     )
-    kept = [row for row in rows if row[0] in passing][:limit]
-    if len(kept) < limit and len(rows) >= asked:
-        return exact()
-    return kept
+    return [row for row in rows if row[0] in passing][:limit], len(rows) >= asked
 
 
 def vector_candidates(
@@ -98,7 +91,9 @@ def vector_candidates(
 
     if scope.passing_chunks <= settings.VECTOR_EXACT_SCAN_MAX_CHUNKS:
         return exact()
-    return _kept(store, scope, limit, unfiltered, exact)
+    kept, _ = _overfetched(store, scope, limit, unfiltered)
+    # Every passing chunk has a distance: fewer than it takes means the scan stopped short.
+    return kept if len(kept) >= min(limit, scope.passing_chunks) else exact()
 
 
 def bm25_candidates(
@@ -127,4 +122,6 @@ def bm25_candidates(
 
     if scope.passing_chunks <= BM25_EXACT_MAX_CHUNKS:
         return exact()
-    return _kept(store, scope, limit, unfiltered, exact)
+    kept, cut = _overfetched(store, scope, limit, unfiltered)
+    # Only chunks holding a query term score: a list that was not cut held every one there is.
+    return exact() if len(kept) < limit and cut else kept

@@ -125,7 +125,11 @@ def project(db):
 
 def test_an_admin_scopes_a_key_on_create_and_edit_and_its_row_shows_it(as_role, project):
     admin = as_role("admin")
-    created = post(admin, f"/admin/projects/{project.pk}/keys", {"name": "acme", "filters": json.dumps(ACME)})
+    created = post(
+        admin,
+        f"/admin/projects/{project.pk}/keys",
+        {"name": "acme", "scopes": ["retrieve"], "filters": json.dumps(ACME)},
+    )
     assert created.status_code == 201
     key = GatewayKey.objects.get(name="acme")
     assert key.filters == ACME
