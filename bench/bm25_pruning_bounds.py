@@ -12,7 +12,7 @@ postings it must read:
 
 - ``idf``: a term adds less than its idf to any chunk; the most frequent terms are skipped while
   their idfs sum below the threshold, every other term is read in full (the exact pass,
-  retrieval/sql.py ``_bm25_exact_statement``);
+  retrieval/bm25.py ``_bm25_exact_statement``);
 - ``largest``: the same with each term bounded by its largest contribution to any chunk;
 - ``density``: postings read densest first (the ``chunk_terms_by_density`` order), each term cut
   where the remaining postings' contribution bound (idf · d / (d + k1 · (1 − b) / longest +
@@ -32,7 +32,7 @@ import numpy as np
 from harness import print_table, report
 from search_latency import PARAGRAPH_WORDS, TOP_K, VOCABULARY, WORDS_PER_CHUNK, ZIPF_EXPONENT, draw_ranks, zipf_cdf
 
-from retrieval.sql import BM25_B, BM25_K1
+from retrieval.bm25 import BM25_B, BM25_K1
 
 MARGINS = (0.95, 0.7, 0.4)
 

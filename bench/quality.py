@@ -122,9 +122,9 @@ NAIVE_WHOLE = "naive bm25s, whole documents, \\w+ tokens"
 # Issue 40's change taken back: each query word scored once, however often the question repeats
 # it. The statements are cached when first built: the variant builds them afresh.
 DISTINCT_WORDS_PATCHES = {
-    ("retrieval.sql", "_TERM_WEIGHT"): "ln(1 + (stats.n - st.df + 0.5) / (st.df + 0.5))",
-    ("retrieval.sql", "_bm25_statement"): lambda sql: sql._bm25_statement.__wrapped__,
-    ("retrieval.sql", "_bm25_exact_statement"): lambda sql: sql._bm25_exact_statement.__wrapped__,
+    ("retrieval.bm25", "_TERM_WEIGHT"): "ln(1 + (stats.n - st.df + 0.5) / (st.df + 0.5))",
+    ("retrieval.bm25", "_bm25_statement"): lambda bm25: bm25._bm25_statement.__wrapped__,
+    ("retrieval.bm25", "_bm25_exact_statement"): lambda bm25: bm25._bm25_exact_statement.__wrapped__,
 }
 DISTINCT_WORDS = ", distinct query words (before issue 40)"
 # (name, search overrides, {(module, constant): value, or a function of the module giving it}): the
@@ -132,7 +132,7 @@ DISTINCT_WORDS = ", distinct query words (before issue 40)"
 VARIANTS: list[tuple[str, dict, dict]] = [
     (f"{name}{variant}", overrides, patches)
     for variant, patches in (
-        (", no exact pass (posting budget only)", {("retrieval.sql", "BM25_EXACT_POSTINGS"): 0}),
+        (", no exact pass (posting budget only)", {("retrieval.bm25", "BM25_EXACT_POSTINGS"): 0}),
         (DISTINCT_WORDS, DISTINCT_WORDS_PATCHES),
     )
     for name, overrides in (("lexical bm25", LEXICAL_OVERRIDES), (HEADLINE, HEADLINE_OVERRIDES))

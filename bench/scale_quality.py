@@ -109,7 +109,7 @@ WORD = re.compile(r"[a-z]{2,}")
 STORE_NAME = "bench-scale-quality"
 CACHE = REPO / "bench" / "results" / "scale_quality"
 # Full scoring: a posting budget no query reaches, so the bounded pass reads every posting.
-EXACT = {("retrieval.sql", "BM25_POSTING_BUDGET"): 2**62}
+EXACT = {("retrieval.bm25", "BM25_POSTING_BUDGET"): 2**62}
 EXACT_SUFFIX = ", exact (every posting read)"
 # (row, search overrides, module constants patched for its searches)
 QUALITY_ROWS = [

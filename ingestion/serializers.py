@@ -4,6 +4,7 @@ from rest_framework import serializers
 
 from ragmux.core.serializers import StrictInput
 from stores.models import DocumentStatus
+from stores.serializers import AttributesField
 
 
 class TextDocumentInput(StrictInput):
@@ -13,6 +14,14 @@ class TextDocumentInput(StrictInput):
     tags = serializers.ListField(
         child=serializers.CharField(max_length=128), max_length=64, required=False, default=list
     )
+    attributes = AttributesField(required=False, default=dict)
+
+
+class UploadFormInput(StrictInput):
+    """A multipart upload's fields besides its files: the attributes every file of it gets, as
+    JSON text."""
+
+    attributes = AttributesField(binary=True, required=False, default=dict)
 
 
 class ReprocessInput(StrictInput):

@@ -91,6 +91,7 @@ class IncomingFile:
     title: str = ""
     source: str = ""
     tags: tuple[str, ...] = ()
+    attributes: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,7 @@ def _create_document(store: RagStore, incoming: IncomingFile, file_format: str, 
             title=incoming.title,
             source=incoming.source,
             tags=list(incoming.tags),
+            attributes=incoming.attributes,
             mime=MIME_TYPES[file_format],
             size_bytes=len(incoming.data),
             content_sha256=digest,
@@ -257,7 +259,14 @@ def text_document_filename(title: str) -> str:
 
 
 def document_ingest_text(
-    *, store: RagStore, title: str, content: str, source: str, tags: list[str], actor=None
+    *,
+    store: RagStore,
+    title: str,
+    content: str,
+    source: str,
+    tags: list[str],
+    attributes: dict | None = None,
+    actor=None,
 ) -> UploadResult:
     data = content.encode("utf-8")
     limit = settings.TEXT_INGEST_MAX_MB * MIB
@@ -270,7 +279,12 @@ def document_ingest_text(
     if not content.strip():
         raise InvalidInput("content is empty", field="content")
     incoming = IncomingFile(
-        filename=text_document_filename(title), data=data, title=title.strip(), source=source, tags=tuple(tags)
+        filename=text_document_filename(title),
+        data=data,
+        title=title.strip(),
+        source=source,
+        tags=tuple(tags),
+        attributes=attributes or {},
     )
     return document_upload(store=store, files=[incoming], actor=actor)
 

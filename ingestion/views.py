@@ -8,7 +8,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
 from ingestion import services
-from ingestion.serializers import ReprocessInput, TextDocumentInput
+from ingestion.serializers import ReprocessInput, TextDocumentInput, UploadFormInput
 from ingestion.uploads import oversize_upload
 from ragmux.core.paging import offset_page
 from ragmux.core.roles import EditorWrites
@@ -50,8 +50,14 @@ class StoreDocumentsApi(StoreEndpoint):
     def post(self, request, store_id: int):
         uploads = request.FILES.getlist("file") + request.FILES.getlist("files")
         oversize_upload(request)
+        # Only the form's own fields: the files are read above.
+        form = UploadFormInput(data={name: request.POST[name] for name in ("attributes",) if name in request.POST})
+        form.is_valid(raise_exception=True)
+        attributes = form.validated_data["attributes"]
         files = [
-            services.IncomingFile(filename=services.sanitise_filename(upload.name), data=upload.read())
+            services.IncomingFile(
+                filename=services.sanitise_filename(upload.name), data=upload.read(), attributes=attributes
+            )
             for upload in uploads
         ]
         return _upload_response(services.document_upload(store=self.store, files=files, actor=request.user))

@@ -27,6 +27,7 @@ import logging
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
+from retrieval.sql import DocumentCondition
 from stores.backends import pg_search_status
 
 logger = logging.getLogger("ragmux.retrieval.pg_search")
@@ -80,8 +81,11 @@ def _ensure_index() -> bool:
     return True
 
 
-def candidates(*, store, query: str, limit: int) -> list[tuple[int, float]] | None:
-    """(chunk_id, BM25 score) from ParadeDB, or None when pg_search cannot answer."""
+def candidates(
+    *, store, query: str, limit: int, passing: DocumentCondition | None = None
+) -> list[tuple[int, float]] | None:
+    """(chunk_id, BM25 score) from ParadeDB, or None when pg_search cannot answer. With
+    ``passing`` (a search's filter), only chunks of the documents meeting it, before the limit."""
     global _index_ready
     if not available():
         _fall_back(store.pk, "the pg_search extension is not available")
@@ -91,10 +95,15 @@ def candidates(*, store, query: str, limit: int) -> list[tuple[int, float]] | No
         return None
     try:
         with transaction.atomic(), connection.cursor() as cursor:
+            within, within_params = (
+                ("", [])
+                if passing is None
+                else (f"AND document_id IN ({passing.documents()}) ", passing.all_params(store.pk))
+            )
             cursor.execute(
-                "SELECT id, paradedb.score(id) FROM chunks WHERE content @@@ %s AND store_id = %s "
+                f"SELECT id, paradedb.score(id) FROM chunks WHERE content @@@ %s AND store_id = %s {within}"
                 "ORDER BY paradedb.score(id) DESC, id LIMIT %s",
-                [query, store.pk, limit],
+                [query, store.pk, *within_params, limit],
             )
             return cursor.fetchall()
     except DatabaseError as exc:

@@ -4,6 +4,7 @@ query ranks the same way everywhere."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Iterator
@@ -18,7 +19,8 @@ from psycopg.errors import QueryCanceled
 from gateway.connections.providers.embeddings import EmbeddingProvider, Embeddings, NoEmbeddings, embedding_provider
 from ragmux.core import metrics
 from ragmux.core.errors import Conflict, Unavailable, UpstreamFailed
-from retrieval import pg_search, sql
+from retrieval import bm25, filtered, pg_search, sql
+from retrieval.filters import Filter
 from retrieval.ranking import (
     MAX_TYPO_CORRECTIONS,
     SURFACE_FORM_CHUNKS,
@@ -124,6 +126,8 @@ class SearchOptions:
     # Or the rerank route whose targets are tried in order (the store's, or this call's override).
     rerank_route_id: int | None = None
     rerank_candidates: int = 0
+    # The call's filter (its key's scope ANDed in), applied on every side before its limit.
+    filters: Filter | None = None
 
     @classmethod
     def for_store(cls, store: RagStore, overrides: dict[str, Any] | None = None) -> SearchOptions:
@@ -143,6 +147,7 @@ class SearchOptions:
             rerank_backend=overrides.get("rerank_backend", store.rerank_backend),
             **rerank_target(store, overrides),
             rerank_candidates=store.rerank_candidates,
+            filters=overrides.get("filters"),
         )
 
     def candidates(self) -> int:
@@ -183,6 +188,8 @@ class Hit:
     rerank_score: float | None = None
     # The query's words (as typed, or as typo-corrected) the chunk holds anywhere in its text.
     matched_terms: list[str] = field(default_factory=list)
+    # The document's attributes (stores/attributes.py).
+    attributes: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -259,7 +266,7 @@ def _vector_side(store: RagStore, query_vector: str, limit: int) -> list[tuple[i
         width=store.dimensions,
         query_vector=query_vector,
         limit=limit,
-        ef_search=max(settings.HNSW_EF_SEARCH_MIN, 4 * limit),
+        ef_search=min(sql.HNSW_EF_SEARCH_MAX, max(settings.HNSW_EF_SEARCH_MIN, 4 * limit)),
         exact=exact,
         max_scan_tuples=min(max_scan_tuples, 2**31 - 1),
     )
@@ -294,34 +301,46 @@ def _corrections(store: RagStore, query: str) -> list[Correction]:
     return [replace(c, corrected_word=words.get(c.corrected, c.corrected)) for c in found]
 
 
-def bm25_candidates(store: RagStore, query: str, limit: int) -> list[tuple[int, float]]:
+def bm25_candidates(
+    store: RagStore, query: str, limit: int, scope: filtered.StoreFilter | None = None
+) -> list[tuple[int, float]]:
     """The bm25 backend's lexical side for a query: its positive words score, its phrases and
-    exclusions filter, both split at punctuation like the index."""
+    exclusions filter, both split at punctuation like the index; with ``scope``, only the chunks
+    passing the search's filter."""
     filter_query = phrase_and_exclusion_filter(query)
-    return sql.bm25_candidates(
-        store_id=store.pk,
-        config=store.query_config,
-        scoring_text=lexical_text(positive_text(query)),
-        filter_query=lexical_query(filter_query) if filter_query else None,
-        limit=limit,
-    )
+    scoring = {
+        "scoring_text": lexical_text(positive_text(query)),
+        "filter_query": lexical_query(filter_query) if filter_query else None,
+    }
+
+    def unfiltered(size: int) -> list[tuple[int, float]]:
+        return bm25.bm25_candidates(store_id=store.pk, config=store.query_config, limit=size, **scoring)
+
+    if scope is None:
+        return unfiltered(limit)
+    return filtered.bm25_candidates(store, scope, limit, unfiltered, **scoring)
 
 
 def _lexical_side(
-    store: RagStore, query: str, options: SearchOptions, limit: int
+    store: RagStore, query: str, options: SearchOptions, limit: int, scope: filtered.StoreFilter | None
 ) -> tuple[str, list[tuple[int, float]]]:
     """The lexical candidates and the backend that actually produced them."""
+    passing = None if scope is None else scope.condition
     if options.backend == SearchBackend.PG_SEARCH:
-        answered = pg_search.candidates(store=store, query=query, limit=limit)
+        answered = pg_search.candidates(store=store, query=query, limit=limit, passing=passing)
         if answered is not None:
             return SearchBackend.PG_SEARCH, answered
         options = replace(
             options, backend=SearchBackend.PGVECTOR, fts_config=query_config(store, SearchBackend.PGVECTOR)
         )
     if options.backend == SearchBackend.BM25:
-        return SearchBackend.BM25, bm25_candidates(store, query, limit)
+        return SearchBackend.BM25, bm25_candidates(store, query, limit, scope)
     return SearchBackend.PGVECTOR, sql.fulltext_candidates(
-        store_id=store.pk, config=options.fts_config, query=lexical_query(or_query(query)), limit=limit
+        store_id=store.pk,
+        config=options.fts_config,
+        query=lexical_query(or_query(query)),
+        limit=limit,
+        passing=passing,
     )
 
 
@@ -367,14 +386,21 @@ def store_search(
     with statement_timeout():
         vector_rows: list[tuple[int, float]] = []
         lexical_rows: list[tuple[int, float]] = []
+        scope = None if options.filters is None else filtered.StoreFilter.of(store, options.filters)
         if wants_vector and vector_text is not None:
-            vector_rows = _vector_side(store, vector_text, limit)
+            vector_rows = (
+                _vector_side(store, vector_text, limit)
+                if scope is None
+                else filtered.vector_candidates(
+                    store, scope, limit, lambda size: _vector_side(store, vector_text, size), vector_text
+                )
+            )
         if options.mode in (SearchMode.HYBRID, SearchMode.LEXICAL):
             corrected = query
             if options.typo_tolerance:
                 result.corrections = _corrections(store, query)
                 corrected = apply_corrections(query, result.corrections)
-            result.backend, lexical_rows = _lexical_side(store, corrected, options, limit)
+            result.backend, lexical_rows = _lexical_side(store, corrected, options, limit, scope)
         else:
             unavailable = options.backend == SearchBackend.PG_SEARCH and not pg_search.available()
             result.backend = SearchBackend.PGVECTOR if unavailable else options.backend
@@ -399,7 +425,7 @@ def store_search(
     for item in kept:
         if item.chunk_id not in details:  # deleted between the two statements
             continue
-        document_id, filename, index, section, page, content, source, tags = details[item.chunk_id]
+        document_id, filename, index, section, page, content, source, tags, attributes = details[item.chunk_id]
         result.hits.append(
             Hit(
                 chunk_id=item.chunk_id,
@@ -417,6 +443,7 @@ def store_search(
                 tags=list(tags),
                 lex_score=lexical_score.get(item.chunk_id),
                 matched_terms=matched.get(item.chunk_id, []),
+                attributes=json.loads(attributes),
             )
         )
     result.database_ms = (time.monotonic() - started) * 1000

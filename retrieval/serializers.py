@@ -3,6 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from ragmux.core.serializers import StrictInput
+from retrieval.filters import InvalidFilter, as_json, parse_filter
 from retrieval.search import SearchResult
 from stores.models import RerankBackend, SearchBackend, SearchMode
 from stores.serializers import MAX_TOP_K, FusionWeights
@@ -40,10 +41,24 @@ class SearchOverrides(StrictInput):
         return attrs
 
 
+class FiltersField(serializers.Field):
+    """A search filter in OpenAI's `file_search` shape (retrieval/filters.py), parsed strictly."""
+
+    def to_internal_value(self, data):
+        try:
+            return parse_filter(data)
+        except InvalidFilter as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+    def to_representation(self, value):
+        return as_json(value)
+
+
 class SearchInput(SearchOverrides):
     """A search with per-call overrides."""
 
     query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=True)
+    filters = FiltersField(required=False)
 
 
 class CorrectionOutput(serializers.Serializer):
@@ -67,6 +82,7 @@ class HitOutput(serializers.Serializer):
     fts_rank = serializers.IntegerField()
     source = serializers.CharField(allow_blank=True)
     tags = serializers.ListField(child=serializers.CharField())
+    attributes = serializers.DictField()
     matched_terms = serializers.ListField(child=serializers.CharField())
 
     def to_representation(self, hit):

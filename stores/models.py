@@ -136,6 +136,8 @@ class Document(models.Model):
     mime = models.CharField(max_length=127, blank=True, default="")
     source = models.CharField(max_length=2048, blank=True, default="")
     tags = ArrayField(models.CharField(max_length=128), default=list, blank=True)
+    # What searches filter on besides the tags (stores/attributes.py holds the rules).
+    attributes = models.JSONField(default=dict, blank=True)
     original = models.BinaryField()
     size_bytes = models.PositiveBigIntegerField()
     content_sha256 = models.CharField(max_length=64)
@@ -171,6 +173,10 @@ class Document(models.Model):
         indexes = [
             models.Index(fields=["status", "id"], name="documents_queue"),
             models.Index(fields=["status", "lease_expires_at"], name="documents_leases"),
+            # A search's filter is compiled to containment tests (`@>`, retrieval/filters.py),
+            # which these answer without reading every document of the store.
+            GinIndex(fields=["attributes"], opclasses=["jsonb_path_ops"], name="documents_attributes"),
+            GinIndex(fields=["tags"], name="documents_tags"),
         ]
 
     def __str__(self) -> str:

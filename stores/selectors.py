@@ -19,6 +19,7 @@ DOCUMENT_LIST_FIELDS = (
     "mime",
     "source",
     "tags",
+    "attributes",
     "size_bytes",
     "content_sha256",
     "status",

@@ -3,6 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from ragmux.core.serializers import PageQuery, StrictInput
+from stores.attributes import InvalidAttributes, check_attributes
 from stores.models import (
     STORE_SETTINGS,
     Document,
@@ -129,6 +130,27 @@ class StoreOutput(serializers.ModelSerializer):
 
     def get_lexical_index(self, store: RagStore) -> dict:
         return lexical_index_state(store).as_dict()
+
+
+class AttributesField(serializers.JSONField):
+    """A document's attributes (stores/attributes.py). With ``binary`` the value arrives as JSON
+    text (a multipart form's field) and is parsed first."""
+
+    def to_internal_value(self, data):
+        if self.binary and not isinstance(data, str | bytes):
+            raise serializers.ValidationError("attributes must be a JSON object written as text")
+        value = super().to_internal_value(data)
+        try:
+            return check_attributes(value)
+        except InvalidAttributes as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class DocumentUpdateInput(StrictInput):
+    """What of a document can be edited after its upload: its metadata, not its text."""
+
+    attributes = AttributesField(required=False)
+    tags = serializers.ListField(child=serializers.CharField(max_length=128), max_length=64, required=False)
 
 
 class DocumentOutput(serializers.ModelSerializer):

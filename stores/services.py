@@ -218,3 +218,27 @@ def document_delete(*, document: Document, actor=None) -> None:
         index.remove_document(store_id=document.store_id, document_id=document.pk)
         Document.objects.filter(pk=document.pk).delete()
         audit_document(document, actor=actor, action="document.delete", before=document_snapshot(document))
+
+
+# What of a document can be edited after its upload (its metadata: searches filter on them).
+EDITABLE_DOCUMENT_FIELDS = ("attributes", "tags")
+
+
+def document_update(*, document: Document, values: dict[str, Any], actor=None) -> Document:
+    """Replaces the given metadata of a document (each field whole), with an audit row of the
+    values before and after. The chunks need no change: a search reads the document's row."""
+    with transaction.atomic():
+        locked = Document.objects.select_for_update().defer("original").get(pk=document.pk)
+        before = snapshot(locked, EDITABLE_DOCUMENT_FIELDS)
+        for name in EDITABLE_DOCUMENT_FIELDS:
+            if name in values:
+                setattr(locked, name, values[name])
+        locked.save(update_fields=[*values, "updated_at"])
+        audit_document(
+            locked,
+            actor=actor,
+            action="document.update",
+            before=before,
+            after=snapshot(locked, EDITABLE_DOCUMENT_FIELDS),
+        )
+    return locked

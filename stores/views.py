@@ -17,6 +17,7 @@ from stores.models import STORE_SETTINGS, store_defaults
 from stores.serializers import (
     BackendStatusOutput,
     DocumentOutput,
+    DocumentUpdateInput,
     StoreCreateInput,
     StoreOutput,
     TextSearchConfigOutput,
@@ -100,6 +101,12 @@ class DocumentApi(DocumentEndpoint):
 
     def get(self, request, document_id: int):
         return Response(DocumentOutput(self.document).data)
+
+    def patch(self, request, document_id: int):
+        data = DocumentUpdateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.document_update(document=self.document, values=data.validated_data, actor=request.user)
+        return Response(DocumentOutput(selectors.document_get(document_id)).data)
 
     def delete(self, request, document_id: int):
         refuse_body(request)

@@ -11,6 +11,7 @@ from gateway.clients.gateway_keys import KEY_PREFIX, hash_key
 from gateway.clients.models import GatewayKey
 from ragmux.core import asyncdb
 from ragmux.core.errors import Forbidden, Unauthenticated
+from retrieval.filters import Filter, all_of, parse_filter
 
 # last_used_at is refreshed at most this often, so a busy key does not write on every call.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -61,3 +62,12 @@ def require_scope(api_key: GatewayKey, scope: str) -> None:
             code="insufficient_scope",
             openai_type="insufficient_scope",
         )
+
+
+def scoped_filters(api_key: GatewayKey, requested: Filter | None) -> Filter | None:
+    """What a call's search filters on: the key's document scope ANDed with the filter the call
+    sent, so a call can narrow its key's scope and never widen it. The scope was checked when the
+    key was saved; it is parsed again here, so a scope the code can no longer read fails the call
+    (an InvalidFilter, a 500) rather than reading the whole store."""
+    scope = None if api_key.filters is None else parse_filter(api_key.filters)
+    return all_of(scope, requested)

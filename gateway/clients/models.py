@@ -89,6 +89,10 @@ class GatewayKey(SpendLimits):
     prefix = models.CharField(max_length=16)
     key_hash = models.CharField(max_length=64, unique=True)
     scopes = ArrayField(models.CharField(max_length=16, choices=Scope.choices), default=all_scopes)
+    # The key's document scope: a search filter (retrieval/filters.py, in its wire shape) ANDed
+    # with whatever filter a call sends, so the key reads only the documents passing it. None:
+    # the whole store.
+    filters = models.JSONField(null=True, blank=True, default=None)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)

@@ -15,7 +15,7 @@ from gateway.connections.providers.chat_request import MESSAGE_ROLES
 from ragmux.core.env import parse_duration
 from ragmux.core.serializers import MAX_BIGINT, MicroDollarsField, PageQuery, StrictInput
 from ragmux.core.units import micros_to_dollars
-from retrieval.serializers import MAX_QUERY_CHARS
+from retrieval.serializers import MAX_QUERY_CHARS, FiltersField
 from stores.serializers import MAX_TOP_K
 
 # The most routes a project may let its keys call by name.
@@ -86,12 +86,24 @@ class KeyInput(LimitsInput):
         child=serializers.ChoiceField(choices=Scope.choices), required=False, allow_null=True, default=None
     )
     expires_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    # The key's document scope; null: the whole store.
+    filters = FiltersField(required=False, allow_null=True, default=None)
 
 
 class KeyOutput(LimitsOutput):
     class Meta:
         model = GatewayKey
-        fields = ["id", "name", "prefix", "scopes", *API_LIMIT_FIELDS, "created_at", "last_used_at", "expires_at"]
+        fields = [
+            "id",
+            "name",
+            "prefix",
+            "scopes",
+            "filters",
+            *API_LIMIT_FIELDS,
+            "created_at",
+            "last_used_at",
+            "expires_at",
+        ]
 
 
 class KeySearchQuery(PageQuery):
@@ -254,9 +266,16 @@ MAX_EMBEDDING_INPUTS = 2048
 class RetrieveInput(serializers.Serializer):
     query = serializers.CharField(max_length=MAX_QUERY_CHARS)
     top_k = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=1)
+    filters = FiltersField(required=False, allow_null=True, default=None)
 
     def validate_top_k(self, value: int | None) -> int | None:
         return None if value is None else min(value, MAX_TOP_K)
+
+
+class ChatExtrasInput(serializers.Serializer):
+    """What a chat's `ragmux` object sets for its retrieval (its other fields are read where used)."""
+
+    filters = FiltersField(required=False, allow_null=True, default=None)
 
 
 # The most documents one `/v1/rerank` call ranks (what Cohere recommends sending at most).

@@ -19,6 +19,7 @@ from ragmux.core import asyncdb
 from ragmux.core.audit import audit_change, snapshot
 from ragmux.core.errors import Conflict, InvalidInput
 from ragmux.core.services import model_update
+from retrieval.filters import Filter, as_json
 from stores.models import RagStore
 
 PROJECT_FIELDS = (
@@ -33,7 +34,7 @@ PROJECT_FIELDS = (
 # The two fields of which a project sets exactly one: what answers its chat.
 CHAT_FIELDS = ("chat_connection_id", "chat_route_id")
 # A key is audited by its display prefix; its hash never leaves the table.
-KEY_FIELDS = ("project_id", "name", "prefix", "scopes", "expires_at", "revoked_at", *LIMIT_FIELDS)
+KEY_FIELDS = ("project_id", "name", "prefix", "scopes", "filters", "expires_at", "revoked_at", *LIMIT_FIELDS)
 
 
 class Limits(TypedDict, total=False):
@@ -63,6 +64,8 @@ class KeyChanges(Limits, total=False):
     scopes: list[str] | None
     # None: the key never expires.
     expires_at: datetime | None
+    # None: the key reads the whole store.
+    filters: Filter | None
 
 
 _audit_project = partial(audit_change, object_type="project")
@@ -244,6 +247,11 @@ def _future(expires_at: datetime | None) -> datetime | None:
     return expires_at
 
 
+def _scope(filters: Filter | None) -> dict | None:
+    """A key's document scope as stored: the filter's wire shape."""
+    return None if filters is None else as_json(filters)
+
+
 @transaction.atomic
 def key_create(
     *,
@@ -251,11 +259,16 @@ def key_create(
     name: str,
     scopes: list[str] | None,
     expires_at: datetime | None,
+    filters: Filter | None = None,
     actor=None,
     **limits: Unpack[Limits],
 ) -> IssuedKey:
     api_key = GatewayKey(
-        project=project, name=_required_name(name), scopes=_validated_scopes(scopes), expires_at=_future(expires_at)
+        project=project,
+        name=_required_name(name),
+        scopes=_validated_scopes(scopes),
+        expires_at=_future(expires_at),
+        filters=_scope(filters),
     )
     _set_limits(api_key, limits)
     key = _set_secret(api_key)
@@ -277,6 +290,8 @@ def key_update(*, api_key: GatewayKey, actor=None, **changes: Unpack[KeyChanges]
         api_key.scopes = _validated_scopes(changes["scopes"])
     if "expires_at" in changes:
         api_key.expires_at = _future(changes["expires_at"])
+    if "filters" in changes:
+        api_key.filters = _scope(changes["filters"])
     _set_limits(api_key, changes)
     api_key.save()
     _audit_key(api_key, actor=actor, action="key.update", before=before, after=snapshot(api_key, KEY_FIELDS))

@@ -11,7 +11,7 @@ from django.http import QueryDict
 
 from gateway.connections.models import RouteKind
 from gateway.connections.selectors import connection_list, route_list
-from ragmux.dashboard.forms import Form
+from ragmux.dashboard.forms import Form, json_input
 from ragmux.dashboard.store_form import rerank_connection_choices, rerank_route_choices, search_backend_options
 from retrieval.search import Hit, SearchOptions
 from retrieval.serializers import MAX_QUERY_CHARS, SearchInput, SearchOverrides
@@ -39,6 +39,8 @@ WEIGHT_INPUTS = tuple(WEIGHT_INPUT_OF_SIDE.values())
 # The rerank overrides of one configuration (compared, not saved: the store form sets them).
 RERANK_CHECKBOX = "rerank"
 RERANK_CHOICES = ("rerank_backend", "rerank_connection_id", "rerank_route_id")
+# The search's filter (retrieval/filters.py), typed as JSON.
+FILTERS = "filters"
 
 
 @dataclass
@@ -103,6 +105,9 @@ def search_input(values: dict[str, Any], query: str | None) -> dict[str, Any]:
     weights = [str(values.get(name, "")).strip() for name in WEIGHT_INPUTS]
     if any(weights):
         data["fusion_weights"] = dict(zip(("vector", "lexical"), weights, strict=True))
+    filters = json_input(str(values.get(FILTERS, "")))
+    if query is not None and filters is not None:
+        data[FILTERS] = filters
     return data
 
 
@@ -112,6 +117,8 @@ def configuration_from(params: QueryDict, side: str, query: str | None) -> Confi
     refused where the API would quietly change them: a top k above what a store returns (the API
     clamps it) and a backend this database cannot run (the API falls back)."""
     values = {name: params.get(f"{side}-{name}", "") for name in (*SETTING_OF_INPUT, *WEIGHT_INPUTS, *RERANK_CHOICES)}
+    # One filter for both configurations: the page compares settings over the same documents.
+    values[FILTERS] = params.get(FILTERS, "")
     for checkbox in (CHECKBOX, RERANK_CHECKBOX):
         values[checkbox] = f"{side}-{checkbox}" in params
     form = Form(initial=values, nested={"fusion_weights": WEIGHT_INPUT_OF_SIDE})

@@ -3,6 +3,7 @@ value the same way on every page."""
 
 from __future__ import annotations
 
+import json
 import re
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -22,6 +23,18 @@ def sign_in_outcome(entry: AuditEntry) -> str:
     words = OUTCOME_WORDS.get(entry.action, entry.action)
     reason = (entry.after or {}).get("reason")
     return f"{words}: {reason}" if reason else words
+
+
+@register.filter
+def json_value(value) -> str:
+    """An attribute's value as its JSON reads, but a string as itself: acme, 2024, true."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+@register.filter
+def json_object(value: dict) -> str:
+    """A JSON object to edit in a text input; nothing for an empty one."""
+    return json.dumps(value, ensure_ascii=False) if value else ""
 
 
 @register.filter

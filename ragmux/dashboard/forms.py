@@ -5,6 +5,7 @@ a service's refusal is caught, and a button without inputs calls it directly."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -76,6 +77,17 @@ def _input_of_part(parts: Mapping[str, str], path: list[str]) -> str:
         if found is not None:
             return found
     return next(iter(parts.values()))
+
+
+def json_input(text: str) -> Any:
+    """What a JSON text input holds for the API: None when it is blank, the value when it parses,
+    else the text itself, which the API's field then refuses in its own words."""
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 class Form:

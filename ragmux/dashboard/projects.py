@@ -7,6 +7,7 @@ message, the session or its cookie."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC
 from functools import partial
 
@@ -25,7 +26,7 @@ from ragmux.dashboard import once
 from ragmux.dashboard.access import page
 from ragmux.dashboard.connections import figure
 from ragmux.dashboard.filters import dollars, number
-from ragmux.dashboard.forms import Form
+from ragmux.dashboard.forms import Form, json_input
 from ragmux.dashboard.spend import project_spend
 from stores.selectors import store_list
 
@@ -35,7 +36,7 @@ PROJECT_FIELDS = ("name", "chat", "embedding_connection_id", "store_id", "system
 PROJECT_LISTS = ("allowed_route_ids",)
 CHAT_CHOICES = {"connection": "chat_connection_id", "route": "chat_route_id"}
 OPTIONAL_IDS = ("embedding_connection_id", "store_id")
-KEY_FIELDS = ("name", "expires_at")
+KEY_FIELDS = ("name", "expires_at", "filters")
 KEY_EDIT_FIELDS = (*KEY_FIELDS, *API_LIMIT_FIELDS)
 # What each limit is called on the pages, in the API's order.
 LIMIT_LABELS = dict(
@@ -253,7 +254,11 @@ def key_create(request, project_id: int):
     if status is not None:
         return _project_page(request, project, status=status)
     form = Form(request, names=KEY_FIELDS, lists=("scopes",))
-    data = {**form.values, "expires_at": form.values["expires_at"] or None}
+    data = {
+        **form.values,
+        "expires_at": form.values["expires_at"] or None,
+        "filters": json_input(form.values["filters"]),
+    }
     if form.submit(KeyInput, data, partial(services.key_create, project=project, actor=request.user)):
         once.spend_token(request)
         return _project_page(request, project, issued=form.result, status=201)
@@ -285,13 +290,16 @@ def key_edit(request, key_id: int):
     """A key's name, scopes, expiry and limits; its secret stays."""
     api_key = selectors.key_get(key_id=key_id)
     expires = api_key.expires_at.astimezone(UTC).strftime(LOCAL_MINUTE) if api_key.expires_at else ""
-    saved = {"name": api_key.name, "scopes": api_key.scopes, "expires_at": expires, **limit_values(api_key)}
+    scope = json.dumps(api_key.filters) if api_key.filters is not None else ""
+    saved = {"name": api_key.name, "scopes": api_key.scopes, "expires_at": expires, "filters": scope}
+    saved.update(limit_values(api_key))
     form = Form(request, names=KEY_EDIT_FIELDS, lists=("scopes",), initial=saved)
     if request.method == "POST":
         data = {
             "name": form.values["name"],
             "scopes": form.values["scopes"],
             "expires_at": form.values["expires_at"] or None,
+            "filters": json_input(form.values["filters"]),
             **_limits_input(form),
         }
         save = partial(services.key_update, api_key=api_key, actor=request.user)

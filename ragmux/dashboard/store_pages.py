@@ -39,21 +39,21 @@ from ragmux.dashboard.compare import (
     rank_against,
     store_settings_input,
 )
-from ragmux.dashboard.forms import Form, attempt
+from ragmux.dashboard.forms import Form, attempt, json_input
 from ragmux.dashboard.lexical_index import lexical_index
 from ragmux.dashboard.pager import Pager, list_query, pager
 from ragmux.dashboard.quota import store_quota
 from ragmux.dashboard.request_logs import overview_usage
 from ragmux.dashboard.spend import overview_spend
 from ragmux.dashboard.store_form import SEARCH_BACKEND_LINES, StoreForm
-from ragmux.dashboard.uploads import summary, upload_outcomes
+from ragmux.dashboard.uploads import summary, upload_attributes, upload_outcomes
 from retrieval.rerank import reranked_search
 from retrieval.search import SearchResult, matching_words
 from retrieval.serializers import MAX_QUERY_CHARS
 from stores import selectors, services
 from stores.choices import DocumentStatus, SearchMode
 from stores.models import RagStore
-from stores.serializers import DocumentListQuery, StoreSettingsInput
+from stores.serializers import DocumentListQuery, DocumentUpdateInput, StoreSettingsInput
 
 RECENT_FAILURES = 10
 # Statuses that change on their own: while a store has documents in them its table polls.
@@ -277,8 +277,9 @@ def store_upload(request, store_id: int):
 
     def admit() -> admission.UploadResult:
         oversize_upload(request)
+        attributes = upload_attributes(request.POST)
         incoming = [
-            admission.IncomingFile(filename=name, data=upload.read())
+            admission.IncomingFile(filename=name, data=upload.read(), attributes=attributes)
             for name, upload in zip(names, uploads, strict=True)
         ]
         return admission.document_upload(store=store, files=incoming, actor=request.user)
@@ -299,12 +300,13 @@ def store_upload(request, store_id: int):
 @page("editor", methods=("POST",), shown_on=_store_address)
 def store_text(request, store_id: int):
     store = selectors.store_get(store_id)
-    form = Form(request, names=("title", "content", "source", "tags"))
+    form = Form(request, names=("title", "content", "source", "tags", "attributes"))
     tags = [tag.strip() for tag in form.values["tags"].split(",") if tag.strip()]
+    attributes = json_input(form.values["attributes"])
     error = "The text was not added: see the messages beside the fields."
     if form.submit(
         TextDocumentInput,
-        {**form.values, "tags": tags},
+        {**form.values, "tags": tags, "attributes": {} if attributes is None else attributes},
         partial(admission.document_ingest_text, store=store, actor=request.user),
     ):
         (outcome,) = upload_outcomes([admission.text_document_filename(form.values["title"])], form.result)
@@ -353,6 +355,24 @@ def document_delete(request, document_id: int):
     document = selectors.document_get(document_id)
     services.document_delete(document=document, actor=request.user)
     messages.success(request, f"Deleted {document.filename} with its chunks.")
+    return _back_to_list(request, document.store_id)
+
+
+@page("editor", methods=("POST",), shown_on=_document_store_address)
+def document_metadata(request, document_id: int):
+    """A document's attributes and tags, edited on its row (each replaced whole, as the API's PATCH)."""
+    document = selectors.document_get(document_id)
+    form = Form(request, names=("attributes", "tags"))
+    attributes = json_input(form.values["attributes"])
+    data = {
+        "attributes": {} if attributes is None else attributes,
+        "tags": [tag.strip() for tag in form.values["tags"].split(",") if tag.strip()],
+    }
+    save = partial(services.document_update, document=document, actor=request.user)
+    if form.submit(DocumentUpdateInput, data, lambda **values: save(values=values)):
+        messages.success(request, f"{document.filename}: attributes and tags saved.")
+    else:
+        messages.error(request, f"{document.filename} was not saved: {form.problems}")
     return _back_to_list(request, document.store_id)
 
 
@@ -440,6 +460,7 @@ def search(request):
             "store": store,
             "query": query,
             "query_error": query_error,
+            "filters": request.GET.get("filters", ""),
             "max_query_chars": MAX_QUERY_CHARS,
             "columns": columns,
             "compared": bool(query) and not query_error,

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from ingestion.serializers import UploadFormInput
 from ingestion.services import UploadResult
+from ragmux.core.errors import InvalidInput, flatten_validation
 from stores.choices import DocumentStatus
 
 VERDICT_OF_SKIP = {
@@ -23,6 +25,16 @@ class FileOutcome:
     detail: str
     accepted: bool = False
     document_id: int | None = None
+
+
+def upload_attributes(post) -> dict:
+    """The attributes an upload form gives every file (its JSON text, as the API's multipart field
+    takes it); InvalidInput saying why when they are not valid."""
+    form = UploadFormInput(data={"attributes": post["attributes"]} if post.get("attributes", "").strip() else {})
+    if not form.is_valid():
+        (messages,) = flatten_validation(form.errors).values()
+        raise InvalidInput(f"The attributes were refused: {' '.join(messages)}", field="attributes")
+    return form.validated_data["attributes"]
 
 
 def upload_outcomes(filenames: list[str], result: UploadResult) -> list[FileOutcome]:

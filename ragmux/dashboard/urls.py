@@ -79,6 +79,7 @@ urlpatterns = [
     ),
     path("documents/<id:document_id>/reprocess", store_pages.document_reprocess, name="document-reprocess"),
     path("documents/<id:document_id>/delete", store_pages.document_delete, name="document-delete"),
+    path("documents/<id:document_id>/metadata", store_pages.document_metadata, name="document-metadata"),
     path("search/", store_pages.search, name="search"),
     path("connections/", connections.connections, name="connections"),
     path("connections/new", connections.connection_create, name="connection-create"),

@@ -51,6 +51,7 @@ function setUpUpload(form) {
   const accepted = results.querySelector("[data-upload-accepted]");
   const acceptedCount = results.querySelector("[data-upload-accepted-count]");
   const token = form.querySelector("input[name=csrfmiddlewaretoken]").value;
+  const attributes = form.querySelector("[name=attributes]");
 
   // The server's list items, one per file: refusals in the open list, accepted files folded.
   function sort(html) {
@@ -85,6 +86,7 @@ function setUpUpload(form) {
       progress.textContent = `Sending files ${start + 1}–${start + batch.length} of ${all.length}…`;
       const body = new FormData();
       batch.forEach((file) => body.append("files", file, file.name));
+      if (attributes && attributes.value.trim()) body.append("attributes", attributes.value);
       let response;
       try {
         response = await fetch(form.action, {

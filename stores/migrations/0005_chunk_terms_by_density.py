@@ -4,7 +4,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
     """Each term's postings ordered by density (tf / chunk length, highest first), for BM25 on
     terms present in most chunks: the search reads only their densest postings as candidates
-    instead of the whole list (retrieval.sql._bm25_statement). The expression must stay the one
+    instead of the whole list (retrieval.bm25._bm25_statement). The expression must stay the one
     the search orders by. Built concurrently so ingestion is not blocked on a large table."""
 
     atomic = False

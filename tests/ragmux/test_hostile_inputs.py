@@ -134,14 +134,24 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
         ("admin/api/rag-stores/<id:store_id>/documents", "get"): Query({"status": "ready", "page": 1}),
         ("admin/api/rag-stores/<id:store_id>/documents", "post"): Multipart(),
         ("admin/api/rag-stores/<id:store_id>/documents/text", "post"): Json(
-            {"title": "t", "content": "words"}, long_text=("content",)
+            {"title": "t", "content": "words", "attributes": {"customer": "acme"}}, long_text=("content",)
         ),
         ("admin/api/rag-stores/<id:store_id>/reprocess", "post"): Json({"status": "failed"}, empty_is_valid=True),
         ("admin/api/rag-stores/<id:store_id>/search", "post"): Json(
-            {"query": "words", "top_k": 3, "rerank": False, "rerank_backend": "llm", "rerank_connection_id": 1}
+            {
+                "query": "words",
+                "top_k": 3,
+                "rerank": False,
+                "rerank_backend": "llm",
+                "rerank_connection_id": 1,
+                "filters": {"type": "eq", "key": "customer", "value": "acme"},
+            }
         ),
         **evaluation_rows(),
         ("admin/api/documents/<id:document_id>", "get"): NoInput(),
+        ("admin/api/documents/<id:document_id>", "patch"): Json(
+            {"attributes": {"customer": "acme"}, "tags": ["hr"]}, empty_is_valid=True
+        ),
         ("admin/api/documents/<id:document_id>", "delete"): NoInput(),
         ("admin/api/documents/<id:document_id>/download", "get"): NoInput(),
         ("admin/api/documents/<id:document_id>/reprocess", "post"): NoInput(),
@@ -156,12 +166,20 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
         ),
         ("admin/api/projects/<id:project_id>", "delete"): NoInput(),
         ("admin/api/projects/<id:project_id>/keys", "get"): NoInput(),
-        ("admin/api/projects/<id:project_id>/keys", "post"): Json({"name": "k", "scopes": ["chat"]}),
+        ("admin/api/projects/<id:project_id>/keys", "post"): Json(
+            {"name": "k", "scopes": ["chat"], "filters": {"type": "eq", "key": "customer", "value": "acme"}}
+        ),
         ("admin/api/projects/<id:project_id>/logs", "get"): NoInput(),
         ("admin/api/projects/<id:project_id>/usage", "get"): NoInput(),
         ("admin/api/keys", "get"): Query({"project": 1, "revoked": "true", "scope": "chat", "page": 1}),
         ("admin/api/keys/<id:key_id>", "patch"): Json(
-            {"name": "k2", "scopes": ["chat"], "budget_monthly_tokens": 1000}, empty_is_valid=True
+            {
+                "name": "k2",
+                "scopes": ["chat"],
+                "budget_monthly_tokens": 1000,
+                "filters": {"type": "eq", "key": "customer", "value": "acme"},
+            },
+            empty_is_valid=True,
         ),
         ("admin/api/keys/<id:key_id>", "delete"): NoInput(),
         ("admin/api/keys/<id:key_id>/rotate", "post"): NoInput(),

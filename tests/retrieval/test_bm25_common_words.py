@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 
 from ingestion.services import IncomingFile, document_upload
-from retrieval import sql
+from retrieval import bm25
 from retrieval.search import store_search
 from stores.models import RagStore
 from stores.services import store_create
@@ -89,17 +89,17 @@ def test_the_store_is_the_slow_class(common_store):
 def small_budget(monkeypatch):
     """A budget well under the postings of one common word (CHUNKS), as a large store's are, and
     an exact pass that cannot afford them either."""
-    monkeypatch.setattr(sql, "BM25_POSTING_BUDGET", 60)
-    monkeypatch.setattr(sql, "BM25_MIN_TERM_POSTINGS", 20)
-    monkeypatch.setattr(sql, "BM25_CANDIDATES_MIN", 20)
-    monkeypatch.setattr(sql, "BM25_EXACT_POSTINGS", CHUNKS - 1)
+    monkeypatch.setattr(bm25, "BM25_POSTING_BUDGET", 60)
+    monkeypatch.setattr(bm25, "BM25_MIN_TERM_POSTINGS", 20)
+    monkeypatch.setattr(bm25, "BM25_CANDIDATES_MIN", 20)
+    monkeypatch.setattr(bm25, "BM25_EXACT_POSTINGS", CHUNKS - 1)
 
 
 @pytest.mark.parametrize("query", QUERIES)
 def test_common_words_read_a_bounded_number_of_postings(common_store, small_budget, query):
     terms = len(query.split())
-    depth = max(sql.BM25_MIN_TERM_POSTINGS, sql.BM25_POSTING_BUDGET // terms)
-    candidates = max(sql.BM25_CANDIDATES_MIN, sql.BM25_CANDIDATES_PER_RESULT * 10)
+    depth = max(bm25.BM25_MIN_TERM_POSTINGS, bm25.BM25_POSTING_BUDGET // terms)
+    candidates = max(bm25.BM25_CANDIDATES_MIN, bm25.BM25_CANDIDATES_PER_RESULT * 10)
     # Each term's densest postings, then one posting per candidate and term for the rescoring;
     # the exact pass, finding the deciding terms' postings beyond what it may read, reads none.
     # Before the fix every posting was read (CHUNKS per term), and the lookups once per candidate.
@@ -123,9 +123,9 @@ def test_common_words_scores_are_exact_and_the_top_overlaps_full_scoring(common_
 @pytest.mark.parametrize("query", QUERIES)
 def test_common_words_match_full_scoring_when_the_exact_pass_affords_their_postings(common_store, monkeypatch, query):
     # The bounded pass reads at most 60 of each term's 240 postings; the exact pass reads them all.
-    monkeypatch.setattr(sql, "BM25_POSTING_BUDGET", 60)
-    monkeypatch.setattr(sql, "BM25_MIN_TERM_POSTINGS", 20)
-    monkeypatch.setattr(sql, "BM25_CANDIDATES_MIN", 20)
+    monkeypatch.setattr(bm25, "BM25_POSTING_BUDGET", 60)
+    monkeypatch.setattr(bm25, "BM25_MIN_TERM_POSTINGS", 20)
+    monkeypatch.setattr(bm25, "BM25_CANDIDATES_MIN", 20)
     expected = expected_top(common_store, query, 10)
     hits = lexical_search(common_store, query, 10).hits
     assert [(hit.chunk_id, pytest.approx(hit.lex_score, rel=1e-6)) for hit in hits] == expected
@@ -133,7 +133,7 @@ def test_common_words_match_full_scoring_when_the_exact_pass_affords_their_posti
 
 @pytest.mark.parametrize("query", QUERIES)
 def test_common_words_match_full_scoring_when_the_budget_covers_their_postings(common_store, monkeypatch, query):
-    monkeypatch.setattr(sql, "BM25_POSTING_BUDGET", CHUNKS * len(query.split()))
+    monkeypatch.setattr(bm25, "BM25_POSTING_BUDGET", CHUNKS * len(query.split()))
     expected = expected_top(common_store, query, 10)
     hits = lexical_search(common_store, query, 10).hits
     assert [hit.chunk_id for hit in hits] == [chunk_id for chunk_id, _ in expected]

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 
 from ingestion.services import IncomingFile, document_upload
-from retrieval import sql
+from retrieval import bm25
 from retrieval.ranking import phrase_and_exclusion_filter, positive_text
 from retrieval.search import store_search
 from stores.models import Chunk, RagStore
@@ -58,7 +58,7 @@ def test_top_n_equals_full_scoring_when_the_postings_fit_the_budget(zipf_store):
     # Every posting of the store fits the budget, so every query's terms are read in full.
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM chunk_terms WHERE store_id = %s", [zipf_store.pk])
-        assert cursor.fetchone()[0] <= sql.BM25_POSTING_BUDGET
+        assert cursor.fetchone()[0] <= bm25.BM25_POSTING_BUDGET
     for query in queries:
         for limit in (1, 3, 10):
             assert_same_top(zipf_store, query, limit)
@@ -105,10 +105,10 @@ def class_queries(store: RagStore, query_class: str, count: int) -> list[str]:
 def small_budget(monkeypatch):
     """A budget under nearly every query's postings (as on a large store), 40 candidates of the
     store's 186 chunks."""
-    monkeypatch.setattr(sql, "BM25_POSTING_BUDGET", 200)
-    monkeypatch.setattr(sql, "BM25_MIN_TERM_POSTINGS", 10)
-    monkeypatch.setattr(sql, "BM25_CANDIDATES_MIN", 40)
-    monkeypatch.setattr(sql, "BM25_CANDIDATES_PER_RESULT", 3)
+    monkeypatch.setattr(bm25, "BM25_POSTING_BUDGET", 200)
+    monkeypatch.setattr(bm25, "BM25_MIN_TERM_POSTINGS", 10)
+    monkeypatch.setattr(bm25, "BM25_CANDIDATES_MIN", 40)
+    monkeypatch.setattr(bm25, "BM25_CANDIDATES_PER_RESULT", 3)
 
 
 @pytest.mark.parametrize("query_class", ["typical", "common", "paragraph", "phrase"])
@@ -122,7 +122,7 @@ def test_over_the_budget_the_exact_pass_finds_full_scorings_top_n(zipf_store, sm
                 "SELECT coalesce(sum(df), 0) FROM store_terms WHERE store_id = %s AND term = ANY(%s)",
                 [zipf_store.pk, list(terms)],
             )
-            over_budget += cursor.fetchone()[0] > sql.BM25_POSTING_BUDGET
+            over_budget += cursor.fetchone()[0] > bm25.BM25_POSTING_BUDGET
     assert over_budget >= 10
 
 
@@ -170,7 +170,7 @@ def test_the_exact_pass_skips_the_terms_that_cannot_decide_the_top_n(zipf_store,
     # A rare word and the store's most frequent ones: the threshold set by the chunks holding the
     # rare word is out of the frequent words' reach, so their postings are not read in full when
     # reading ahead is not affordable.
-    monkeypatch.setattr(sql, "BM25_EXACT_READ_AHEAD", 0)
+    monkeypatch.setattr(bm25, "BM25_EXACT_READ_AHEAD", 0)
     query = f"{WORDS[-1]} {WORDS[0]} {WORDS[1]} {WORDS[2]}"
     plan = exact_pass_plan(zipf_store, query, 3)
     with connection.cursor() as cursor:
@@ -188,9 +188,9 @@ def test_reading_ahead_the_skippable_terms_rescores_fewer_chunks(zipf_store, sma
     # (the whole query's postings fit the read-ahead), each chunk's bound is its score and only
     # the top n reach the threshold. Both give full scoring's top n.
     words = [WORDS[rank] for rank in (0, 1, 2, 5, 8, 12)]
-    monkeypatch.setattr(sql, "BM25_EXACT_READ_AHEAD", 0)
+    monkeypatch.setattr(bm25, "BM25_EXACT_READ_AHEAD", 0)
     skipping = exact_pass_plan(zipf_store, " ".join(words), 10)
-    monkeypatch.setattr(sql, "BM25_EXACT_READ_AHEAD", 10**6)
+    monkeypatch.setattr(bm25, "BM25_EXACT_READ_AHEAD", 10**6)
     reading = exact_pass_plan(zipf_store, " ".join(words), 10)
     with connection.cursor() as cursor:
         cursor.execute("SELECT sum(df) FROM store_terms WHERE store_id = %s AND term = ANY(%s)", [zipf_store.pk, words])
@@ -205,8 +205,8 @@ def test_the_exact_pass_checks_a_phrase_on_a_bounded_number_of_chunks(zipf_store
     # A phrase few chunks hold, with frequent words: nearly every chunk the exact pass finds
     # fails the filter. It checks at most BM25_FILTER_CHECKS_PER_CANDIDATE times the chunks it
     # may rescore, best bound first, and what passes is still exactly scored.
-    monkeypatch.setattr(sql, "BM25_EXACT_READ_AHEAD", 0)
-    monkeypatch.setattr(sql, "BM25_EXACT_RESCORED", 5)
+    monkeypatch.setattr(bm25, "BM25_EXACT_READ_AHEAD", 0)
+    monkeypatch.setattr(bm25, "BM25_EXACT_RESCORED", 5)
     query = f'"{WORDS[1]} {WORDS[0]}" {WORDS[0]} {WORDS[1]} {WORDS[2]} {WORDS[25]}'
     overrides = {"mode": "lexical", "backend": "bm25", "top_k": 3}
     result, plan = explain_exact_pass(
@@ -218,8 +218,8 @@ def test_the_exact_pass_checks_a_phrase_on_a_bounded_number_of_chunks(zipf_store
         return own + sum(filter_checks(child) for child in node.get("Plans", []))
 
     failing = matching_chunks(zipf_store, f"{WORDS[0]} or {WORDS[1]}") - matching_chunks(zipf_store, query)
-    assert len(failing) > 2 * sql.BM25_FILTER_CHECKS_PER_CANDIDATE * 5
-    assert 0 < filter_checks(plan) <= sql.BM25_FILTER_CHECKS_PER_CANDIDATE * 5
+    assert len(failing) > 2 * bm25.BM25_FILTER_CHECKS_PER_CANDIDATE * 5
+    assert 0 < filter_checks(plan) <= bm25.BM25_FILTER_CHECKS_PER_CANDIDATE * 5
     expected = dict(expected_top(zipf_store, query, 1000))
     assert result.hits
     for hit in result.hits:
@@ -230,7 +230,7 @@ def test_the_exact_pass_checks_a_phrase_on_a_bounded_number_of_chunks(zipf_store
 def test_over_the_budget_the_top_n_overlaps_full_scoring(zipf_store, small_budget, monkeypatch, query_class):
     # The exact pass cannot afford the deciding postings either: the classes are approximated,
     # and most of the exact top 10 must still be found, with exact scores.
-    monkeypatch.setattr(sql, "BM25_EXACT_POSTINGS", 0)
+    monkeypatch.setattr(bm25, "BM25_EXACT_POSTINGS", 0)
     ids, tokens = chunk_tokens(zipf_store)
     reference = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
     reference.index(tokens, show_progress=False)
@@ -244,7 +244,7 @@ def test_over_the_budget_the_top_n_overlaps_full_scoring(zipf_store, small_budge
             ((-round(s, 9), chunk_id) for chunk_id, s in zip(ids, scores, strict=True) if s > 0 and chunk_id in allowed)
         )
         expected = {chunk_id for _, chunk_id in ranked[:10]}
-        over_budget += sum(term in chunk for term in set(terms) for chunk in tokens) > sql.BM25_POSTING_BUDGET
+        over_budget += sum(term in chunk for term in set(terms) for chunk in tokens) > bm25.BM25_POSTING_BUDGET
         hits = store_search(
             store=zipf_store, query=query, overrides={"mode": "lexical", "backend": "bm25", "top_k": 10}, candidates=10
         ).hits

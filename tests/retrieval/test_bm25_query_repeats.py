@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ingestion.services import IncomingFile, document_upload
-from retrieval import sql
+from retrieval import bm25
 from stores.services import store_create
 from tests.helpers import chunk_tokens
 
@@ -55,7 +55,7 @@ def reference_scores(tokens: list[list[str]], query: list[str]) -> list[float]:
 # Default constants (every posting fits the budget: the bounded pass is full scoring), and a
 # budget of two postings with few candidates, so that the exact pass and its bounds decide.
 BUDGETS = {
-    "full": {"BM25_POSTING_BUDGET": sql.BM25_POSTING_BUDGET},
+    "full": {"BM25_POSTING_BUDGET": bm25.BM25_POSTING_BUDGET},
     "pruned": {
         "BM25_POSTING_BUDGET": 2,
         "BM25_MIN_TERM_POSTINGS": 1,
@@ -77,8 +77,8 @@ def test_repeated_query_words_count_each_time(fake_connection, ingest_now, budge
     ingest_now()
     ids, tokens = chunk_tokens(store)
     expected = dict(zip(ids, reference_scores(tokens, query.split()), strict=True))
-    with mock.patch.multiple(sql, **BUDGETS[budget]):
-        found = sql.bm25_candidates(
+    with mock.patch.multiple(bm25, **BUDGETS[budget]):
+        found = bm25.bm25_candidates(
             store_id=store.pk, config=store.query_config, scoring_text=query, filter_query=None, limit=limit
         )
     best = sorted((score for score in expected.values() if score > 0), reverse=True)[:limit]

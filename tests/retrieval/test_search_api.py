@@ -39,6 +39,7 @@ def test_the_response_has_the_seed_fields_and_echoes_what_ran(api, store):
         "fts_rank",
         "source",
         "tags",
+        "attributes",
         "matched_terms",
     }
     for hit in search(api("viewer"), store, query="return policy", top_k=10).json()["hits"]:

@@ -20,7 +20,7 @@ from gateway.clients import limiter, selectors
 from gateway.clients.injection import inject, message_texts, query_text
 from gateway.clients.ledger import Call, Spend
 from gateway.clients.models import Endpoint, Scope
-from gateway.clients.serializers import ChatInput
+from gateway.clients.serializers import ChatExtrasInput, ChatInput
 from gateway.clients.v1.endpoint import client_left, end_call, json_body, routed, v1_endpoint, validated
 from gateway.clients.v1.retrieve import search_store
 from gateway.clients.v1.spend import estimated_if_cancelled, query_spend
@@ -42,11 +42,12 @@ from ragmux.core.errors import (
     status_for,
 )
 from retrieval import context as rag_context
+from retrieval.filters import Filter
 
 logger = logging.getLogger("ragmux.gateway.v1")
 
 
-async def _ground(call: Call, messages: list[dict]) -> tuple[str, list[dict]]:
+async def _ground(call: Call, messages: list[dict], filters: Filter | None) -> tuple[str, list[dict]]:
     """The context block and its sources; retrieval trouble leaves the chat ungrounded, with the
     reason in the call's log row."""
     store = call.project.store
@@ -54,7 +55,7 @@ async def _ground(call: Call, messages: list[dict]) -> tuple[str, list[dict]]:
     if store is None or not query:
         return "", []
     try:
-        result = await search_store(call, store, query, search_timeout=settings.SEARCH_TIMEOUT)
+        result = await search_store(call, store, query, {"filters": filters}, search_timeout=settings.SEARCH_TIMEOUT)
     except TimeoutError:
         call.rag_skipped_reason = f"retrieval took longer than SEARCH_TIMEOUT ({settings.SEARCH_TIMEOUT:g}s)"
     except ServiceError as exc:
@@ -168,13 +169,14 @@ async def complete_chat(call: Call, body: dict) -> HttpResponse:
     data = validated(ChatInput, body)
     extras = body.pop("ragmux", None)  # ours: never sent upstream
     include_context = isinstance(extras, dict) and extras.get("include_context") is True
+    filters = validated(ChatExtrasInput, extras if isinstance(extras, dict) else {})["filters"]
     plan = await _chat_plan(call, data["model"])
     attempts = Attempts(plan.targets[0])
     call.model = attempts.current.model
     client_model = data["model"] or attempts.current.model
 
     await limiter.admit(call, **_chat_size(call, plan, body, data["messages"]))
-    context, sources = await _ground(call, data["messages"])
+    context, sources = await _ground(call, data["messages"], filters)
     await limiter.top_up(call, **_retrieval_size(call, plan, context))
     body["messages"] = inject(data["messages"], context=context, system_prompt=call.project.system_prompt)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from gateway.clients import limiter
+from gateway.clients import access, limiter
 from gateway.clients.ledger import Call, Spend
 from gateway.clients.models import Endpoint, RerankOutcome, Scope
 from gateway.clients.serializers import RetrieveInput
@@ -36,7 +36,9 @@ async def search_store(
     retrieval's one entry point (`retrieval.retrieve.search_and_rerank`, entered once); what it
     found and spent lands on the call's row, a client that leaves midway included. The embedding
     and the search must end within ``search_timeout`` (a chat's grounding: SEARCH_TIMEOUT), else
-    ``TimeoutError``."""
+    ``TimeoutError``. Every search of a call comes here: the key's document scope is ANDed in
+    here, with whatever filter the client sent."""
+    overrides = {**(overrides or {}), "filters": access.scoped_filters(call.key, (overrides or {}).get("filters"))}
     spend = RetrievalSpend()
     try:
         return await search_and_rerank(
@@ -87,7 +89,7 @@ async def retrieve(request: HttpRequest, call: Call) -> HttpResponse:
     call.model = store.embedding_connection.model_name
     spend = query_spend(store, data["query"])
     await limiter.admit(call, tokens=spend.prompt_tokens, spends=[spend])
-    result = await search_store(call, store, data["query"], {"top_k": data["top_k"]})
+    result = await search_store(call, store, data["query"], {"top_k": data["top_k"], "filters": data["filters"]})
     return JsonResponse(
         {
             "object": "list",
