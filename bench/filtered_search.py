@@ -34,7 +34,7 @@ from search_latency import (
     zipf_cdf,
 )
 
-from retrieval.evaluation.metrics import percentile
+from retrieval.evaluation.scores import percentile
 
 STORE_NAME = "bench-filtered-search"
 TOP_K = 10

@@ -393,7 +393,7 @@ def configurations_of(query_class: str) -> tuple[tuple[str, str | None], ...]:
 def top_overlap(store, queries: list[str]) -> float:
     """Mean share of the full-scoring BM25 top 10 that the search's lexical list has in its top 10
     (the lexical side of a search, as store_search asks for it: 3 × top_k candidates)."""
-    from retrieval import sql
+    from retrieval import bm25
     from retrieval.search import bm25_candidates
 
     def top(query: str) -> set[int]:
@@ -404,7 +404,7 @@ def top_overlap(store, queries: list[str]) -> float:
     for query in queries:
         found = top(query)
         # A budget no query reaches: every posting of every term is read, the scoring is full.
-        with mock.patch.object(sql, "BM25_POSTING_BUDGET", 2**62):
+        with mock.patch.object(bm25, "BM25_POSTING_BUDGET", 2**62):
             exact = top(query)
         if exact:
             shares.append(len(found & exact) / len(exact))

@@ -474,6 +474,7 @@ def test_gateway_smoke_reports_every_figure_and_leaves_nothing_running(run_tmpdi
         "limits_added_p50",
         "limits_requests_per_second",
         "route_added_p50",
+        "responses_added_p50",
     }
     time.sleep(1)
     assert processes_left_by_run(run_tmpdir, workers_before) == []
