@@ -9,8 +9,13 @@ BIN := $(VENV)/bin
 run: install ocr
 	$(BIN)/ragmux serve
 
+# The suite in TEST_WORKERS processes (pytest-xdist), each on a PostgreSQL and a Redis of its own
+# (tests/conftest.py): its tests spend much of their time waiting on servers and subprocesses, so
+# two keep both cores busy. Worksteal: a worker that runs out takes tests the other still has queued.
+TEST_WORKERS ?= 2
+
 test: install-test browser ocr
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # The dashboard's browser tests, photographing every page into docs/screenshots/ at 1280 px
 # (name.png) and 390 px (name-390.png); the folder is emptied first, so it holds only what they show.

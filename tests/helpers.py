@@ -302,6 +302,16 @@ class Processes:
                 self.kill_tree(process)
 
 
+def settled(read, *, within: float):
+    """``read()`` as soon as it is empty, else its last value after ``within`` seconds: for what
+    goes a moment after the call that ends it (a process's children), without always waiting
+    the whole moment."""
+    deadline = time.monotonic() + within
+    while (value := read()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return value
+
+
 def wait_until(condition, timeout=90, message="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -178,11 +178,18 @@ class EmbeddedPostgres:
         try:
             pwd.getpwnam(PG_SYSTEM_USER)
         except KeyError:
-            subprocess.run(
+            made = subprocess.run(
                 ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PG_SYSTEM_USER],
-                check=True,
                 capture_output=True,
+                text=True,
             )
+            # Another process starting a server at the same moment (the test suite's second
+            # worker, a bench's second host) may have made the user first; its existence counts.
+            if made.returncode != 0:
+                try:
+                    pwd.getpwnam(PG_SYSTEM_USER)
+                except KeyError:
+                    raise EmbeddedError(f"useradd {PG_SYSTEM_USER} failed: {made.stderr.strip()}") from None
         account = pwd.getpwnam(PG_SYSTEM_USER)
         data_dir = self.pgdata.parent
         data_dir.mkdir(parents=True, exist_ok=True)

@@ -6,12 +6,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import psutil
 import psycopg
 import pytest
+
+from tests.helpers import settled
 
 REPO = Path(__file__).resolve().parents[2]
 # Ours, in the repository: the suite must not depend on the shared data folder beside a checkout.
@@ -179,8 +180,8 @@ def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(
     for comparison in result["comparisons"]:
         low, high = comparison["ci95"]
         assert low <= comparison["ndcg@10_difference"] <= high
-    time.sleep(1)  # the worker's children may take a moment to go after their parent
-    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    # The worker's children may take a moment to go after their parent.
+    assert settled(lambda: processes_left_by_run(run_tmpdir, workers_before), within=1) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []  # the scratch folder was removed
 
 
@@ -216,8 +217,7 @@ def test_lexical_suspects_smoke_reports_every_row_and_leaves_nothing_running(run
                     assert low <= row[f"{side}_vs_simple"]["difference"] <= high
     assert rows["dense only (no lexical side)"]["lexical"] is None
     assert all(row["hybrid"] is not None for row in result["rows"])  # --dense-variants fuses the chunking variants
-    time.sleep(1)
-    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert settled(lambda: processes_left_by_run(run_tmpdir, workers_before), within=1) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
 
 
@@ -259,8 +259,7 @@ def test_search_latency_smoke_reports_every_mode_and_backend_and_leaves_nothing_
     overlap = result["bm25_top10_overlap"]
     assert list(overlap) == ["typical", "common", "paragraph", "phrase"]
     assert all(0.0 <= share <= 1.0 for share in overlap.values())
-    time.sleep(1)
-    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert settled(lambda: processes_left_by_run(run_tmpdir, workers_before), within=1) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
 
 
@@ -304,8 +303,7 @@ def test_scale_quality_smoke_mixes_the_judged_documents_into_prose_and_leaves_no
     assert classes == ["typical", "common", "paragraph", "phrase", "unknown", "misspelt", "questions"]
     assert all(0 < row["p50_ms"] <= row["p95_ms"] for row in result["latency"]["classes"])
     assert list(result["bm25_top10_overlap"]) == ["typical", "common", "paragraph", "phrase", "questions"]
-    time.sleep(1)
-    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert settled(lambda: processes_left_by_run(run_tmpdir, workers_before), within=1) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
 
 
@@ -349,8 +347,7 @@ def test_ingest_smoke_reports_throughput_and_leaves_nothing_running(run_tmpdir):
     assert result["skipped"] == ['empty: skipped at upload (empty_file): "empty.txt" is empty (0 bytes)']
     assert result["chunks_per_s"] > 0 and result["raw_embedder_chunks_per_s"] > 0
     assert result["worker_peak_rss_mb"] > 0
-    time.sleep(1)
-    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert settled(lambda: processes_left_by_run(run_tmpdir, workers_before), within=1) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
 
 
@@ -391,8 +388,7 @@ def test_ingest_smoke_uses_the_given_services_and_starts_nothing_embedded(run_tm
             "WHERE s.name = 'bench-ingest' GROUP BY d.status"
         ).fetchall()
     assert sorted(statuses) == [("ready", 19)]
-    time.sleep(1)
-    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert settled(lambda: processes_left_by_run(run_tmpdir, workers_before), within=1) == []
 
 
 @pytest.mark.slow
@@ -406,8 +402,7 @@ def test_dashboard_smoke_reports_every_page_and_leaves_nothing_running(run_tmpdi
     assert result["bench"] == "dashboard"
     assert {"overview", "stores", "store page", "search compare"} <= set(result["pages"])
     assert all(page["queries"] > 0 and page["p50_ms"] <= page["p95_ms"] for page in result["pages"].values())
-    time.sleep(1)
-    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert settled(lambda: processes_left_by_run(run_tmpdir, workers_before), within=1) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
 
 
@@ -426,8 +421,7 @@ def test_evaluation_smoke_runs_the_set_on_the_evaluation_worker_while_pages_are_
     assert {"overview", "store page", "search compare"} <= set(result["pages_idle"])
     assert set(result["pages_during_run"]) == {*result["pages_idle"], "run progress (API)"}
     assert all(page["requests"] >= 1 for page in result["pages_during_run"].values())
-    time.sleep(1)
-    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert settled(lambda: processes_left_by_run(run_tmpdir, workers_before), within=1) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
 
 
@@ -443,8 +437,7 @@ def test_upload_memory_smoke_reports_every_upload_and_leaves_nothing_running(run
     for upload in result["uploads"]:
         assert {"rss_before_mb", "peak_growth_mb", "peak_growth_per_n", "growth_after_2s_mb"} <= upload.keys()
         assert upload["samples"] > 0
-    time.sleep(1)
-    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert settled(lambda: processes_left_by_run(run_tmpdir, workers_before), within=1) == []
     assert list(run_tmpdir.glob("ragmux-*")) == []
 
 
@@ -476,8 +469,7 @@ def test_gateway_smoke_reports_every_figure_and_leaves_nothing_running(run_tmpdi
         "route_added_p50",
         "responses_added_p50",
     }
-    time.sleep(1)
-    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert settled(lambda: processes_left_by_run(run_tmpdir, workers_before), within=1) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
 
 
@@ -500,8 +492,7 @@ def test_faults_smoke_stops_and_restarts_the_services_and_leaves_nothing_running
     assert result["by_status"].get("oversized v1 413 body_too_large"), result
     assert result["rows_equal_calls"], result
     assert result["by_status"].get("v1 503 database_unavailable"), result  # the refused database was met
-    time.sleep(1)
-    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert settled(lambda: processes_left_by_run(run_tmpdir, workers_before), within=1) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
 
 
@@ -531,6 +522,5 @@ def test_scaleout_smoke_loses_nothing_to_killed_hosts(run_tmpdir):
     # The surviving web process answered throughout; the killed one's callers met a refused connection.
     assert result["v1"].get("web1 200"), result
     assert not [outcome for outcome in result["v1"] if outcome.startswith("web1") and outcome != "web1 200"], result
-    time.sleep(1)
-    assert processes_left_by_run(run_tmpdir, workers_before) == []
+    assert settled(lambda: processes_left_by_run(run_tmpdir, workers_before), within=1) == []
     assert namespaces_left() == []

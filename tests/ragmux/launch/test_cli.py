@@ -19,7 +19,7 @@ from gateway.connections.services import connection_create
 from ragmux.core.crypto import generate_key, unseal
 from ragmux.launch.embedded import ROOT_MODE_HOME, free_port
 from ragmux.settings import decode_encryption_key
-from tests.helpers import METRICS_AUTHORIZATION, METRICS_ENV, run_ragmux
+from tests.helpers import METRICS_AUTHORIZATION, METRICS_ENV, run_ragmux, settled
 
 EMBEDDED_ONLY = (
     "DATABASE_URL",
@@ -231,9 +231,7 @@ def test_serve_starts_the_embedded_default_and_stops_everything(tmp_path, data_d
     finally:
         exit_code = served.stop()
     assert exit_code == 0
-    time.sleep(1)
-    assert alive(children) == []
-    assert data_dir_processes(data_dir) == []
+    assert settled(lambda: alive(children) + data_dir_processes(data_dir), within=1) == []
     assert (data_dir / "secrets.env").stat().st_mode & 0o777 == 0o600
     log = (tmp_path / "serve.log").read_text()
     assert "Uvicorn running" in log  # the processes' own output is there...
@@ -249,8 +247,7 @@ def test_serve_starts_the_embedded_default_and_stops_everything(tmp_path, data_d
         assert login.status_code == 200  # the data, and the admin, survived the restart
     finally:
         assert again.stop() == 0
-    time.sleep(1)
-    assert data_dir_processes(data_dir) == []
+    assert settled(lambda: data_dir_processes(data_dir), within=1) == []
 
 
 @pytest.mark.slow
@@ -290,8 +287,7 @@ def test_serve_restarts_the_embedded_redis_when_it_dies(tmp_path, data_dir):
         assert served.process.poll() is None
     finally:
         assert served.stop() == 0
-    time.sleep(1)
-    assert data_dir_processes(data_dir) == []
+    assert settled(lambda: data_dir_processes(data_dir), within=1) == []
 
 
 COMMITS = 'ragmux_ingest_stage_seconds_count{stage="commit"}'
