@@ -35,9 +35,13 @@ sys.path.insert(0, str(REPO))
 
 
 class BenchEnvironment:
-    def __init__(self, *, worker: bool = False, settings: dict[str, str] | None = None):
+    """The embedded PostgreSQL and Redis in a scratch data folder, removed at the end; or in
+    ``data_dir``, kept (created when missing, reused as it is when a bench kept it before)."""
+
+    def __init__(self, *, worker: bool = False, settings: dict[str, str] | None = None, data_dir: Path | None = None):
         self.want_worker = worker
         self.settings = settings or {}
+        self.data_dir = data_dir
         self.scratch: Path | None = None
         self.services = None
         self.worker: subprocess.Popen | None = None
@@ -50,11 +54,15 @@ class BenchEnvironment:
         os.environ.update(self.settings)
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ragmux.settings")
         if not os.environ.get("DATABASE_URL"):
-            self.scratch = Path(tempfile.mkdtemp(prefix="ragmux-bench-"))
-            self.scratch.chmod(0o755)
-            os.environ["RAGMUX_DATA_DIR"] = str(self.scratch)
+            if self.data_dir is None:
+                self.scratch = Path(tempfile.mkdtemp(prefix="ragmux-bench-"))
+            else:
+                self.data_dir.mkdir(parents=True, exist_ok=True)
+            folder = self.data_dir or self.scratch
+            folder.chmod(0o755)
+            os.environ["RAGMUX_DATA_DIR"] = str(folder)
             os.environ["PRIVATE_UPSTREAM_ALLOWLIST"] = os.environ.get("PRIVATE_UPSTREAM_ALLOWLIST", "127.0.0.1")
-            self.services = EmbeddedServices.plan(os.environ, self.scratch)
+            self.services = EmbeddedServices.plan(os.environ, folder)
             self.services.start(os.environ)
         import django
 
@@ -212,3 +220,25 @@ def rebuild_lexical_index(store, config: str) -> float:
         raise SystemExit(f"the lexical rebuild to {config} ended {outcome!r}")
     store.refresh_from_db()
     return seconds
+
+
+def load_embedding_cache(path: Path) -> dict:
+    """Text → vector, as :func:`save_embedding_cache` wrote it (empty when there is no file yet)."""
+    import numpy as np
+
+    if not path.is_file():
+        return {}
+    stored = np.load(path)
+    return dict(zip(stored["texts"].tolist(), stored["vectors"], strict=True))
+
+
+def save_embedding_cache(cache: dict, path: Path) -> None:
+    """Writes text → vector to ``path`` (an .npz) whole, through a file renamed into place, so an
+    interrupted write leaves the previous cache."""
+    import numpy as np
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    texts = list(cache)
+    vectors = np.asarray([cache[text] for text in texts], dtype=np.float32)
+    np.savez_compressed(path.with_suffix(".tmp.npz"), texts=np.array(texts), vectors=vectors)
+    path.with_suffix(".tmp.npz").replace(path)

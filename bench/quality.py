@@ -63,14 +63,17 @@ from unittest import mock
 import numpy as np
 from harness import (
     DEFAULT_DATASET,
+    REPO,
     BenchEnvironment,
     document_text,
     fresh_store,
     load_beir,
+    load_embedding_cache,
     local_connection,
     print_table,
     rebuild_lexical_index,
     report,
+    save_embedding_cache,
     wait_for,
 )
 from ingest import upload_paced
@@ -93,6 +96,8 @@ INGEST_PATHS = {
 }
 WEIGHTED = {"vector": 1.0, "lexical": 1.5}
 EMBED_BATCH = 32
+REFERENCE_SAVE_EVERY = 32 * EMBED_BATCH  # reference embeddings between two writes of their cache
+REFERENCE_CACHE = REPO / "bench" / "results" / "quality"
 
 HEADLINE = "hybrid bm25"  # the default store's own search, the one the acceptance figures judge
 HEADLINE_OVERRIDES = {"mode": "hybrid", "backend": "bm25"}
@@ -137,6 +142,29 @@ VARIANTS: list[tuple[str, dict, dict]] = [
     )
     for name, overrides in (("lexical bm25", LEXICAL_OVERRIDES), (HEADLINE, HEADLINE_OVERRIDES))
 ]
+RANK_FUSION = ", rank fusion (RRF k 60, before issue 40's score fusion)"
+
+
+def rank_fusion(vector, lexical, *, vector_weight: float = 1.0, lexical_weight: float = 1.0) -> list:
+    """The product's fusion before issue 40, for its variant row: weighted RRF of the two legs'
+    ranks, wv / (60 + vector rank) + wl / (60 + lexical rank), ties by the better best rank
+    then the lower chunk id; in place of retrieval.ranking.fuse, taking the same arguments."""
+    from retrieval.ranking import Fused
+
+    vector_rank = {chunk_id: rank for rank, (chunk_id, _) in enumerate(vector, 1)}
+    lexical_rank = {chunk_id: rank for rank, (chunk_id, _) in enumerate(lexical, 1)}
+    scores = {
+        chunk_id: (vector_weight / (RRF_K + vector_rank[chunk_id]) if chunk_id in vector_rank else 0.0)
+        + (lexical_weight / (RRF_K + lexical_rank[chunk_id]) if chunk_id in lexical_rank else 0.0)
+        for chunk_id in {**vector_rank, **lexical_rank}
+    }
+    ranks = {chunk_id: (vector_rank.get(chunk_id, 0), lexical_rank.get(chunk_id, 0)) for chunk_id in scores}
+    best = {chunk_id: min(rank for rank in ranks[chunk_id] if rank) for chunk_id in scores}
+    order = sorted(scores, key=lambda chunk_id: (-scores[chunk_id], best[chunk_id], chunk_id))
+    return [Fused(chunk_id, scores[chunk_id], *ranks[chunk_id]) for chunk_id in order]
+
+
+VARIANTS.append((HEADLINE + RANK_FUSION, HEADLINE_OVERRIDES, {("retrieval.search", "fuse"): lambda _: rank_fusion}))
 # Searches repeated with reranking on, given --rerank-connection.
 RERANKED_CONFIGURATIONS = [(HEADLINE, HEADLINE_OVERRIDES), ("vector", {"mode": "vector"})]
 # Searches repeated after the --index-config rebuild, named with the configuration.
@@ -408,15 +436,26 @@ def reference_rankings(
     return {REFERENCE_LEXICAL + suffix: lexical, REFERENCE_FUSED + suffix: fused}
 
 
-def reference_dense_rankings(corpus: list[dict], vectors: dict[str, list[float]], embed) -> dict[str, list[str]]:
-    """Exact cosine over whole documents embedded by ``embed`` (the store's model)."""
+def reference_dense_rankings(
+    corpus: list[dict], vectors: dict[str, list[float]], embed, cache: Path | None = None
+) -> dict[str, list[str]]:
+    """Exact cosine over whole documents embedded by ``embed`` (the store's model). With
+    ``cache`` (an .npz, text → vector), the embeddings are read from it and each new batch of
+    REFERENCE_SAVE_EVERY written back, so a rerun (or a run stopped half-way) embeds only what
+    is missing: on a loaded machine this step takes longer than the rest of the bench."""
     documents = [doc for doc in corpus if document_text(doc)]
     texts = [document_text(doc) for doc in documents]
-    embedded = [
-        vector for start in range(0, len(texts), EMBED_BATCH) for vector in embed(texts[start : start + EMBED_BATCH])
-    ]
+    known = load_embedding_cache(cache) if cache else {}
+    missing = [text for text in dict.fromkeys(texts) if text not in known]
+    for start in range(0, len(missing), EMBED_BATCH):
+        batch = missing[start : start + EMBED_BATCH]
+        known.update(zip(batch, embed(batch), strict=True))
+        if cache and (start + EMBED_BATCH) % REFERENCE_SAVE_EVERY == 0:
+            save_embedding_cache(known, cache)
+    if cache and missing:
+        save_embedding_cache(known, cache)
     ids = np.arange(len(documents), dtype=np.int64)
-    dense = exact_dense_rankings(ids, unit_rows(np.asarray(embedded, dtype=np.float32)), vectors)
+    dense = exact_dense_rankings(ids, unit_rows(np.asarray([known[text] for text in texts], dtype=np.float32)), vectors)
     return {query_id: [documents[n]["_id"] for n in ranked] for query_id, ranked in dense.items()}
 
 
@@ -579,7 +618,14 @@ def main() -> None:
                 for query_id, ranked in rankings[name].items()
             }
         provider = embedding_provider(store.embedding_connection)
-        reference_dense = reference_dense_rankings(corpus, vectors, lambda texts: provider.embed(texts).vectors)
+        reference_dense = reference_dense_rankings(
+            corpus,
+            vectors,
+            lambda texts: provider.embed(texts).vectors,
+            None
+            if args.smoke
+            else REFERENCE_CACHE / f"reference-embeddings-{store.embedding_connection.model_name}.npz",
+        )
         rankings[REFERENCE_DENSE] = reference_dense
         for stemmed, distinct in ((False, False), (True, False), (True, True)):
             rankings.update(reference_rankings(corpus, query_text, reference_dense, stemmed=stemmed, distinct=distinct))
@@ -587,6 +633,8 @@ def main() -> None:
             (HEADLINE, reference_for(store.index_config)),
             ("lexical bm25", reference_for(store.index_config, REFERENCE_LEXICAL)),
             (HEADLINE, "vector"),
+            (HEADLINE, "lexical bm25"),
+            (HEADLINE, HEADLINE + RANK_FUSION),
             ("lexical bm25", NAIVE_WINDOWS),
             (HEADLINE, naive_fusion_name(NAIVE_WINDOWS)),
         ]
@@ -655,7 +703,8 @@ def main() -> None:
             print(
                 f"{difference['config']} − {difference['against']}: {difference['ndcg@10_difference']:+.4f} nDCG@10, "
                 f"95 % CI [{low:+.4f}, {high:+.4f}] (paired bootstrap over the {len(qrels)} queries, "
-                f"{BOOTSTRAP_RESAMPLES} resamples)"
+                f"{BOOTSTRAP_RESAMPLES} resamples); better on {difference['wins']} queries, "
+                f"worse on {difference['losses']}"
             )
         report(
             {
@@ -732,12 +781,15 @@ def rebuilt_name(name: str, config: str) -> str:
 
 def compare(ours: str, theirs: str, rankings: dict, qrels: dict) -> dict:
     """``ours`` − ``theirs`` in nDCG@10, query by query, with its bootstrap interval."""
-    difference = paired_bootstrap(per_query_ndcg(rankings[ours], qrels), per_query_ndcg(rankings[theirs], qrels))
+    mine, other = per_query_ndcg(rankings[ours], qrels), per_query_ndcg(rankings[theirs], qrels)
+    difference = paired_bootstrap(mine, other)
     return {
         "config": ours,
         "against": theirs,
         "ndcg@10_difference": round(difference.mean, 4),
         "ci95": [round(difference.low, 4), round(difference.high, 4)],
+        "wins": sum(a > b for a, b in zip(mine, other, strict=True)),
+        "losses": sum(a < b for a, b in zip(mine, other, strict=True)),
     }
 
 

@@ -3,7 +3,8 @@ prose, their questions scored at the defaults and with exact BM25 scoring, and h
 per query class on the same store.
 
     python bench/scale_quality.py [--sizes N ...] [--collections DIR ...] [--prose debian|python]
-                                  [--vectors real|modelled] [--queries Q] [--smoke]
+                                  [--vectors real|modelled] [--queries Q] [--smoke] [--keep DIR]
+    python bench/scale_quality.py --reuse DIR
 
 The store holds the judged collections' documents (default: bench/data/time and
 bench/data/lisa, whichever exist), each chunked as an upload `<_id>.txt` is (the product's
@@ -39,6 +40,9 @@ search milliseconds. At the largest size: hybrid bm25 latency (search_latency.py
 drawn from the prose's own vocabulary and word frequencies, and ``questions``, the judged
 questions themselves with their real vectors), and lexical bm25's top-10 overlap with full
 scoring per class. The synthetic classes' query vectors are near copies of prose chunks' vectors.
+``--keep DIR`` keeps the store's database (the embedded PostgreSQL's data folder) in DIR
+with the latency phase's queries and vectors; ``--reuse DIR`` then runs only the latency phase
+on it: fill on a busy machine, measure latency in a quiet window.
 Last line: one JSON object.
 """
 
@@ -47,6 +51,7 @@ from __future__ import annotations
 import argparse
 import glob
 import gzip
+import json
 import os
 import re
 import time
@@ -56,7 +61,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from harness import REPO, BenchEnvironment, fresh_store, load_beir, local_connection, print_table, report
+from harness import (
+    REPO,
+    BenchEnvironment,
+    fresh_store,
+    load_beir,
+    load_embedding_cache,
+    local_connection,
+    print_table,
+    report,
+    save_embedding_cache,
+)
 from lexical_suspects import Chunks, embed, upload_chunks
 from quality import HEADLINE, HEADLINE_OVERRIDES, LEXICAL_OVERRIDES, compare, evaluate, patched, ragmux_rankings
 from search_latency import (
@@ -107,6 +122,7 @@ SAVE_EVERY = 1024  # new embeddings between two writes of the cache
 VOCABULARY = 30000  # the query classes draw from the prose's this many most frequent words
 WORD = re.compile(r"[a-z]{2,}")
 STORE_NAME = "bench-scale-quality"
+KEPT_QUERIES = "latency-queries.json"  # in a --keep folder: the latency phase's queries and vectors
 CACHE = REPO / "bench" / "results" / "scale_quality"
 # Full scoring: a posting budget no query reaches, so the bounded pass reads every posting.
 EXACT = {("retrieval.bm25", "BM25_POSTING_BUDGET"): 2**62}
@@ -256,7 +272,7 @@ class Embedder:
 
     def __init__(self, path: Path | None, rng: np.random.Generator, *, modelled: bool):
         self.path, self.rng, self.modelled = path, rng, modelled
-        self.cache = load_cache(path) if path and not modelled else {}
+        self.cache = load_embedding_cache(path) if path and not modelled else {}
         self.cached = len(self.cache)
 
     def __call__(self, texts: list[str]) -> np.ndarray:
@@ -266,28 +282,13 @@ class Embedder:
         for start in range(0, len(missing), SAVE_EVERY):
             embed(missing[start : start + SAVE_EVERY], self.cache)
             if self.path:
-                save_cache(self.cache, self.path)
+                save_embedding_cache(self.cache, self.path)
             print(f"embedded {min(start + SAVE_EVERY, len(missing))} of {len(missing)} texts", flush=True)
         return embed(texts, self.cache)
 
     @property
     def embedded(self) -> int:
         return len(self.cache) - self.cached
-
-
-def load_cache(path: Path) -> dict:
-    if not path.is_file():
-        return {}
-    stored = np.load(path)
-    return dict(zip(stored["texts"].tolist(), stored["vectors"], strict=True))
-
-
-def save_cache(cache: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    texts = list(cache)
-    vectors = np.asarray([cache[text] for text in texts], dtype=np.float32)
-    np.savez_compressed(path.with_suffix(".tmp.npz"), texts=np.array(texts), vectors=vectors)
-    path.with_suffix(".tmp.npz").replace(path)
 
 
 # --- measuring ------------------------------------------------------------------------------
@@ -376,9 +377,24 @@ def main() -> None:
     parser.add_argument(
         "--debian-packages", action="store_true", help="print the Debian packages the prose comes from, and exit"
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="keep the filled store's database in DIR, with the latency phase's queries, for --reuse",
+    )
+    parser.add_argument(
+        "--reuse",
+        type=Path,
+        metavar="DIR",
+        help="only the latency phase, on the largest store a --keep run left in DIR (nothing filled or scored)",
+    )
     args = parser.parse_args()
     if args.debian_packages:
         print(" ".join(dict.fromkeys(source.package for source in DEBIAN_PROSE)))
+        return
+    if args.reuse:
+        rerun_latency(args.reuse)
         return
     sizes = sorted(args.sizes or ([SMOKE_SIZE] if args.smoke else DEFAULT_SIZES))
     folders = args.collections or (
@@ -392,7 +408,7 @@ def main() -> None:
     query_count = args.queries or (10 if args.smoke else 100)
     rng = np.random.default_rng(args.seed)
 
-    with BenchEnvironment():
+    with BenchEnvironment(data_dir=args.keep):
         from stores.models import store_defaults
 
         defaults = store_defaults()
@@ -498,21 +514,11 @@ def main() -> None:
         queries, query_vectors = latency_classes(
             store, rng, words, cdf, prose_texts, np.vstack(step_vectors), collections, query_count
         )
-        latency = hybrid_latency(store, queries, query_vectors)
-        overlap = {
-            name: round(top_overlap(store, texts[:OVERLAP_QUERIES]), 4)
-            for name, texts in queries.items()
-            if not CLASS_OVERRIDES.get(name, {}).get("typo_tolerance")
-        }
-        print(f"hybrid bm25 latency at {sizes[-1]} chunks (load average {os.getloadavg()[0]:.2f}):")
-        print_table(
-            [(r["class"], r["queries"], r["p50_ms"], r["p95_ms"], r["raw_p50_ms"], r["raw_p95_ms"]) for r in latency],
-            ("class", "queries", "p50 ms", "p95 ms", "raw p50 ms", "raw p95 ms"),
-        )
-        print(
-            f"lexical bm25 top 10 against full scoring (first {OVERLAP_QUERIES} queries of each class): "
-            + ", ".join(f"{name} {share:.4f}" for name, share in overlap.items())
-        )
+        if args.keep:
+            (args.keep / KEPT_QUERIES).write_text(
+                json.dumps({"chunks": sizes[-1], "queries": queries, "query_vectors": query_vectors})
+            )
+        latency, overlap = latency_phase(store, queries, query_vectors, sizes[-1])
         report(
             {
                 "bench": "scale_quality",
@@ -529,6 +535,46 @@ def main() -> None:
                 "embedded_new": embedder.embedded,
                 "sizes": results,
                 "latency": {"chunks": sizes[-1], "mode": "hybrid", "backend": "bm25", "classes": latency},
+                "bm25_top10_overlap": overlap,
+                "load_average_1m": round(os.getloadavg()[0], 2),
+            }
+        )
+
+
+def latency_phase(store, queries: dict[str, list[str]], query_vectors: dict[str, list], chunks: int):
+    """Hybrid bm25 latency per class and lexical bm25's top-10 overlap with full scoring, printed."""
+    latency = hybrid_latency(store, queries, query_vectors)
+    overlap = {
+        name: round(top_overlap(store, texts[:OVERLAP_QUERIES]), 4)
+        for name, texts in queries.items()
+        if not CLASS_OVERRIDES.get(name, {}).get("typo_tolerance")
+    }
+    print(f"hybrid bm25 latency at {chunks} chunks (load average {os.getloadavg()[0]:.2f}):")
+    print_table(
+        [(r["class"], r["queries"], r["p50_ms"], r["p95_ms"], r["raw_p50_ms"], r["raw_p95_ms"]) for r in latency],
+        ("class", "queries", "p50 ms", "p95 ms", "raw p50 ms", "raw p95 ms"),
+    )
+    print(
+        f"lexical bm25 top 10 against full scoring (first {OVERLAP_QUERIES} queries of each class): "
+        + ", ".join(f"{name} {share:.4f}" for name, share in overlap.items())
+    )
+    return latency, overlap
+
+
+def rerun_latency(folder: Path) -> None:
+    """The latency phase alone, on the store and with the queries a ``--keep`` run left in
+    ``folder``: to measure on a quiet machine a store filled when it was not."""
+    kept = json.loads((folder / KEPT_QUERIES).read_text())
+    with BenchEnvironment(data_dir=folder):
+        from stores.models import RagStore
+
+        store = RagStore.objects.get(name=STORE_NAME)
+        latency, overlap = latency_phase(store, kept["queries"], kept["query_vectors"], kept["chunks"])
+        report(
+            {
+                "bench": "scale_quality",
+                "reused": str(folder),
+                "latency": {"chunks": kept["chunks"], "mode": "hybrid", "backend": "bm25", "classes": latency},
                 "bm25_top10_overlap": overlap,
                 "load_average_1m": round(os.getloadavg()[0], 2),
             }

@@ -1,4 +1,4 @@
-"""Pure ranking logic: query shaping, reciprocal rank fusion, the distance cut-off and the
+"""Pure ranking logic: query shaping, min-max score fusion, the distance cut-off and the
 edit distance used by typo correction. No database here."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from stores.lexical import OR_OPERATOR, is_exclusion
 
-RRF_K = 60
 # Unknown words corrected per query at most: each costs a trigram lookup in the vocabulary, and a
 # pasted page of unknown words (4000 characters, 570 words) took a second without a bound.
 MAX_TYPO_CORRECTIONS = 32
@@ -70,26 +69,57 @@ def positive_text(query: str) -> str:
 @dataclass(frozen=True)
 class Fused:
     chunk_id: int
-    score: float
+    score: float  # 0–1: the weighted mean of the chunk's normalised scores on the searched sides
     vector_rank: int  # 1-based; 0 when the chunk was not a vector candidate
     fts_rank: int  # 1-based; 0 when the chunk was not a lexical candidate
 
 
+def min_max(scores: Sequence[float]) -> list[float]:
+    """Each score placed between its list's lowest (0) and highest (1); a list whose scores are
+    all equal places every one at 1 (each is as good as the best)."""
+    if not scores:
+        return []
+    low, high = min(scores), max(scores)
+    if high == low:
+        return [1.0] * len(scores)
+    return [(score - low) / (high - low) for score in scores]
+
+
 def fuse(
-    vector_ids: Sequence[int], lexical_ids: Sequence[int], *, vector_weight: float = 1.0, lexical_weight: float = 1.0
+    vector: Sequence[tuple[int, float]],
+    lexical: Sequence[tuple[int, float]],
+    *,
+    vector_weight: float = 1.0,
+    lexical_weight: float = 1.0,
 ) -> list[Fused]:
-    """Weighted reciprocal rank fusion: score = wv / (60 + vector_rank) + wl / (60 + fts_rank),
-    a side the chunk is missing from adding nothing. With 1:1 weights this is plain RRF.
+    """Min-max score fusion. ``vector`` is (chunk id, cosine distance), ``lexical`` (chunk id,
+    score: higher is better), each best first. Each side's scores are placed between 0 (its worst
+    candidate) and 1 (its best), and a chunk scores the weighted mean of its two: score = (wv · v
+    + wl · l) / (wv + wl), a side the chunk is missing from giving 0. A side with no candidates
+    has no share, so a one-sided search scores its side's normalised score alone.
+
+    Unlike reciprocal rank fusion this keeps how far apart the candidates are: a lexical leg
+    whose best chunk stands far above the rest is not levelled down to the vector leg's ranks
+    (on LISA's long questions rank fusion fell below its lexical leg; docs/benchmarks.md).
 
     Ties keep a stable order: the better best rank first, then the lower chunk id.
     """
-    vector_rank = {chunk_id: rank for rank, chunk_id in enumerate(vector_ids, start=1)}
-    lexical_rank = {chunk_id: rank for rank, chunk_id in enumerate(lexical_ids, start=1)}
+    sides = [
+        (weight, dict(zip((chunk_id for chunk_id, _ in rows), min_max(values), strict=True)))
+        for weight, rows, values in (
+            (vector_weight, vector, [-distance for _, distance in vector]),
+            (lexical_weight, lexical, [score for _, score in lexical]),
+        )
+        if rows
+    ]
+    total_weight = sum(weight for weight, _ in sides)
+    vector_rank = {chunk_id: rank for rank, (chunk_id, _) in enumerate(vector, start=1)}
+    lexical_rank = {chunk_id: rank for rank, (chunk_id, _) in enumerate(lexical, start=1)}
     fused = []
     for chunk_id in {**vector_rank, **lexical_rank}:
-        v, f = vector_rank.get(chunk_id, 0), lexical_rank.get(chunk_id, 0)
-        score = (vector_weight / (RRF_K + v) if v else 0.0) + (lexical_weight / (RRF_K + f) if f else 0.0)
-        fused.append(Fused(chunk_id, score, v, f))
+        weighted = sum(weight * normalised.get(chunk_id, 0.0) for weight, normalised in sides)
+        score = weighted / total_weight if total_weight > 0 else 0.0
+        fused.append(Fused(chunk_id, score, vector_rank.get(chunk_id, 0), lexical_rank.get(chunk_id, 0)))
     best_rank = lambda item: min(r for r in (item.vector_rank, item.fts_rank) if r)  # noqa: E731
     fused.sort(key=lambda item: (-item.score, best_rank(item), item.chunk_id))
     return fused

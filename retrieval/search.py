@@ -407,8 +407,8 @@ def store_search(
         result.fts_config = query_config(store, result.backend)
 
         fused = fuse(
-            [chunk_id for chunk_id, _ in vector_rows],
-            [chunk_id for chunk_id, _ in lexical_rows],
+            vector_rows,
+            lexical_rows,
             vector_weight=options.vector_weight,
             lexical_weight=options.lexical_weight,
         )

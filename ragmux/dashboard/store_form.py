@@ -142,13 +142,14 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
             Setting(
                 "fusion_vector",
                 "Vector weight",
-                "Weight of the vector list in fusion, 0–100; the two weights cannot both be 0.",
+                "The vector list's share of the fused score (each list's scores placed between 0 and 1), 0–100; "
+                "the two weights cannot both be 0.",
                 step="0.1",
             ),
             Setting(
                 "fusion_lexical",
                 "Lexical weight",
-                "Weight of the lexical list in fusion, 0–100.",
+                "The lexical list's share of the fused score, 0–100.",
                 step="0.1",
             ),
             Setting(

@@ -92,6 +92,7 @@ QUALITY_CONFIGS = [
     "hybrid bm25, no exact pass (posting budget only)",
     "lexical bm25, distinct query words (before issue 40)",
     "hybrid bm25, distinct query words (before issue 40)",
+    "hybrid bm25, rank fusion (RRF k 60, before issue 40's score fusion)",
     "baseline bm25s",
     "baseline exact dense",
     "baseline rrf(bm25s, dense)",
@@ -167,12 +168,14 @@ def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(
         ("hybrid bm25", "reference rrf, whole documents, English stemming + stop words"),
         ("lexical bm25", "reference bm25s, whole documents, English stemming + stop words"),
         ("hybrid bm25", "vector"),
+        ("hybrid bm25", "lexical bm25"),
+        ("hybrid bm25", "hybrid bm25, rank fusion (RRF k 60, before issue 40's score fusion)"),
         ("lexical bm25", "naive bm25s, 1000-char windows (200 overlap), \\w+ tokens"),
         ("hybrid bm25", "naive rrf(bm25s, dense), 1000-char windows (200 overlap), \\w+ tokens"),
         *((row, row.split(" + ")[0]) for row in reranked_rows),
         *rebuilt_comparisons,
     ]
-    for comparison in result["comparisons"][5:7]:
+    for comparison in result["comparisons"][7:9]:
         assert comparison["ndcg@10_difference"] < 0
     assert result["settings"]["index_config"] == "english"
     assert (result["rebuild"] or {}).get("config") == rebuilt_in
@@ -180,6 +183,7 @@ def test_quality_smoke_reports_every_configuration_and_leaves_nothing_running(
     for comparison in result["comparisons"]:
         low, high = comparison["ci95"]
         assert low <= comparison["ndcg@10_difference"] <= high
+        assert comparison["wins"] + comparison["losses"] <= len(saved["qrels"])
     # The worker's children may take a moment to go after their parent.
     assert settled(lambda: processes_left_by_run(run_tmpdir, workers_before), within=1) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []  # the scratch folder was removed
@@ -277,7 +281,8 @@ def test_scale_quality_smoke_mixes_the_judged_documents_into_prose_and_leaves_no
     workers_before = running_workers()
 
     # The smoke's prose is CPython's own documentation topics: on every machine, no package needed.
-    finished = run_bench("scale_quality.py", run_tmpdir, "--smoke")
+    kept = run_tmpdir / "kept-store"
+    finished = run_bench("scale_quality.py", run_tmpdir, "--smoke", "--keep", str(kept))
 
     assert finished.returncode == 0, finished.stderr[-3000:]
     result = json.loads(finished.stdout.strip().splitlines()[-1])
@@ -303,6 +308,17 @@ def test_scale_quality_smoke_mixes_the_judged_documents_into_prose_and_leaves_no
     assert classes == ["typical", "common", "paragraph", "phrase", "unknown", "misspelt", "questions"]
     assert all(0 < row["p50_ms"] <= row["p95_ms"] for row in result["latency"]["classes"])
     assert list(result["bm25_top10_overlap"]) == ["typical", "common", "paragraph", "phrase", "questions"]
+
+    # The kept store answers the latency phase again on its own: same classes, same query counts.
+    rerun = run_bench("scale_quality.py", run_tmpdir, "--reuse", str(kept))
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    reused = json.loads(rerun.stdout.strip().splitlines()[-1])
+    assert reused["reused"] == str(kept) and reused["latency"]["chunks"] == 300
+    assert [(row["class"], row["queries"]) for row in reused["latency"]["classes"]] == [
+        (row["class"], row["queries"]) for row in result["latency"]["classes"]
+    ]
+    assert "sizes" not in reused  # nothing filled or scored
+    assert list(reused["bm25_top10_overlap"]) == list(result["bm25_top10_overlap"])
     assert settled(lambda: processes_left_by_run(run_tmpdir, workers_before), within=1) == []
     assert list(run_tmpdir.glob("ragmux-bench-*")) == []
 

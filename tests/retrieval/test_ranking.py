@@ -9,6 +9,7 @@ from retrieval.ranking import (
     correction_similarity,
     edit_distance,
     fuse,
+    min_max,
     or_query,
     phrase_and_exclusion_filter,
     positive_text,
@@ -17,33 +18,68 @@ from retrieval.ranking import (
 )
 
 
-def test_rrf_adds_one_over_sixty_plus_rank_from_each_side():
-    fused = fuse([10, 20, 30], [30, 40])
-    assert [(f.chunk_id, f.vector_rank, f.fts_rank) for f in fused] == [(30, 3, 1), (10, 1, 0), (20, 2, 0), (40, 0, 2)]
-    score = {f.chunk_id: f.score for f in fused}
-    assert score[30] == pytest.approx(1 / 63 + 1 / 61)
-    assert score[10] == pytest.approx(1 / 61)
-    assert score[20] == score[40] == pytest.approx(1 / 62)  # a tie: the lower chunk id first
+def test_min_max_places_a_list_between_its_worst_and_its_best():
+    assert min_max([4.0, 2.0, 1.0]) == [1.0, pytest.approx(1 / 3), 0.0]
+    assert min_max([3.0, 3.0]) == [1.0, 1.0]  # all as good as the best
+    assert min_max([]) == []
 
 
-def test_weights_scale_each_side():
-    fused = fuse([1], [2], vector_weight=2.0, lexical_weight=0.5)
-    assert [(f.chunk_id, f.score) for f in fused] == [(1, pytest.approx(2 / 61)), (2, pytest.approx(0.5 / 61))]
+def test_each_side_is_normalised_and_a_chunk_scores_their_mean():
+    # Vector: distances 0.1, 0.3, 0.5 place chunks 1, 2, 3 at 1, 0.5, 0; lexical: 9, 5, 1 place
+    # chunks 3, 4, 1 at 1, 0.5, 0. A side the chunk is missing from gives 0.
+    fused = fuse([(1, 0.1), (2, 0.3), (3, 0.5)], [(3, 9.0), (4, 5.0), (1, 1.0)])
+    assert [(f.chunk_id, f.score, f.vector_rank, f.fts_rank) for f in fused] == [
+        (1, pytest.approx(0.5), 1, 3),  # a tie at 0.5: the better best rank, then the lower id
+        (3, pytest.approx(0.5), 3, 1),
+        (2, pytest.approx(0.25), 2, 0),
+        (4, pytest.approx(0.25), 0, 2),
+    ]
 
 
-def test_default_weights_are_the_seed_formula():
-    assert fuse([5, 6], [6, 5]) == fuse([5, 6], [6, 5], vector_weight=1.0, lexical_weight=1.0)
+def test_the_best_chunk_of_both_sides_scores_one():
+    fused = fuse([(7, 0.2), (8, 0.6)], [(7, 12.5), (8, 3.0)])
+    assert (fused[0].chunk_id, fused[0].score) == (7, pytest.approx(1.0))
+    assert all(0.0 <= f.score <= 1.0 for f in fused)
+
+
+def test_weights_are_each_sides_share():
+    fused = fuse([(1, 0.1), (2, 0.5)], [(2, 3.0), (1, 1.0)], vector_weight=3.0, lexical_weight=1.0)
+    assert [(f.chunk_id, f.score) for f in fused] == [(1, pytest.approx(0.75)), (2, pytest.approx(0.25))]
+
+
+def test_default_weights_are_equal_shares():
+    vector, lexical = [(5, 0.1), (6, 0.4)], [(6, 2.0), (5, 1.0)]
+    assert fuse(vector, lexical) == fuse(vector, lexical, vector_weight=1.0, lexical_weight=1.0)
+    assert fuse(vector, lexical) == fuse(vector, lexical, vector_weight=2.5, lexical_weight=2.5)
+
+
+def test_a_one_sided_search_scores_its_side_alone():
+    assert [(f.chunk_id, f.score) for f in fuse([(1, 0.2), (2, 0.6)], [])] == [(1, 1.0), (2, 0.0)]
+    assert [(f.chunk_id, f.score) for f in fuse([], [(4, 8.0), (3, 2.0)], lexical_weight=0.5)] == [(4, 1.0), (3, 0.0)]
+    assert fuse([], []) == []
+
+
+def test_a_side_whose_best_stands_far_above_the_rest_keeps_its_lead():
+    # Chunk 2 is a close second by vector and far ahead by BM25. By ranks alone (1, 2 against 2, 1)
+    # the two would tie and chunk 1 win on its better best rank; by scores chunk 2 leads.
+    fused = fuse([(1, 0.30), (2, 0.31), (3, 0.80)], [(2, 10.0), (1, 2.0), (3, 1.0)])
+    assert [f.chunk_id for f in fused] == [2, 1, 3]
+
+
+def test_a_weight_of_zero_takes_the_side_out_of_the_score():
+    fused = fuse([(1, 0.1), (2, 0.5)], [(2, 3.0), (1, 1.0)], vector_weight=0.0)
+    assert [(f.chunk_id, f.score, f.vector_rank) for f in fused] == [(2, 1.0, 2), (1, 0.0, 1)]
 
 
 def test_the_cut_off_runs_after_fusion_and_keeps_scores_and_ranks():
-    fused = fuse([1, 2], [3, 1])
+    fused = fuse([(1, 0.2), (2, 0.9)], [(3, 4.0), (1, 2.0)])
     kept = within_distance(fused, {1: 0.2, 2: 0.9, 3: 0.7}, max_distance=0.5)
     assert kept == [f for f in fused if f.chunk_id == 1]
-    assert kept[0] == Fused(1, 1 / 61 + 1 / 62, 1, 2)
+    assert kept[0] == Fused(1, 0.5, 1, 2)
 
 
 def test_a_cut_off_of_zero_is_off():
-    fused = fuse([1, 2], [])
+    fused = fuse([(1, 1.9), (2, 2.0)], [])
     assert within_distance(fused, {1: 1.9, 2: 2.0}, max_distance=0) == fused
 
 
