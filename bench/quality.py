@@ -262,11 +262,12 @@ def ragmux_rankings(
     """Each query's ranking of BEIR ids (the documents' sources) through the product's evaluation
     ranking; with reranking on in ``overrides``, each search is reranked as a dashboard search is
     (its outcome appended to ``outcomes``). Each search's milliseconds go to ``latencies``."""
-    from retrieval.evaluation.ranking import rank_documents
+    from retrieval.evaluation.ranking import pool_options, rank_documents
 
+    options = pool_options(store, overrides)
     rankings = {}
     for query_id, text in queries.items():
-        ranked = rank_documents(store=store, query=text, overrides=overrides, query_vector=vectors[query_id])
+        ranked = rank_documents(store=store, query=text, options=options, query_vector=vectors[query_id])
         if ranked.rerank is not None and outcomes is not None:
             outcomes.append(ranked.rerank)
         if latencies is not None:

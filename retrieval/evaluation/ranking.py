@@ -13,7 +13,7 @@ from typing import Any
 
 from retrieval.evaluation.scores import POOL, collapse_to_documents
 from retrieval.rerank import RerankReport, rerank, store_rerank_connection
-from retrieval.search import store_search
+from retrieval.search import SearchOptions, store_search
 from stores.models import RagStore
 
 
@@ -25,16 +25,19 @@ class RankedSearch:
     rerank: RerankReport | None  # None when the search was not reranked
 
 
+def pool_options(store: RagStore, overrides: dict[str, Any]) -> SearchOptions:
+    """The options of an evaluation's searches: the store's settings with ``overrides`` (the search
+    endpoint's overrides) applied and the pool's top_k; built once for every question of a run."""
+    return SearchOptions.for_store(store, {**overrides, "top_k": POOL})
+
+
 def rank_documents(
-    *, store: RagStore, query: str, overrides: dict[str, Any], query_vector: list[float] | None
+    *, store: RagStore, query: str, options: SearchOptions, query_vector: list[float] | None
 ) -> RankedSearch:
-    """``query`` searched in ``store`` with ``overrides`` (the search endpoint's overrides; top_k
-    is the pool's), its chunks collapsed to documents. With ``query_vector`` None the search
-    embeds the query itself."""
+    """``query`` searched in ``store`` with ``options`` (:func:`pool_options`), its chunks collapsed
+    to documents. With ``query_vector`` None the search embeds the query itself."""
     started = time.perf_counter()
-    result = store_search(
-        store=store, query=query, overrides={**overrides, "top_k": POOL}, candidates=POOL, query_vector=query_vector
-    )
+    result = store_search(store=store, query=query, options=options, candidates=POOL, query_vector=query_vector)
     if result.options.rerank:
         rerank(result, query=query, choice=store_rerank_connection(store, result))
     latency_ms = (time.perf_counter() - started) * 1000

@@ -30,7 +30,7 @@ from ragmux.core.wakeups import send_on_commit
 from ragmux.core.work_queue import LeasedQueue
 from retrieval import tasks
 from retrieval.evaluation import scores
-from retrieval.evaluation.ranking import RankedSearch, rank_documents
+from retrieval.evaluation.ranking import RankedSearch, pool_options, rank_documents
 from retrieval.models import (
     EvaluationQuestion,
     EvaluationRun,
@@ -40,7 +40,7 @@ from retrieval.models import (
     RunQuestion,
     RunStatus,
 )
-from retrieval.search import SearchOptions, embed_query, rerank_target
+from retrieval.search import embed_query, rerank_target
 from stores.models import STORE_SETTINGS, Document, RagStore
 from stores.services import StoreUpdate, store_update
 
@@ -262,7 +262,8 @@ def evaluation_run_execute(*, run: EvaluationRun, stop_requested: Callable[[], b
     done = judged & set(RunQuestion.objects.filter(run=run).values_list("question_id", flat=True))
     if not _held(run).update(questions_total=len(questions), questions_done=len(done)):
         return
-    wants_vector = SearchOptions.for_store(store, run.config).embeds_query(store)
+    options = pool_options(store, run.config)
+    wants_vector = options.embeds_query(store)
     vectors = _QuestionVectors(store, list(judged))
     limit = settings.EVALUATION_RUN_TIME_LIMIT
     for number, (question, grades) in enumerate(questions, 1):
@@ -282,7 +283,7 @@ def evaluation_run_execute(*, run: EvaluationRun, stop_requested: Callable[[], b
             ranked = rank_documents(
                 store=store,
                 query=question.text,
-                overrides=run.config,
+                options=options,
                 query_vector=vectors.of(question) if wants_vector else None,
             )
         except ServiceError as exc:

@@ -4,7 +4,7 @@ chunk, reranked when the options ask for it."""
 import pytest
 
 from ingestion.services import IncomingFile, document_upload
-from retrieval.evaluation.ranking import rank_documents
+from retrieval.evaluation.ranking import pool_options, rank_documents
 from retrieval.evaluation.scores import POOL
 from retrieval.search import embed_query
 from stores.models import Document, RagStore
@@ -37,7 +37,7 @@ def test_a_ranking_holds_each_document_once_at_its_best_chunk_with_its_source(st
     short = Document.objects.get(store=store, filename="short.txt")
     assert long.chunks.count() > 1
 
-    ranked = rank_documents(store=store, query="alpha", overrides={**LEXICAL, "top_k": 3}, query_vector=None)
+    ranked = rank_documents(store=store, query="alpha", options=pool_options(store, LEXICAL), query_vector=None)
 
     # The pool is POOL chunks, whatever top_k the configuration says: long's several chunks
     # collapse to one entry, and documents come back until the chunks run out at POOL.
@@ -56,12 +56,16 @@ def test_a_given_query_vector_is_searched_without_embedding_the_query_again(stor
     vector = embed_query(store, "alpha").vectors[0]
     embedded = len(fake_upstream.requests_to("openai.embeddings"))
 
-    given = rank_documents(store=store, query="alpha", overrides={"mode": "vector"}, query_vector=vector)
+    given = rank_documents(
+        store=store, query="alpha", options=pool_options(store, {"mode": "vector"}), query_vector=vector
+    )
 
     assert len(fake_upstream.requests_to("openai.embeddings")) == embedded
     assert (
         given.documents
-        == rank_documents(store=store, query="alpha", overrides={"mode": "vector"}, query_vector=None).documents
+        == rank_documents(
+            store=store, query="alpha", options=pool_options(store, {"mode": "vector"}), query_vector=None
+        ).documents
     )
     assert len(fake_upstream.requests_to("openai.embeddings")) == embedded + 1
 
@@ -70,8 +74,8 @@ def test_a_configuration_with_reranking_is_reranked_like_the_search_endpoint(sto
     cohere = rerank_connection("cohere_rerank")
     reranking = {**LEXICAL, "rerank": True, "rerank_backend": "cohere", "rerank_connection_id": cohere.pk}
 
-    plain = rank_documents(store=store, query="alpha", overrides=LEXICAL, query_vector=None)
-    reranked = rank_documents(store=store, query="alpha", overrides=reranking, query_vector=None)
+    plain = rank_documents(store=store, query="alpha", options=pool_options(store, LEXICAL), query_vector=None)
+    reranked = rank_documents(store=store, query="alpha", options=pool_options(store, reranking), query_vector=None)
 
     assert reranked.rerank.reranked and not reranked.rerank.fallback
     # The fake reranker reverses the pool it is sent (the store's 15 rerank candidates), so the
