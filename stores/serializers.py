@@ -51,7 +51,7 @@ def fusion_field(**kwargs) -> serializers.ChoiceField:
     """The fusion rule, refused with the valid ones named; the same for store settings and searches."""
     return serializers.ChoiceField(
         choices=FusionRule.choices,
-        error_messages={"invalid_choice": f'"{{input}}" is not a fusion rule: valid are {", ".join(FusionRule.values)}'},
+        error_messages={"invalid_choice": f'"{{input}}" is not a fusion rule: valid are {", ".join(FusionRule)}'},
         **kwargs,
     )
 
