@@ -143,28 +143,8 @@ VARIANTS: list[tuple[str, dict, dict]] = [
     for name, overrides in (("lexical bm25", LEXICAL_OVERRIDES), (HEADLINE, HEADLINE_OVERRIDES))
 ]
 RANK_FUSION = ", rank fusion (RRF k 60, before issue 40's score fusion)"
-
-
-def rank_fusion(vector, lexical, *, vector_weight: float = 1.0, lexical_weight: float = 1.0) -> list:
-    """The product's fusion before issue 40, for its variant row: weighted RRF of the two legs'
-    ranks, wv / (60 + vector rank) + wl / (60 + lexical rank), ties by the better best rank
-    then the lower chunk id; in place of retrieval.ranking.fuse, taking the same arguments."""
-    from retrieval.ranking import Fused
-
-    vector_rank = {chunk_id: rank for rank, (chunk_id, _) in enumerate(vector, 1)}
-    lexical_rank = {chunk_id: rank for rank, (chunk_id, _) in enumerate(lexical, 1)}
-    scores = {
-        chunk_id: (vector_weight / (RRF_K + vector_rank[chunk_id]) if chunk_id in vector_rank else 0.0)
-        + (lexical_weight / (RRF_K + lexical_rank[chunk_id]) if chunk_id in lexical_rank else 0.0)
-        for chunk_id in {**vector_rank, **lexical_rank}
-    }
-    ranks = {chunk_id: (vector_rank.get(chunk_id, 0), lexical_rank.get(chunk_id, 0)) for chunk_id in scores}
-    best = {chunk_id: min(rank for rank in ranks[chunk_id] if rank) for chunk_id in scores}
-    order = sorted(scores, key=lambda chunk_id: (-scores[chunk_id], best[chunk_id], chunk_id))
-    return [Fused(chunk_id, scores[chunk_id], *ranks[chunk_id]) for chunk_id in order]
-
-
-VARIANTS.append((HEADLINE + RANK_FUSION, HEADLINE_OVERRIDES, {("retrieval.search", "fuse"): lambda _: rank_fusion}))
+# The store's `fusion: rrf` setting (the seed's weighted RRF), the rule before issue 40; no patch.
+VARIANTS.append((HEADLINE + RANK_FUSION, {**HEADLINE_OVERRIDES, "fusion": "rrf"}, {}))
 # Searches repeated with reranking on, given --rerank-connection.
 RERANKED_CONFIGURATIONS = [(HEADLINE, HEADLINE_OVERRIDES), ("vector", {"mode": "vector"})]
 # Searches repeated after the --index-config rebuild, named with the configuration.

@@ -1,14 +1,18 @@
-"""Pure ranking logic: query shaping, min-max score fusion, the distance cut-off and the
+"""Pure ranking logic: query shaping, min-max score fusion and reciprocal rank fusion, the distance cut-off and the
 edit distance used by typo correction. No database here."""
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from stores.choices import DEFAULT_FUSION, FusionRule
 from stores.lexical import OR_OPERATOR, is_exclusion
+
+# Reciprocal rank fusion's constant (the seed's): a rank r scores weight / (RRF_K + r).
+RRF_K = 60
 
 # Unknown words corrected per query at most: each costs a trigram lookup in the vocabulary, and a
 # pasted page of unknown words (4000 characters, 570 words) took a second without a bound.
@@ -69,7 +73,9 @@ def positive_text(query: str) -> str:
 @dataclass(frozen=True)
 class Fused:
     chunk_id: int
-    score: float  # 0–1: the weighted mean of the chunk's normalised scores on the searched sides
+    # Score fusion: 0–1, the weighted mean of the chunk's normalised scores on the searched sides.
+    # Reciprocal rank fusion: the sum of weight / (RRF_K + rank) over the sides holding the chunk.
+    score: float
     vector_rank: int  # 1-based; 0 when the chunk was not a vector candidate
     fts_rank: int  # 1-based; 0 when the chunk was not a lexical candidate
 
@@ -91,18 +97,42 @@ def fuse(
     *,
     vector_weight: float = 1.0,
     lexical_weight: float = 1.0,
+    rule: str = DEFAULT_FUSION,
 ) -> list[Fused]:
-    """Min-max score fusion. ``vector`` is (chunk id, cosine distance), ``lexical`` (chunk id,
-    score: higher is better), each best first. Each side's scores are placed between 0 (its worst
-    candidate) and 1 (its best), and a chunk scores the weighted mean of its two: score = (wv · v
-    + wl · l) / (wv + wl), a side the chunk is missing from giving 0. A side with no candidates
-    has no share, so a one-sided search scores its side's normalised score alone.
+    """The two lists fused by ``rule`` (a FusionRule): ``vector`` is (chunk id, cosine distance),
+    ``lexical`` (chunk id, score: higher is better), each best first.
+
+    Ties keep a stable order: the better best rank first, then the lower chunk id.
+    """
+    vector_rank = {chunk_id: rank for rank, (chunk_id, _) in enumerate(vector, start=1)}
+    lexical_rank = {chunk_id: rank for rank, (chunk_id, _) in enumerate(lexical, start=1)}
+    if rule == FusionRule.RRF:
+        score_of = reciprocal_rank_scores(vector_rank, lexical_rank, vector_weight, lexical_weight)
+    else:
+        score_of = min_max_scores(vector, lexical, vector_weight, lexical_weight)
+    fused = [
+        Fused(chunk_id, score_of(chunk_id), vector_rank.get(chunk_id, 0), lexical_rank.get(chunk_id, 0))
+        for chunk_id in {**vector_rank, **lexical_rank}
+    ]
+    best_rank = lambda item: min(r for r in (item.vector_rank, item.fts_rank) if r)  # noqa: E731
+    fused.sort(key=lambda item: (-item.score, best_rank(item), item.chunk_id))
+    return fused
+
+
+def min_max_scores(
+    vector: Sequence[tuple[int, float]],
+    lexical: Sequence[tuple[int, float]],
+    vector_weight: float,
+    lexical_weight: float,
+) -> Callable[[int], float]:
+    """Min-max score fusion. Each side's scores are placed between 0 (its worst candidate) and 1
+    (its best), and a chunk scores the weighted mean of its two: score = (wv · v + wl · l) /
+    (wv + wl), a side the chunk is missing from giving 0. A side with no candidates has no share,
+    so a one-sided search scores its side's normalised score alone.
 
     Unlike reciprocal rank fusion this keeps how far apart the candidates are: a lexical leg
     whose best chunk stands far above the rest is not levelled down to the vector leg's ranks
     (on LISA's long questions rank fusion fell below its lexical leg; docs/benchmarks.md).
-
-    Ties keep a stable order: the better best rank first, then the lower chunk id.
     """
     sides = [
         (weight, dict(zip((chunk_id for chunk_id, _ in rows), min_max(values), strict=True)))
@@ -113,16 +143,30 @@ def fuse(
         if rows
     ]
     total_weight = sum(weight for weight, _ in sides)
-    vector_rank = {chunk_id: rank for rank, (chunk_id, _) in enumerate(vector, start=1)}
-    lexical_rank = {chunk_id: rank for rank, (chunk_id, _) in enumerate(lexical, start=1)}
-    fused = []
-    for chunk_id in {**vector_rank, **lexical_rank}:
+
+    def score(chunk_id: int) -> float:
         weighted = sum(weight * normalised.get(chunk_id, 0.0) for weight, normalised in sides)
-        score = weighted / total_weight if total_weight > 0 else 0.0
-        fused.append(Fused(chunk_id, score, vector_rank.get(chunk_id, 0), lexical_rank.get(chunk_id, 0)))
-    best_rank = lambda item: min(r for r in (item.vector_rank, item.fts_rank) if r)  # noqa: E731
-    fused.sort(key=lambda item: (-item.score, best_rank(item), item.chunk_id))
-    return fused
+        return weighted / total_weight if total_weight > 0 else 0.0
+
+    return score
+
+
+def reciprocal_rank_scores(
+    vector_rank: dict[int, int], lexical_rank: dict[int, int], vector_weight: float, lexical_weight: float
+) -> Callable[[int], float]:
+    """Weighted reciprocal rank fusion (the seed's): score = wv / (60 + vector_rank) + wl / (60 +
+    fts_rank), a side the chunk is missing from adding nothing. With 1:1 weights this is plain
+    RRF: a chunk first on both sides scores 2/61. Only ranks count, not how far apart the
+    candidates' scores are."""
+
+    def score(chunk_id: int) -> float:
+        return sum(
+            weight / (RRF_K + ranks[chunk_id])
+            for weight, ranks in ((vector_weight, vector_rank), (lexical_weight, lexical_rank))
+            if chunk_id in ranks
+        )
+
+    return score
 
 
 def within_distance(fused: Iterable[Fused], distances: dict[int, float | None], max_distance: float) -> list[Fused]:

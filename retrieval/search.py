@@ -115,6 +115,8 @@ class SearchOptions:
     max_distance: float
     vector_weight: float
     lexical_weight: float
+    # How the two lists are fused (stores.choices.FusionRule).
+    fusion: str
     typo_tolerance: bool
     # The configuration the query is parsed with (echoed by every search response).
     fts_config: str
@@ -141,6 +143,7 @@ class SearchOptions:
             max_distance=overrides.get("max_distance", store.max_distance),
             vector_weight=float(weights["vector"]),
             lexical_weight=float(weights["lexical"]),
+            fusion=overrides.get("fusion", store.fusion),
             typo_tolerance=overrides.get("typo_tolerance", store.typo_tolerance),
             fts_config=query_config(store, backend),
             rerank=overrides.get("rerank", store.rerank),
@@ -411,6 +414,7 @@ def store_search(
             lexical_rows,
             vector_weight=options.vector_weight,
             lexical_weight=options.lexical_weight,
+            rule=options.fusion,
         )
         distance_of: dict[int, float | None] = dict(vector_rows)
         if vector_text is not None:

@@ -6,7 +6,7 @@ from ragmux.core.serializers import StrictInput
 from retrieval.filters import InvalidFilter, as_json, parse_filter
 from retrieval.search import SearchResult
 from stores.models import RerankBackend, SearchBackend, SearchMode
-from stores.serializers import MAX_TOP_K, FusionWeights
+from stores.serializers import MAX_TOP_K, FusionWeights, fusion_field
 
 # The refusal of a search naming both a rerank connection and a rerank route.
 RERANK_TARGET_BOTH = "rerank_target_both"
@@ -23,6 +23,7 @@ class SearchOverrides(StrictInput):
     backend = serializers.ChoiceField(choices=SearchBackend.choices, required=False)
     max_distance = serializers.FloatField(required=False, min_value=0, max_value=2)
     fusion_weights = FusionWeights(required=False)
+    fusion = fusion_field(required=False)
     typo_tolerance = serializers.BooleanField(required=False)
     rerank = serializers.BooleanField(required=False)
     rerank_backend = serializers.ChoiceField(choices=RerankBackend.choices, required=False)

@@ -21,6 +21,19 @@ class SearchBackend(models.TextChoices):
     PG_SEARCH = "pg_search"
 
 
+class FusionRule(models.TextChoices):
+    """How a hybrid search fuses its vector and lexical lists (retrieval/ranking.py). ``scores``
+    (min-max score fusion) won issue 40's measurements (docs/benchmarks.md); ``rrf`` is the
+    seed's weighted reciprocal rank fusion, kept so the two can be compared."""
+
+    SCORES = "scores"
+    RRF = "rrf"
+
+
+# New stores', searches' and fusion's rule when none is named.
+DEFAULT_FUSION = FusionRule.SCORES
+
+
 class RerankBackend(models.TextChoices):
     LLM = "llm"
     COHERE = "cohere"

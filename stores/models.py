@@ -8,10 +8,12 @@ from django.db import models
 
 from gateway.connections.models import ModelConnection, Route, RouteKind
 from stores.choices import (
+    DEFAULT_FUSION,
     SECTION_MAX_LENGTH,
     ChunkingStrategy,
     DocumentStatus,
     ErrorStage,
+    FusionRule,
     RerankBackend,
     SearchBackend,
     SearchMode,
@@ -49,6 +51,7 @@ class RagStore(models.Model):
     # which the rebuild sweep brings up to date.
     indexed_config = models.CharField(max_length=63, default=default_index_config, blank=True)
     fusion_weights = models.JSONField(default=default_fusion_weights)
+    fusion = models.CharField(max_length=16, choices=FusionRule.choices, default=DEFAULT_FUSION)
     typo_tolerance = models.BooleanField(default=False)
     rerank = models.BooleanField(default=False)
     rerank_backend = models.CharField(max_length=16, choices=RerankBackend.choices, default=RerankBackend.LLM)
@@ -103,6 +106,7 @@ STORE_SETTINGS = (
     "fts_config",
     "index_config",
     "fusion_weights",
+    "fusion",
     "typo_tolerance",
     "rerank",
     "rerank_backend",

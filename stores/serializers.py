@@ -8,6 +8,7 @@ from stores.models import (
     STORE_SETTINGS,
     Document,
     DocumentStatus,
+    FusionRule,
     RagStore,
     RerankBackend,
     SearchBackend,
@@ -46,6 +47,15 @@ class FusionWeights(StrictInput):
         return values
 
 
+def fusion_field(**kwargs) -> serializers.ChoiceField:
+    """The fusion rule, refused with the valid ones named; the same for store settings and searches."""
+    return serializers.ChoiceField(
+        choices=FusionRule.choices,
+        error_messages={"invalid_choice": f'"{{input}}" is not a fusion rule: valid are {", ".join(FusionRule)}'},
+        **kwargs,
+    )
+
+
 class StoreSettingsInput(StrictInput):
     """Every setting of a store; on create and PUT an omitted one takes its default."""
 
@@ -60,6 +70,7 @@ class StoreSettingsInput(StrictInput):
     fts_config = serializers.CharField(max_length=63)
     index_config = serializers.CharField(max_length=63)
     fusion_weights = FusionWeights()
+    fusion = fusion_field()
     typo_tolerance = serializers.BooleanField()
     rerank = serializers.BooleanField()
     rerank_backend = serializers.ChoiceField(choices=RerankBackend.choices)

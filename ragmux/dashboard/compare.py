@@ -16,7 +16,7 @@ from ragmux.dashboard.store_form import rerank_connection_choices, rerank_route_
 from retrieval.search import Hit, SearchOptions
 from retrieval.serializers import MAX_QUERY_CHARS, SearchInput, SearchOverrides
 from stores.backends import backend_available
-from stores.choices import RerankBackend, SearchBackend, SearchMode
+from stores.choices import FusionRule, RerankBackend, SearchBackend, SearchMode
 from stores.models import RagStore
 from stores.serializers import MAX_TOP_K
 
@@ -32,6 +32,7 @@ SETTING_OF_INPUT = {
     "backend": "search_backend",
     "top_k": "top_k",
     "max_distance": "max_distance",
+    "fusion": "fusion",
     "typo_tolerance": "typo_tolerance",
 }
 WEIGHT_INPUT_OF_SIDE = {"vector": "vector_weight", "lexical": "lexical_weight"}
@@ -61,6 +62,7 @@ def _form_values(options: SearchOptions) -> dict[str, Any]:
         "max_distance": options.max_distance,
         "vector_weight": options.vector_weight,
         "lexical_weight": options.lexical_weight,
+        "fusion": options.fusion,
         "typo_tolerance": options.typo_tolerance,
         "rerank": options.rerank,
         "rerank_backend": options.rerank_backend,
@@ -75,6 +77,7 @@ def configuration_choices() -> dict[str, Any]:
         "max_top_k": MAX_TOP_K,
         "modes": SearchMode.values,
         "backends": search_backend_options(),
+        "fusions": FusionRule.values,
         "rerank_backends": RerankBackend.values,
         "rerank_connections": rerank_connection_choices(connection_list()),
         "rerank_routes": rerank_route_choices(route_list(kind=RouteKind.RERANK)),
@@ -99,7 +102,7 @@ def search_input(values: dict[str, Any], query: str | None) -> dict[str, Any]:
         CHECKBOX: bool(values.get(CHECKBOX)),
         RERANK_CHECKBOX: bool(values.get(RERANK_CHECKBOX)),
     }
-    for name in ("mode", "backend", "top_k", "max_distance", *RERANK_CHOICES):
+    for name in ("mode", "backend", "top_k", "max_distance", "fusion", *RERANK_CHOICES):
         if str(values.get(name, "")).strip():
             data[name] = str(values[name]).strip()
     weights = [str(values.get(name, "")).strip() for name in WEIGHT_INPUTS]

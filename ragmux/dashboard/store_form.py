@@ -12,7 +12,7 @@ from typing import Any
 from gateway.connections.models import Capability, ProviderType, why_cannot
 from ragmux.dashboard.forms import Form
 from stores.backends import backend_statuses, text_search_configs
-from stores.choices import ChunkingStrategy, RerankBackend, SearchBackend, SearchMode
+from stores.choices import ChunkingStrategy, FusionRule, RerankBackend, SearchBackend, SearchMode
 from stores.models import STORE_SETTINGS, RagStore, store_defaults
 from stores.selectors import embedding_connection_locked
 from stores.serializers import StoreCreateInput
@@ -139,11 +139,11 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
                 "Cosine distance cut-off applied after fusion, 0–2 (0 = off).",
                 step="0.01",
             ),
+            Setting("fusion", "Fusion", "How hybrid search fuses the vector and lexical lists.", kind="select"),
             Setting(
                 "fusion_vector",
                 "Vector weight",
-                "The vector list's share of the fused score (each list's scores placed between 0 and 1), 0–100; "
-                "the two weights cannot both be 0.",
+                "The vector list's share of the fused score, 0–100; the two weights cannot both be 0.",
                 step="0.1",
             ),
             Setting(
@@ -212,6 +212,11 @@ GROUPS: tuple[tuple[str, tuple[Setting, ...]], ...] = (
     ),
 )
 SETTING_INPUTS = tuple(setting.name for _, settings in GROUPS for setting in settings)
+# One line on each fusion rule, shown with its choice.
+FUSION_LINES = {
+    FusionRule.SCORES: "each list's scores placed between 0 and 1, then their weighted mean (fused score 0–1)",
+    FusionRule.RRF: "reciprocal rank fusion: weight / (60 + rank) summed over the lists (ranks only)",
+}
 # One line on each rerank backend, shown with its choice.
 RERANK_BACKEND_LINES = {
     RerankBackend.LLM: "the project's own chat model ranks them in one prompt (one extra completion, 0.5–3 s)",
@@ -374,6 +379,8 @@ class StoreForm(Form):
             return [Option(str(c.pk), f"{c.name} ({c.provider_type} · {c.model_name})") for c in offered]
         if name == "rerank_backend":
             return [Option(value, f"{value}: {line}") for value, line in RERANK_BACKEND_LINES.items()]
+        if name == "fusion":
+            return [Option(value, f"{value}: {line}") for value, line in FUSION_LINES.items()]
         chosen = str(self.values.get("rerank_backend") or RerankBackend.LLM)
         if name == "rerank_connection_id":
             return [

@@ -14,7 +14,6 @@ from quality import (  # noqa: E402  (the bench folder is not a package)
     naive_rankings,
     naive_whole_documents,
     naive_windows,
-    rank_fusion,
     reference_dense_rankings,
     reference_rankings,
 )
@@ -116,10 +115,3 @@ def test_reference_embeddings_come_from_the_cache_once_made(tmp_path):
     more = [*CORPUS, {"_id": "d5", "title": "", "text": "zeta"}]
     reference_dense_rankings(more, {"q": [1.0, 0.0]}, counting, cache)
     assert embedded[3:] == ["zeta"]  # only what the cache lacks
-
-
-def test_the_rank_fusion_variant_is_weighted_rrf_of_the_legs_ranks():
-    fused = rank_fusion([(10, 0.1), (20, 0.2), (30, 0.3)], [(30, 9.0), (40, 1.0)], lexical_weight=2.0)
-    assert [(f.chunk_id, f.vector_rank, f.fts_rank) for f in fused] == [(30, 3, 1), (40, 0, 2), (10, 1, 0), (20, 2, 0)]
-    score = {f.chunk_id: f.score for f in fused}
-    assert score[30] == 1 / 63 + 2 / 61 and score[40] == 2 / 62 and score[10] == 1 / 61

@@ -141,6 +141,7 @@ def table(ids: dict) -> dict[tuple[str, str], object]:
             {
                 "query": "words",
                 "top_k": 3,
+                "fusion": "rrf",
                 "rerank": False,
                 "rerank_backend": "llm",
                 "rerank_connection_id": 1,
@@ -344,6 +345,19 @@ def test_hostile_input_is_refused_in_the_envelope(api, objects, settings, route,
     if "<id:" in route:
         huge_id = "/" + route.replace(route[route.index("<id:") : route.index(">") + 1], str(HUGE))
         assert_answer(client.request(method.upper(), huge_id), must_refuse=True, label="huge id")
+
+
+@pytest.mark.parametrize(
+    ("route", "method"),
+    [("admin/api/rag-stores/<id:store_id>/search", "post"), ("admin/api/rag-stores/<id:store_id>", "patch")],
+)
+def test_a_search_or_store_fusion_that_is_no_rule_is_a_400_naming_the_valid_ones(api, objects, route, method):
+    body = {"query": "words", "fusion": "rank"} if route.endswith("search") else {"fusion": "rank"}
+    response = api("admin").request(method.upper(), concrete(route, objects), json=body)
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["fields"]["fusion"] == ['"rank" is not a fusion rule: valid are scores, rrf']
 
 
 def test_the_unauthenticated_login_refuses_an_oversized_body_without_a_traceback(api, caplog):

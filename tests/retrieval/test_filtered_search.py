@@ -17,7 +17,8 @@ from ingestion.services import IncomingFile, document_upload
 from retrieval import filtered
 from retrieval.filters import parse_filter
 from retrieval.ranking import fuse
-from retrieval.search import store_search
+from retrieval.search import Hit, store_search
+from stores.choices import FusionRule
 from stores.models import Document, RagStore
 from stores.services import store_create
 
@@ -132,20 +133,27 @@ def passes(node: dict, attributes: dict, tags: list[str]) -> bool:
     return comparable and RANGES[kind](held, value)
 
 
-def ranked(store, query, mode, backend):
+def ranked(store, query, mode, backend) -> list[Hit]:
     """Every chunk an unfiltered search ranks, best first."""
     everything = 10**4
-    result = store_search(store=store, query=query, overrides={"mode": mode, "backend": backend, "top_k": everything})
-    return [hit.chunk_id for hit in result.hits]
+    overrides = {"mode": mode, "backend": backend, "top_k": everything, "fusion": FusionRule.SCORES}
+    return store_search(store=store, query=query, overrides=overrides).hits
 
 
-def reference(store, query, mode, backend, passing: set[int], top_k: int) -> list[int]:
+def reference(store, query, mode, backend, passing: set[int], top_k: int, fusion: str) -> list[int]:
     limit = 3 * top_k  # each side's candidates (SearchOptions.candidates)
     if mode == "hybrid":
-        vector = [c for c in ranked(store, query, "vector", backend) if c in passing][:limit]
-        lexical = [c for c in ranked(store, query, "lexical", backend) if c in passing][:limit]
-        return [item.chunk_id for item in fuse(vector, lexical)][:top_k]
-    return [c for c in ranked(store, query, mode, backend) if c in passing][:top_k]
+        # Each side's own scores: the vector distance, and the lexical score (BM25's, or under
+        # pgvector the lexical search's fused score, its ts_rank_cd placed between 0 and 1, which
+        # min-max fusion places again the same way).
+        vector = [(h.chunk_id, h.distance) for h in ranked(store, query, "vector", backend) if h.chunk_id in passing]
+        lexical = [
+            (h.chunk_id, h.score if h.lex_score is None else h.lex_score)
+            for h in ranked(store, query, "lexical", backend)
+            if h.chunk_id in passing
+        ]
+        return [item.chunk_id for item in fuse(vector[:limit], lexical[:limit], rule=fusion)][:top_k]
+    return [h.chunk_id for h in ranked(store, query, mode, backend) if h.chunk_id in passing][:top_k]
 
 
 @pytest.fixture
@@ -207,18 +215,27 @@ def taking(path: str):
     raw_filters=st.lists(filters, min_size=3, max_size=3),
     query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
     top_k=st.integers(min_value=1, max_value=4),
+    fusion=st.sampled_from(FusionRule.values),
 )
-def test_every_backend_returns_what_exists_among_the_passing_chunks(make_store, path, docs, raw_filters, query, top_k):
+def test_every_backend_returns_what_exists_among_the_passing_chunks(
+    make_store, path, docs, raw_filters, query, top_k, fusion
+):
     store = make_store(docs)
     for raw_filter in raw_filters:
         passing = passing_chunks(store, raw_filter)
         for mode, backend in CONFIGURATIONS:
-            expected = reference(store, query, mode, backend, passing, top_k)
+            expected = reference(store, query, mode, backend, passing, top_k, fusion)
             with taking(path):
                 result = store_search(
                     store=store,
                     query=query,
-                    overrides={"mode": mode, "backend": backend, "top_k": top_k, "filters": parse_filter(raw_filter)},
+                    overrides={
+                        "mode": mode,
+                        "backend": backend,
+                        "top_k": top_k,
+                        "fusion": fusion,
+                        "filters": parse_filter(raw_filter),
+                    },
                 )
             found = [hit.chunk_id for hit in result.hits]
             assert found == expected, (mode, backend, raw_filter)

@@ -71,6 +71,37 @@ def test_a_weight_of_zero_takes_the_side_out_of_the_score():
     assert [(f.chunk_id, f.score, f.vector_rank) for f in fused] == [(2, 1.0, 2), (1, 0.0, 1)]
 
 
+def test_rrf_scores_the_seeds_reciprocal_ranks():
+    # The seed's worked numbers: with 1:1 weights a chunk first on both sides scores 2/61; a side
+    # the chunk is missing from adds nothing; only ranks count, not the sides' scores.
+    fused = fuse([(1, 0.1), (2, 0.3), (3, 0.5)], [(1, 9.0), (4, 5.0)], rule="rrf")
+    assert [(f.chunk_id, f.vector_rank, f.fts_rank) for f in fused] == [(1, 1, 1), (2, 2, 0), (4, 0, 2), (3, 3, 0)]
+    score = {f.chunk_id: f.score for f in fused}
+    assert score[1] == pytest.approx(2 / 61)
+    assert score[2] == pytest.approx(1 / 62) and score[4] == pytest.approx(1 / 62) and score[3] == pytest.approx(1 / 63)
+
+
+def test_rrf_weights_multiply_each_sides_reciprocal_rank():
+    fused = fuse([(10, 0.1), (20, 0.2), (30, 0.3)], [(30, 9.0), (40, 1.0)], lexical_weight=2.0, rule="rrf")
+    assert [(f.chunk_id, f.vector_rank, f.fts_rank) for f in fused] == [(30, 3, 1), (40, 0, 2), (10, 1, 0), (20, 2, 0)]
+    score = {f.chunk_id: f.score for f in fused}
+    assert score[30] == pytest.approx(1 / 63 + 2 / 61) and score[40] == pytest.approx(2 / 62)
+    assert score[10] == pytest.approx(1 / 61)
+
+
+def test_rrf_levels_a_side_whose_best_stands_far_above_the_rest():
+    # The case score fusion wins (above): by ranks alone chunks 1 and 2 tie, and chunk 1 leads on
+    # its better best rank, then the lower id.
+    fused = fuse([(1, 0.30), (2, 0.31), (3, 0.80)], [(2, 10.0), (1, 2.0), (3, 1.0)], rule="rrf")
+    assert [f.chunk_id for f in fused] == [1, 2, 3]
+    assert fused[0].score == fused[1].score == pytest.approx(1 / 61 + 1 / 62)
+
+
+def test_score_fusion_is_the_default_rule():
+    vector, lexical = [(1, 0.2), (2, 0.6)], [(2, 4.0), (1, 1.0)]
+    assert fuse(vector, lexical) == fuse(vector, lexical, rule="scores") != fuse(vector, lexical, rule="rrf")
+
+
 def test_the_cut_off_runs_after_fusion_and_keeps_scores_and_ranks():
     fused = fuse([(1, 0.2), (2, 0.9)], [(3, 4.0), (1, 2.0)])
     kept = within_distance(fused, {1: 0.2, 2: 0.9, 3: 0.7}, max_distance=0.5)

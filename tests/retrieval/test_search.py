@@ -43,6 +43,7 @@ def test_a_search_embeds_its_query_only_to_rank_or_cut_off_by_it(mode, max_dista
         max_distance=max_distance,
         vector_weight=1.0,
         lexical_weight=1.0,
+        fusion="scores",
         typo_tolerance=False,
         fts_config="simple",
     )

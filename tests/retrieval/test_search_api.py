@@ -85,10 +85,34 @@ def test_weighted_fusion_and_typo_tolerance_are_selectable(api, store):
     assert 2 / 2.5 <= top["score"] <= 1
 
 
+def rrf_score(hit: dict) -> float:
+    """The seed's formula with 1:1 weights: 1/(60 + vector_rank) + 1/(60 + fts_rank)."""
+    return sum(1 / (60 + rank) for rank in (hit["vector_rank"], hit["fts_rank"]) if rank)
+
+
+def test_fusion_rrf_gives_reciprocal_rank_scores_and_scores_gives_0_to_1(api, store):
+    client = api("viewer")
+    rrf = search(client, store, query="return policy", top_k=10, fusion="rrf").json()["hits"]
+    assert [hit["score"] for hit in rrf] == pytest.approx([rrf_score(hit) for hit in rrf])
+    assert all(hit["score"] <= 2 / 61 for hit in rrf)
+
+    scores = search(client, store, query="return policy", top_k=10, fusion="scores").json()["hits"]
+    assert all(0 <= hit["score"] <= 1 for hit in scores)
+    assert scores[0]["score"] > 2 / 61  # far above what rank fusion can give
+    assert search(client, store, query="return policy", top_k=10).json()["hits"] == scores  # the default
+
+
+def test_a_store_set_to_rrf_searches_by_rrf(api, store):
+    assert api("admin").patch(f"/admin/api/rag-stores/{store.pk}", json={"fusion": "rrf"}).status_code == 200
+    hits = search(api("viewer"), store, query="return policy", top_k=10).json()["hits"]
+    assert [hit["score"] for hit in hits] == pytest.approx([rrf_score(hit) for hit in hits])
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
         ({"query": ""}, "query"),
+        ({"query": "x", "fusion": "rank"}, "fusion"),
         ({"query": "x", "mode": "fuzzy"}, "mode"),
         ({"query": "x", "backend": "elastic"}, "backend"),
         ({"query": "x", "max_distance": 3}, "max_distance"),

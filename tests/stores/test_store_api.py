@@ -26,6 +26,7 @@ def test_a_new_store_gets_every_default(api, fake_connection):
         "fts_config": "simple",
         "index_config": "english",
         "fusion_weights": {"vector": 1.0, "lexical": 1.0},
+        "fusion": "scores",
         "typo_tolerance": False,
         "rerank": False,
         "rerank_backend": "llm",
@@ -71,6 +72,7 @@ def test_chunking_strategy_aliases_are_accepted(api, fake_connection):
         ({"index_config": "klingon"}, "index_config", 'index_config "klingon" is not a text search configuration'),
         ({"search_backend": "pg_search"}, "search_backend", "pg_search extension (ParadeDB) is not installed"),
         ({"fusion_weights": {"vector": 0, "lexical": 0}}, "fusion_weights", "cannot both be 0"),
+        ({"fusion": "rank"}, "fusion", "valid are scores, rrf"),
         ({"rerank": True, "rerank_backend": "cohere"}, "rerank_connection_id", "required with the cohere backend"),
         ({"rerank_backend": "bge"}, "rerank_backend", "bge"),
         ({"fusion_weights": {"vector": 1}}, "fusion_weights.lexical", "required"),
@@ -226,6 +228,15 @@ def test_patch_changes_one_setting_and_put_replaces_all(api, fake_connection):
         f"/admin/api/rag-stores/{store['id']}", json={"name": "renamed", "embedding_connection_id": fake_connection.id}
     ).json()
     assert (replaced["name"], replaced["top_k"], replaced["max_distance"]) == ("renamed", 5, 0.0)
+
+
+def test_the_fusion_rule_is_a_setting_read_and_updated_like_the_others(api, fake_connection):
+    admin = api("admin")
+    store = create_store(admin, fake_connection, fusion="rrf")
+    assert store["fusion"] == "rrf"
+    patched = admin.patch(f"/admin/api/rag-stores/{store['id']}", json={"fusion": "scores"}).json()
+    assert patched["fusion"] == "scores"
+    assert admin.get(f"/admin/api/rag-stores/{store['id']}").json()["fusion"] == "scores"
 
 
 def test_search_backends_lists_all_three(api):

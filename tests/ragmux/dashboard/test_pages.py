@@ -421,7 +421,7 @@ def test_an_admin_saves_a_compared_configuration(as_role, searchable):
     admin = as_role("admin")
     url = lexical_compare(searchable)
     assert "Save B as the store's settings" in admin.get(url).content.decode()
-    data = {"side": "b", "mode": "lexical", "backend": "pgvector", "top_k": "7", "max_distance": "0"}
+    data = {"side": "b", "mode": "lexical", "backend": "pgvector", "top_k": "7", "max_distance": "0", "fusion": "rrf"}
     weights = {"vector_weight": "1", "lexical_weight": "3", "typo_tolerance": "on", "next": url}
     response = post(admin, f"/admin/stores/{searchable.pk}/search-settings", {**data, **weights})
     assert response["Location"] == url
@@ -429,7 +429,25 @@ def test_an_admin_saves_a_compared_configuration(as_role, searchable):
     searchable.refresh_from_db()
     saved = (searchable.search_mode, searchable.search_backend, searchable.top_k, searchable.typo_tolerance)
     assert saved == ("lexical", "pgvector", 7, True)
-    assert searchable.fusion_weights == {"vector": 1.0, "lexical": 3.0}
+    assert (searchable.fusion_weights, searchable.fusion) == ({"vector": 1.0, "lexical": 3.0}, "rrf")
+
+
+def hybrid_compare(store, query="tide") -> str:
+    return f"/admin/search/?store={store.pk}&q={query}&a-mode=hybrid&a-fusion=rrf&b-mode=hybrid&b-fusion=scores"
+
+
+def test_search_compare_sets_rrf_and_scores_side_by_side(as_role, searchable):
+    html = as_role("viewer").get(hybrid_compare(searchable)).content.decode()
+    for side, chosen in (("a", "rrf"), ("b", "scores")):
+        select = re.search(rf'<select id="{side}-fusion".*?</select>', html, re.S).group(0)
+        assert re.findall(r"<option[^>]*>([^<]+)</option>", select) == ["scores", "rrf"]
+        assert f"<option selected>{chosen}</option>" in select
+    a, b = (
+        [float(score) for score in re.findall(r"fused score</dt>\s*<dd>([0-9.]+)", column)]
+        for column in html.split('id="column-b"')
+    )
+    assert a and b
+    assert max(a) <= round(2 / 61, 5) < max(b)  # rank fusion's scores (shown to 5 places), then min-max
 
 
 def test_a_bad_configuration_is_reported_beside_its_field(as_role, kb):

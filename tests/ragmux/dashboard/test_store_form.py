@@ -20,6 +20,7 @@ def test_every_setting_shows_the_models_default():
         "fts_config": "simple",
         "top_k": "5",
         "max_distance": "0",
+        "fusion": "scores",
         "fusion_vector": "1",
         "fusion_lexical": "1",
         "typo_tolerance": "off",

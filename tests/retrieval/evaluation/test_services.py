@@ -127,17 +127,15 @@ def test_the_sweep_puts_back_a_run_whose_lease_ran_out_then_gives_up(evaluation_
 
 
 def test_a_finished_run_is_saved_as_the_stores_settings(evaluation_set, personas):
-    overrides = {"mode": "hybrid", "backend": "pgvector", "fusion_weights": {"vector": 1.0, "lexical": 2.0}}
+    weights = {"vector": 1.0, "lexical": 2.0}
+    overrides = {"mode": "hybrid", "backend": "pgvector", "fusion_weights": weights, "fusion": "rrf"}
     (run,) = run_now(evaluation_set, {"label": "A", "overrides": overrides})
 
     run_services.evaluation_run_apply(run=run, actor=personas["admin"])
 
     store = RagStore.objects.get(pk=evaluation_set.store_id)
-    assert (store.search_mode, store.search_backend, store.fusion_weights) == (
-        "hybrid",
-        "pgvector",
-        {"vector": 1.0, "lexical": 2.0},
-    )
+    saved = (store.search_mode, store.search_backend, store.fusion_weights, store.fusion)
+    assert saved == ("hybrid", "pgvector", weights, "rrf")
     assert {e.action for e in audit_list(actor="admin")} >= {"store.update", "evaluation_run.apply"}
     (queued,) = run_services.evaluation_runs_start(
         evaluation_set=evaluation_set, configs=[{"label": "B"}], enqueue=False
