@@ -102,7 +102,9 @@ def fuse(
     """The two lists fused by ``rule`` (a FusionRule): ``vector`` is (chunk id, cosine distance),
     ``lexical`` (chunk id, score: higher is better), each best first.
 
-    Ties keep a stable order: the better best rank first, then the lower chunk id.
+    Ties keep a stable order: a chunk both sides found first (two witnesses over one: under
+    min-max the lexical leg's best, when it is the vector leg's last, ties with a chunk only the
+    vector leg found, first there), then the better best rank, then the lower chunk id.
     """
     vector_rank = {chunk_id: rank for rank, (chunk_id, _) in enumerate(vector, start=1)}
     lexical_rank = {chunk_id: rank for rank, (chunk_id, _) in enumerate(lexical, start=1)}
@@ -115,7 +117,8 @@ def fuse(
         for chunk_id in {**vector_rank, **lexical_rank}
     ]
     best_rank = lambda item: min(r for r in (item.vector_rank, item.fts_rank) if r)  # noqa: E731
-    fused.sort(key=lambda item: (-item.score, best_rank(item), item.chunk_id))
+    sides_found = lambda item: bool(item.vector_rank) + bool(item.fts_rank)  # noqa: E731
+    fused.sort(key=lambda item: (-item.score, -sides_found(item), best_rank(item), item.chunk_id))
     return fused
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -35,13 +36,25 @@ async def off_loop(function: Callable[..., T], *args, **kwargs) -> T:
 
 
 _threads = threading.local()
+# Where a coroutine goes when the calling thread's own loop is running (see on_thread_loop).
+_beside_running_loop = ThreadPoolExecutor(max_workers=1, thread_name_prefix="on-thread-loop")
 
 
 def on_thread_loop(coroutine: Coroutine[Any, Any, T]) -> T:
-    """``coroutine`` run to its end from synchronous code (a thread with no running event loop),
-    on an event loop this thread keeps: the clients bound to a loop (the outbound HTTP pool, the
-    cooldowns' Redis) are opened once per thread, not once per call."""
+    """``coroutine`` run to its end from synchronous code, on an event loop this thread keeps: the
+    clients bound to a loop (the outbound HTTP pool, the cooldowns' Redis) are opened once per
+    thread, not once per call. A thread whose own loop is running (synchronous code called from
+    a loop, as a test driving Playwright's sync API does) cannot run a second one, so there the
+    coroutine runs on a worker thread's loop and this thread waits for it."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _thread_runner().run(coroutine)
+    return _beside_running_loop.submit(lambda: _thread_runner().run(coroutine)).result()
+
+
+def _thread_runner() -> asyncio.Runner:
     runner = getattr(_threads, "runner", None)
     if runner is None:
         runner = _threads.runner = asyncio.Runner()
-    return runner.run(coroutine)
+    return runner

@@ -214,7 +214,8 @@ def test_office_files_scans_and_their_refusals_settle_in_one_batch_while_the_wor
         "guide.epub": book_epub(),
         "message.eml": nested_eml(),
         "bomb.png": bomb_png(),
-        "gate.png": image_of_text("Keep the gate closed", "PNG"),
+        # A full page of text: OCR takes well over 0.1 s on any machine (one line took less).
+        "gate.png": image_of_text("\n".join(["Keep the gate closed."] * 40), "PNG"),
         "mixed.pdf": mixed,
         "fine.md": b"# Fine\n\nAn ordinary document.",
     }

@@ -66,6 +66,13 @@ def test_a_side_whose_best_stands_far_above_the_rest_keeps_its_lead():
     assert [f.chunk_id for f in fused] == [2, 1, 3]
 
 
+def test_a_tie_goes_to_the_chunk_both_sides_found():
+    # Chunk 1 is the vector side's best alone; chunk 2 the lexical side's best and the vector
+    # side's last: both score 0.5, and the chunk with two witnesses goes first.
+    fused = fuse([(1, 0.1), (2, 0.4)], [(2, 5.0), (3, 1.0)])
+    assert [(f.chunk_id, f.score) for f in fused] == [(2, 0.5), (1, 0.5), (3, 0.0)]
+
+
 def test_a_weight_of_zero_takes_the_side_out_of_the_score():
     fused = fuse([(1, 0.1), (2, 0.5)], [(2, 3.0), (1, 1.0)], vector_weight=0.0)
     assert [(f.chunk_id, f.score, f.vector_rank) for f in fused] == [(2, 1.0, 2), (1, 0.0, 1)]

@@ -113,12 +113,14 @@ def test_a_key_is_shown_once_and_stored_hashed(api, project):
         "name",
         "prefix",
         "scopes",
+        "filters",
         *LIMITS,
         "created_at",
         "last_used_at",
         "expires_at",
     }
     assert {name: body["api_key"][name] for name in LIMITS} == dict.fromkeys(LIMITS, 0)
+    assert body["api_key"]["filters"] is None  # no document scope unless one is given
     assert body["api_key"]["prefix"] == key[:15]
     assert body["api_key"]["scopes"] == ["chat", "retrieve", "rerank", "models"]
     row = GatewayKey.objects.get(pk=body["api_key"]["id"])
