@@ -184,6 +184,15 @@ def test_a_call_without_a_key_is_refused(v1, method, path):
     assert answer.status_code == 401 and answer.json()["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/responses"), ("PUT", "/responses/resp_1"), ("POST", "/responses/resp_1/input_items")],
+)
+def test_a_method_a_route_does_not_take_is_a_405_in_the_envelope(v1, project_key, method, path):
+    answer = v1(project_key).request(method, path)
+    assert answer.status_code == 405 and answer.json()["error"]["message"]
+
+
 def test_a_key_without_the_chat_scope_is_refused(asgi_url, v1, project):
     from gateway.clients.services import key_create
 
