@@ -31,7 +31,7 @@ Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``
   and Gemini report reads only).
 - ``deepseek_cache_hits``: the OpenAI chat usage counts that many prompt-cache hits in DeepSeek's
   own fields;
-- ``answer``: the text of a non-streamed OpenAI chat answer;
+- ``answer``: the text of an OpenAI chat answer, whole or streamed;
 - ``rerank_results``: the indices a rerank route answers with (see ``tests.fakes.rerank``).
 
 Failures (``status``) answer in the route's provider's own error format.
@@ -99,7 +99,7 @@ class Knobs:
     # The OpenAI chat usage also counts this many prompt tokens as cache hits the way DeepSeek
     # does (`prompt_cache_hit_tokens`, `prompt_cache_miss_tokens`), with no `prompt_tokens_details`.
     deepseek_cache_hits: int | None = None
-    # The text of a non-streamed OpenAI chat answer, instead of CHAT_ANSWER (or of a rerank answer).
+    # The text of an OpenAI chat answer, instead of CHAT_ANSWER (or of a rerank answer).
     answer: str | None = None
     # The indices a rerank route answers with, in order (duplicates and out-of-range ones are sent
     # as given); None: every document in reverse order, cut to the request's top_n / top_k.
@@ -418,9 +418,8 @@ def _register_embedding_routes(upstream: FakeUpstream) -> None:
         return json_reply({"embeddings": [{"values": v} for v in _vectors(up, texts, knobs)]})
 
 
-def _chat_usage(payload: dict, knobs: Knobs) -> dict:
+def _chat_usage(payload: dict, knobs: Knobs, completion: int = len(CHAT_ANSWER.split())) -> dict:
     prompt = sum(len(str(m.get("content", "")).split()) for m in payload.get("messages", []))
-    completion = len(CHAT_ANSWER.split())
     usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
     if knobs.prompt_cache:
         usage["prompt_tokens_details"] = {"cached_tokens": knobs.prompt_cache[0]}
@@ -430,14 +429,16 @@ def _chat_usage(payload: dict, knobs: Knobs) -> dict:
     return usage
 
 
-def _openai_answer(payload: dict, knobs: Knobs) -> str:
+def _openai_answer(payload: dict, knobs: Knobs) -> tuple[str, bool]:
     """The ``answer`` knob, else a rerank prompt's passage numbers in reverse order (as the
-    original's e2e mock answers), else CHAT_ANSWER."""
+    original's e2e mock answers), else CHAT_ANSWER cut to the request's token limit (either
+    name OpenAI's format has for it); True when it was cut."""
     if knobs.answer is not None:
-        return knobs.answer
+        return knobs.answer, False
     if any(RERANK_PROMPT_MARK in text for text in _texts(payload.get("messages"))):
-        return json.dumps(list(reversed(rerank_prompt_numbers(payload))))
-    return CHAT_ANSWER
+        return json.dumps(list(reversed(rerank_prompt_numbers(payload)))), False
+    words, cut = _answer_words(payload.get("max_completion_tokens", payload.get("max_tokens")))
+    return " ".join(words), cut
 
 
 def openai_chat(up: FakeUpstream, payload: dict, match, knobs: Knobs) -> Reply:
@@ -445,31 +446,30 @@ def openai_chat(up: FakeUpstream, payload: dict, match, knobs: Knobs) -> Reply:
     base = {"id": "chatcmpl-fake", "created": 1700000000, "model": payload.get("model")}
     if knobs.tool_call:
         return _openai_tool_call(payload, knobs, base)
+    answer, cut = _openai_answer(payload, knobs)
+    finish_reason = "length" if cut else "stop"
+    usage = _chat_usage(payload, knobs, len(answer.split()))
     if not payload.get("stream"):
         reply = {
             **base,
             "object": "chat.completion",
             "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": _openai_answer(payload, knobs)},
-                    "finish_reason": "stop",
-                }
+                {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": finish_reason}
             ],
         }
         if not knobs.omit_usage:
-            reply["usage"] = _chat_usage(payload, knobs)
+            reply["usage"] = usage
         return json_reply(reply)
 
     def frame(choices: list, **extra) -> bytes:
         body = {**base, "object": "chat.completion.chunk", "choices": choices, **extra}
         return f"data: {json.dumps(body)}\n\n".encode()
 
-    deltas = [{"role": "assistant", "content": ""}] + [{"content": piece} for piece in _pieces(CHAT_ANSWER.split(" "))]
+    deltas = [{"role": "assistant", "content": ""}] + [{"content": piece} for piece in _pieces(answer.split(" "))]
     frames = [frame([{"index": 0, "delta": delta, "finish_reason": None}]) for delta in deltas]
-    frames.append(frame([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+    frames.append(frame([{"index": 0, "delta": {}, "finish_reason": finish_reason}]))
     if (payload.get("stream_options") or {}).get("include_usage") and not knobs.omit_usage:
-        frames.append(frame([], usage=_chat_usage(payload, knobs)))
+        frames.append(frame([], usage=usage))
     frames.append(b"data: [DONE]\n\n")
     error = _sse(openai_error(500, knobs))
     return 200, {"Content-Type": "text/event-stream"}, _stream_events(frames, knobs, error)
