@@ -26,8 +26,9 @@ from tests.helpers import SYSTEM_PROMPT, wait_for_logs
 
 SECRET = "sk-provider-secret-0123456789"
 TOOL_RESULT = "AMBER-7731"
-# Prompt-cache reads the fake reports, in each family's own usage fields (Ollama has no cache).
-CACHE_READS = 3
+# Prompt-cache reads and writes the fake reports, in each family's own usage fields (Ollama has
+# no cache; only Anthropic reports writes).
+CACHE_READS, CACHE_WRITES = 3, 4
 ROUTE = "falcon-mixed"
 
 
@@ -36,35 +37,44 @@ def openai_conversation(sent: dict) -> tuple[str, list[tuple[str, str]]]:
     return system, [(m["role"], m["content"]) for m in sent["messages"] if m["role"] != "system"]
 
 
-def openai_tool_result(sent: dict, call_id: str) -> None:
+# Each reader gives the upstream's last tool turns in its own wire format: the calls of the
+# assistant's turn as (id, name, arguments) and the results after it as (the id, or the function's
+# name where the format matches results to calls by name, and the text).
+ToolTurns = tuple[list[tuple[str | None, str, dict]], list[tuple[str, str]]]
+
+
+def openai_tool_turns(sent: dict) -> ToolTurns:
+    messages = sent["messages"]
+    results = [m for m in messages[1:] if m["role"] == "tool"]
+    call = messages[-len(results) - 1]
+    calls = [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in call["tool_calls"]]
+    assert messages[-len(results) :] == results and all(c["type"] == "function" for c in call["tool_calls"])
+    return calls, [(m["tool_call_id"], m["content"]) for m in results]
+
+
+def anthropic_tool_turns(sent: dict) -> ToolTurns:
+    # The results of a turn's calls travel together, in one user turn, as Anthropic requires.
     call, result = sent["messages"][-2:]
-    assert [c["id"] for c in call["tool_calls"]] == [call_id]
-    assert result == {"role": "tool", "tool_call_id": call_id, "content": TOOL_RESULT}
+    assert (call["role"], result["role"]) == ("assistant", "user")
+    assert {b["type"] for b in result["content"]} == {"tool_result"}
+    calls = [(b["id"], b["name"], b["input"]) for b in call["content"] if b["type"] == "tool_use"]
+    return calls, [(b["tool_use_id"], b["content"]) for b in result["content"]]
 
 
-def anthropic_tool_result(sent: dict, call_id: str) -> None:
-    call, result = sent["messages"][-2:]
-    assert [(b["type"], b["id"], b["input"]) for b in call["content"]] == [("tool_use", call_id, TOOL_ARGUMENTS)]
-    assert result == {
-        "role": "user",
-        "content": [{"type": "tool_result", "tool_use_id": call_id, "content": TOOL_RESULT}],
-    }
-
-
-def gemini_tool_result(sent: dict, call_id: str) -> None:
-    # Gemini matches a result to its call by the function's name, not an id.
+def gemini_tool_turns(sent: dict) -> ToolTurns:
     call, result = sent["contents"][-2:]
-    assert call == {"role": "model", "parts": [{"functionCall": {"name": TOOL["name"], "args": TOOL_ARGUMENTS}}]}
-    assert result == {
-        "role": "user",
-        "parts": [{"functionResponse": {"name": TOOL["name"], "response": {"result": TOOL_RESULT}}}],
-    }
+    assert (call["role"], result["role"]) == ("model", "user")
+    calls = [(None, p["functionCall"]["name"], p["functionCall"]["args"]) for p in call["parts"]]
+    return calls, [(p["functionResponse"]["name"], p["functionResponse"]["response"]["result"]) for p in result["parts"]]
 
 
-def ollama_tool_result(sent: dict, call_id: str) -> None:
-    call, result = sent["messages"][-2:]
-    assert call["tool_calls"] == [{"function": {"name": TOOL["name"], "arguments": TOOL_ARGUMENTS}}]
-    assert result == {"role": "tool", "content": TOOL_RESULT, "tool_name": TOOL["name"]}
+def ollama_tool_turns(sent: dict) -> ToolTurns:
+    messages = sent["messages"]
+    results = [m for m in messages if m["role"] == "tool"]
+    call = messages[-len(results) - 1]
+    assert messages[-len(results) :] == results
+    calls = [(None, c["function"]["name"], c["function"]["arguments"]) for c in call["tool_calls"]]
+    return calls, [(m["tool_name"], m["content"]) for m in results]
 
 
 @dataclass(frozen=True)
@@ -78,12 +88,15 @@ class Family:
     streamed: str  # and a streamed one
     limit_field: tuple[str, ...]  # where the answer's token limit is in the upstream's request
     conversation: Callable[[dict], tuple[str, list[tuple[str, str]]]]
-    tool_result: Callable[[dict, str], None]
+    tool_turns: Callable[[dict], ToolTurns]
+    calls_have_ids: bool = True  # else results are matched to calls by the function's name
     cache_reads: int = CACHE_READS
+    cache_writes: int = 0
+    reasoning_tokens: int = 0  # the thinking tokens the fake reports (Gemini's thoughts)
     api_key: str = SECRET
 
 
-OPENAI_READERS = {"conversation": openai_conversation, "tool_result": openai_tool_result}
+OPENAI_READERS = {"conversation": openai_conversation, "tool_turns": openai_tool_turns}
 FAMILIES = {
     "openai": Family(
         "openai", "/v1", "gpt-4o-mini", "openai.chat", "openai.chat", ("max_completion_tokens",), **OPENAI_READERS
@@ -110,7 +123,8 @@ FAMILIES = {
         "ollama.chat",
         ("options", "num_predict"),
         ollama_conversation,
-        ollama_tool_result,
+        ollama_tool_turns,
+        calls_have_ids=False,
         cache_reads=0,
         api_key="",
     ),
@@ -122,7 +136,9 @@ FAMILIES = {
         "gemini.stream",
         ("generationConfig", "maxOutputTokens"),
         gemini_conversation,
-        gemini_tool_result,
+        gemini_tool_turns,
+        calls_have_ids=False,
+        reasoning_tokens=2,
     ),
     "anthropic": Family(
         "anthropic",
@@ -132,7 +148,8 @@ FAMILIES = {
         "anthropic.messages",
         ("max_tokens",),
         anthropic_conversation,
-        anthropic_tool_result,
+        anthropic_tool_turns,
+        cache_writes=CACHE_WRITES,
     ),
 }
 # A route's targets, in order: the first fails, the second answers.
@@ -173,8 +190,17 @@ class Case:
         assert (row.endpoint, row.status_code, row.model) == ("responses", 200, self.family.model)
         assert row.cost_source == "price_table" and row.cost_micros > 0
         if self.model == ROUTE:
-            assert row.route_name == ROUTE and row.target == f"{ROUTE}-target-1"
+            assert (row.route_name, row.target) == (ROUTE, f"{ROUTE}-target-1")
+            assert (row.attempts[-1]["target"], row.attempts[-1]["outcome"]) == (f"{ROUTE}-target-1", "ok")
         return row
+
+    def expected_tool_turns(self, calls: list[tuple[str, str, dict, str]]) -> ToolTurns:
+        """What :attr:`Family.tool_turns` reads for ``calls`` (call id, name, arguments, result)."""
+        ids = self.family.calls_have_ids
+        return (
+            [(call_id if ids else None, name, arguments) for call_id, name, arguments, _ in calls],
+            [(call_id if ids else name, result) for call_id, name, _, result in calls],
+        )
 
 
 def _connection(family: Family, upstream: FakeUpstream, name: str):
@@ -233,7 +259,7 @@ def case(request, asgi_url, v1, fake_upstream, fake_connection, falcon_store, se
     key = key_create(project=project, name="default", scopes=None, expires_at=None).key
     client = sdk_for(asgi_url, key)
     found = Case(family, client, ROUTE if routed else "any-model", project, fake_upstream)
-    found.configure(prompt_cache=(CACHE_READS, 0))
+    found.configure(prompt_cache=(CACHE_READS, CACHE_WRITES))
     fake_upstream.forget_requests()  # the store's ingestion
     yield found
     client.close()
@@ -249,9 +275,13 @@ def test_a_text_response(case):
     assert response.usage.input_tokens_details.cached_tokens == case.family.cache_reads
     system, turns = case.family.conversation(case.sent())
     assert SYSTEM_PROMPT in system and system.endswith("Be brief.") and turns[-1] == ("user", QUESTION)
+    assert response.usage.output_tokens_details.reasoning_tokens == case.family.reasoning_tokens
     row = case.log_row()
     assert (row.streamed, row.completion_tokens) == (False, response.usage.output_tokens)
-    assert row.cached_prompt_tokens == case.family.cache_reads
+    assert (row.cached_prompt_tokens, row.cache_write_tokens) == (case.family.cache_reads, case.family.cache_writes)
+    if case.model == ROUTE:
+        # The first target failed and the second answered.
+        assert [a["outcome"] for a in row.attempts] == ["http_5xx", "ok"]
 
 
 def test_a_streamed_text_response(case):
@@ -273,7 +303,9 @@ def test_a_streamed_text_response(case):
         "response.completed",
     ]
     assert (final.status, final.output_text) == ("completed", CHAT_ANSWER)
-    assert final.usage.input_tokens_details.cached_tokens == case.family.cache_reads
+    details = final.usage.input_tokens_details
+    assert (details.cached_tokens, details.cache_write_tokens) == (case.family.cache_reads, case.family.cache_writes)
+    assert final.usage.output_tokens_details.reasoning_tokens == case.family.reasoning_tokens
     assert case.log_row().streamed is True
 
 
@@ -299,8 +331,21 @@ def test_a_function_tool_round_trip(case, stream):
     second = _answer(case, stream, input=[output], tools=[TOOL], previous_response_id=first.id)
 
     assert (second.output_text, second.previous_response_id) == (CHAT_ANSWER, first.id)
-    case.family.tool_result(case.sent(), call.call_id)
+    expected = case.expected_tool_turns([(call.call_id, TOOL["name"], TOOL_ARGUMENTS, TOOL_RESULT)])
+    assert case.family.tool_turns(case.sent()) == expected
     case.log_row(2)
+
+
+def test_parallel_function_calls_and_their_outputs_reach_the_upstream_together(case):
+    calls = [("call_a", TOOL["name"], {"query": "a"}, "A"), ("call_b", TOOL["name"], {"query": "b"}, "B")]
+    items = [{"role": "user", "content": QUESTION}]
+    items += [{"type": "function_call", "call_id": c, "name": n, "arguments": json.dumps(a)} for c, n, a, _ in calls]
+    items += [{"type": "function_call_output", "call_id": c, "output": r} for c, _, _, r in calls]
+
+    response = case.client.responses.create(model=case.model, input=items, tools=[TOOL])
+
+    assert response.output_text == CHAT_ANSWER
+    assert case.family.tool_turns(case.sent()) == case.expected_tool_turns(calls)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
