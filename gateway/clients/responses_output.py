@@ -124,7 +124,7 @@ def response_object(
         "previous_response_id": request["previous_response_id"],
         "store": request["store"],
         "temperature": request["temperature"],
-        "text": {"format": {"type": "text"}},
+        "text": request["text"] or {"format": {"type": "text"}},
         "tool_choice": request["tool_choice"],
         "tools": request["tools"],
         "top_p": request["top_p"],

@@ -43,9 +43,9 @@ Every request is recorded (:attr:`requests`) and counted per route (:meth:`calls
 routes (``cohere.rerank``, ``voyage.rerank``) are in ``tests.fakes.rerank``, the Azure OpenAI ones
 (``azure.chat``, ``azure.v1_chat``, ...) in ``tests.fakes.azure``. The chat routes
 (``openai.chat``, ``anthropic.messages``, ``gemini.generate``, ``gemini.stream``, ``ollama.chat``) answer
-:data:`CHAT_ANSWER` in their provider's format, whole or streamed (a handler may return an
-iterator of byte pieces, written and flushed one by one), cut to the request's token limit
-(one word a token) with the provider's "length" finish reason.
+:data:`CHAT_ANSWER` (:data:`JSON_ANSWER` when asked for JSON) in their provider's format, whole
+or streamed (a handler may return an iterator of byte pieces, written and flushed one by one),
+cut to the request's token limit (one word a token) with the provider's "length" finish reason.
 """
 
 from __future__ import annotations
@@ -72,6 +72,8 @@ RESET = b"\x00reset"  # yielded by a streamed reply: abort the connection (a TCP
 Reply = tuple[int, dict[str, str], bytes | Iterator[bytes]]
 CHAT_ANSWER = "The launch code is AMBER-7731, according to the context."
 TOOL_ARGUMENTS = {"query": "launch code", "limit": 3}
+# The answer to a chat that asks for JSON (a response format, a JSON mime type or Ollama's format).
+JSON_ANSWER = '{"code": "AMBER-7731", "source": "handbook"}'
 
 
 @dataclass
@@ -437,7 +439,7 @@ def _openai_answer(payload: dict, knobs: Knobs) -> tuple[str, bool]:
         return knobs.answer, False
     if any(RERANK_PROMPT_MARK in text for text in _texts(payload.get("messages"))):
         return json.dumps(list(reversed(rerank_prompt_numbers(payload)))), False
-    words, cut = _answer_words(payload.get("max_completion_tokens", payload.get("max_tokens")))
+    words, cut = _answer_words(payload, payload.get("max_completion_tokens", payload.get("max_tokens")))
     return " ".join(words), cut
 
 
@@ -525,9 +527,22 @@ def _prompt_words(payload: dict) -> int:
     return sum(len(text.split()) for text in _texts(payload))
 
 
-def _answer_words(limit: object) -> tuple[list[str], bool]:
-    """The answer's words, cut to ``limit`` (one word a token); True when it was cut."""
-    words = CHAT_ANSWER.split(" ")
+def _asks_json(payload: dict) -> bool:
+    """Whether a chat request asks for a JSON answer, in its provider's words: OpenAI's
+    `response_format`, Gemini's `responseMimeType`, Ollama's `format`."""
+    response_format = payload.get("response_format")
+    config = payload.get("generationConfig")
+    return (
+        (isinstance(response_format, dict) and str(response_format.get("type")).startswith("json"))
+        or (isinstance(config, dict) and config.get("responseMimeType") == "application/json")
+        or bool(payload.get("format"))
+    )
+
+
+def _answer_words(payload: dict, limit: object) -> tuple[list[str], bool]:
+    """The answer's words (JSON_ANSWER's when the request asks for JSON, else CHAT_ANSWER's), cut
+    to ``limit`` (one word a token); True when it was cut."""
+    words = (JSON_ANSWER if _asks_json(payload) else CHAT_ANSWER).split(" ")
     if isinstance(limit, int) and limit < len(words):
         return words[:limit], True
     return words, False
@@ -577,7 +592,7 @@ def anthropic_error(status: int, knobs: Knobs) -> object:
 def _register_anthropic_routes(upstream: FakeUpstream) -> None:
     @upstream.route("anthropic.messages", "POST", r"/v1/messages", error_body=anthropic_error)
     def messages(up, payload, match, knobs):
-        words, cut = _answer_words(payload.get("max_tokens"))
+        words, cut = _answer_words(payload, payload.get("max_tokens"))
         usage = {"input_tokens": _prompt_words(payload), "output_tokens": len(words)}
         read, written = knobs.prompt_cache or (2, 0)
         usage.update(cache_creation_input_tokens=written, cache_read_input_tokens=read)
@@ -673,7 +688,7 @@ def _register_gemini_routes(upstream: FakeUpstream) -> None:
         """The parts of each streamed event, and the finish reason."""
         if knobs.tool_call:
             return [[{"functionCall": {"name": knobs.tool_call, "args": TOOL_ARGUMENTS}}]], "STOP"
-        words, cut = _answer_words((payload.get("generationConfig") or {}).get("maxOutputTokens"))
+        words, cut = _answer_words(payload, (payload.get("generationConfig") or {}).get("maxOutputTokens"))
         thought = [{"text": "Thinking about the context.", "thought": True}]
         return [thought] + [[{"text": piece}] for piece in _pieces(words)], "MAX_TOKENS" if cut else "STOP"
 
@@ -704,7 +719,7 @@ def ollama_error(status: int, knobs: Knobs) -> object:
 def _register_ollama_routes(upstream: FakeUpstream) -> None:
     @upstream.route("ollama.chat", "POST", r"/api/chat", error_body=ollama_error)
     def chat(up, payload, match, knobs):
-        words, cut = _answer_words((payload.get("options") or {}).get("num_predict"))
+        words, cut = _answer_words(payload, (payload.get("options") or {}).get("num_predict"))
         base = {"model": payload.get("model"), "created_at": "2025-01-01T00:00:00Z"}
         final = {**base, "done": True, "done_reason": "length" if cut else "stop"}
         if not knobs.omit_usage:

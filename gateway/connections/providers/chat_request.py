@@ -178,3 +178,10 @@ def wants_json(body: dict) -> dict | None:
     if isinstance(response_format, dict) and str(response_format.get("type", "")).startswith("json"):
         return response_format
     return None
+
+
+def json_schema_of(response_format: dict) -> dict | None:
+    """The schema a ``json_schema`` response format gives; None for ``json_object``."""
+    spec = response_format.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    return schema if isinstance(schema, dict) else None

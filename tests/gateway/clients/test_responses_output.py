@@ -69,6 +69,13 @@ def test_a_cut_answer_is_incomplete_and_says_why():
     assert (response["status"], response["incomplete_details"]) == ("incomplete", {"reason": "max_output_tokens"})
 
 
+def test_the_text_format_asked_for_is_echoed():
+    answer = reply({"content": '{"code": "A"}'})
+    asked = {"format": {"type": "json_schema", "name": "launch", "schema": {"type": "object"}}}
+    assert response_of_chat(request(text=asked), answer, response_id="r", created_at=0)["text"] == asked
+    assert response_of_chat(request(), answer, response_id="r", created_at=0)["text"] == {"format": {"type": "text"}}
+
+
 def test_usage_missing_or_malformed_is_none():
     assert usage_of(None) is None and usage_of({"prompt_tokens": "1", "completion_tokens": 2}) is None
     assert usage_of({"prompt_tokens": 1, "completion_tokens": 2})["input_tokens_details"] == {

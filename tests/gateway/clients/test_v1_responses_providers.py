@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 import openai
+import pydantic
 import pytest
 
 from tests.fakes.azure import AZURE_KEY
-from tests.fakes.upstream import CHAT_ANSWER, TOOL_ARGUMENTS, FakeUpstream
+from tests.fakes.upstream import CHAT_ANSWER, JSON_ANSWER, TOOL_ARGUMENTS, FakeUpstream
 from tests.gateway.clients.test_provider_adapters import (
     anthropic_conversation,
     gemini_conversation,
@@ -77,6 +78,21 @@ def ollama_tool_turns(sent: dict) -> ToolTurns:
     return calls, [(m["tool_name"], m["content"]) for m in results]
 
 
+# Where each wire format says the JSON schema an answer must follow.
+def openai_json_schema(sent: dict) -> dict:
+    assert sent["response_format"]["type"] == "json_schema"
+    return sent["response_format"]["json_schema"]["schema"]
+
+
+def gemini_json_schema(sent: dict) -> dict:
+    assert sent["generationConfig"]["responseMimeType"] == "application/json"
+    return sent["generationConfig"]["responseSchema"]
+
+
+def ollama_json_schema(sent: dict) -> dict:
+    return sent["format"]
+
+
 @dataclass(frozen=True)
 class Family:
     """A chat provider family as the fake upstream speaks it."""
@@ -90,13 +106,18 @@ class Family:
     conversation: Callable[[dict], tuple[str, list[tuple[str, str]]]]
     tool_turns: Callable[[dict], ToolTurns]
     calls_have_ids: bool = True  # else results are matched to calls by the function's name
+    json_schema: Callable[[dict], dict] | None = None  # None: the family has no JSON mode
     cache_reads: int = CACHE_READS
     cache_writes: int = 0
     reasoning_tokens: int = 0  # the thinking tokens the fake reports (Gemini's thoughts)
     api_key: str = SECRET
 
 
-OPENAI_READERS = {"conversation": openai_conversation, "tool_turns": openai_tool_turns}
+OPENAI_READERS = {
+    "conversation": openai_conversation,
+    "tool_turns": openai_tool_turns,
+    "json_schema": openai_json_schema,
+}
 FAMILIES = {
     "openai": Family(
         "openai", "/v1", "gpt-4o-mini", "openai.chat", "openai.chat", ("max_completion_tokens",), **OPENAI_READERS
@@ -125,6 +146,7 @@ FAMILIES = {
         ollama_conversation,
         ollama_tool_turns,
         calls_have_ids=False,
+        json_schema=ollama_json_schema,
         cache_reads=0,
         api_key="",
     ),
@@ -138,6 +160,7 @@ FAMILIES = {
         gemini_conversation,
         gemini_tool_turns,
         calls_have_ids=False,
+        json_schema=gemini_json_schema,
         reasoning_tokens=2,
     ),
     "anthropic": Family(
@@ -379,3 +402,44 @@ def test_a_streamed_answer_cut_by_max_output_tokens_ends_incomplete(case):
         "max_output_tokens",
     )
     assert last.response.output_text == " ".join(CHAT_ANSWER.split(" ")[:3])
+
+
+class LaunchCode(pydantic.BaseModel):
+    """The shape JSON_ANSWER has."""
+
+    code: str
+    source: str
+
+
+@pytest.fixture
+def json_case(case, request):
+    if case.model == ROUTE:
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="a route fails over on upstream failures only: its first target, which cannot say "
+                "JSON (Anthropic), refuses the request instead of passing it to the next",
+            )
+        )
+    return case
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_structured_output_follows_the_schema_or_is_refused_where_the_provider_has_no_json_mode(json_case, stream):
+    case = json_case
+    if case.family.json_schema is None:
+        with pytest.raises(openai.BadRequestError, match="no JSON mode"):
+            case.client.responses.parse(model=case.model, input=QUESTION, text_format=LaunchCode)
+        assert case.upstream.calls(case.family.whole) == 0
+        return
+    if stream:
+        with case.client.responses.stream(model=case.model, input=QUESTION, text_format=LaunchCode) as events:
+            parsed = events.get_final_response()
+    else:
+        parsed = case.client.responses.parse(model=case.model, input=QUESTION, text_format=LaunchCode)
+
+    assert parsed.output_text == JSON_ANSWER
+    assert parsed.output_parsed == LaunchCode.model_validate_json(JSON_ANSWER)
+    assert (parsed.text.format.type, parsed.text.format.name) == ("json_schema", "LaunchCode")
+    schema = case.family.json_schema(case.sent())
+    assert set(schema["properties"]) == {"code", "source"} and schema["required"] == ["code", "source"]
