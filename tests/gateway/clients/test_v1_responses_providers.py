@@ -66,7 +66,9 @@ def gemini_tool_turns(sent: dict) -> ToolTurns:
     call, result = sent["contents"][-2:]
     assert (call["role"], result["role"]) == ("model", "user")
     calls = [(None, p["functionCall"]["name"], p["functionCall"]["args"]) for p in call["parts"]]
-    return calls, [(p["functionResponse"]["name"], p["functionResponse"]["response"]["result"]) for p in result["parts"]]
+    return calls, [
+        (p["functionResponse"]["name"], p["functionResponse"]["response"]["result"]) for p in result["parts"]
+    ]
 
 
 def ollama_tool_turns(sent: dict) -> ToolTurns:
@@ -443,3 +445,16 @@ def test_structured_output_follows_the_schema_or_is_refused_where_the_provider_h
     assert (parsed.text.format.type, parsed.text.format.name) == ("json_schema", "LaunchCode")
     schema = case.family.json_schema(case.sent())
     assert set(schema["properties"]) == {"code", "source"} and schema["required"] == ["code", "source"]
+
+
+def test_a_client_that_leaves_mid_stream_ends_the_upstream_call_and_is_logged(case, v1):
+    case.configure(stall_after=4)
+    body = {"model": case.model, "input": QUESTION, "stream": True}
+    with v1(case.client.api_key).stream("POST", "/responses", json=body) as answer:
+        for line in answer.iter_lines():
+            if line.startswith("event: response.output_text.delta"):
+                break  # the answer had begun: the client hangs up
+
+    assert case.upstream.wait_for_disconnects(1)
+    [row] = wait_for_logs(1, project=case.project)
+    assert (row.endpoint, row.status_code, row.streamed) == ("responses", 499, True)
