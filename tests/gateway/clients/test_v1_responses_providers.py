@@ -18,11 +18,12 @@ import pytest
 from tests.fakes.azure import AZURE_KEY
 from tests.fakes.upstream import CHAT_ANSWER, JSON_ANSWER, TOOL_ARGUMENTS, FakeUpstream
 from tests.gateway.clients.test_provider_adapters import (
+    PIXEL,
     anthropic_conversation,
     gemini_conversation,
     ollama_conversation,
 )
-from tests.gateway.clients.test_v1_responses import QUESTION, TOOL, sdk_for
+from tests.gateway.clients.test_v1_responses import QUESTION, TOOL, assert_a_text_answers_events, sdk_for
 from tests.helpers import SYSTEM_PROMPT, wait_for_logs
 
 SECRET = "sk-provider-secret-0123456789"
@@ -34,8 +35,12 @@ ROUTE = "falcon-mixed"
 
 
 def openai_conversation(sent: dict) -> tuple[str, list[tuple[str, str]]]:
+    def text(content) -> str:
+        parts = content if isinstance(content, list) else []
+        return " ".join(p["text"] for p in parts if p["type"] == "text") if parts else content
+
     system = " ".join(m["content"] for m in sent["messages"] if m["role"] == "system")
-    return system, [(m["role"], m["content"]) for m in sent["messages"] if m["role"] != "system"]
+    return system, [(m["role"], text(m["content"])) for m in sent["messages"] if m["role"] != "system"]
 
 
 # Each reader gives the upstream's last tool turns in its own wire format: the calls of the
@@ -314,19 +319,7 @@ def test_a_streamed_text_response(case):
         kinds = [event.type for event in stream]
         final = stream.get_final_response()
 
-    assert kinds[:4] == [
-        "response.created",
-        "response.in_progress",
-        "response.output_item.added",
-        "response.content_part.added",
-    ]
-    assert set(kinds[4:-4]) == {"response.output_text.delta"}
-    assert kinds[-4:] == [
-        "response.output_text.done",
-        "response.content_part.done",
-        "response.output_item.done",
-        "response.completed",
-    ]
+    assert_a_text_answers_events(kinds)
     assert (final.status, final.output_text) == ("completed", CHAT_ANSWER)
     details = final.usage.input_tokens_details
     assert (details.cached_tokens, details.cache_write_tokens) == (case.family.cache_reads, case.family.cache_writes)
@@ -381,6 +374,19 @@ def test_previous_response_id_continues_the_conversation(case, stream):
     assert second.output_text == CHAT_ANSWER
     _, turns = case.family.conversation(case.sent())
     assert turns == [("user", "Hello"), ("assistant", CHAT_ANSWER), ("user", QUESTION)]
+
+
+def test_an_input_image_reaches_the_upstream_inline(case):
+    content = [
+        {"type": "input_text", "text": "What is on this badge?"},
+        {"type": "input_image", "image_url": f"data:image/png;base64,{PIXEL}", "detail": "low"},
+    ]
+    response = case.client.responses.create(model=case.model, input=[{"role": "user", "content": content}])
+
+    assert response.output_text == CHAT_ANSWER
+    _, turns = case.family.conversation(case.sent())
+    assert turns == [("user", "What is on this badge?")]
+    assert PIXEL in json.dumps(case.sent())
 
 
 def test_max_output_tokens_reaches_the_upstream_and_a_cut_answer_is_incomplete(case):
