@@ -23,6 +23,13 @@ def invalid_request(message: str) -> InvalidInput:
     return InvalidInput(message, code="invalid_request")
 
 
+class ProviderCannot(InvalidInput):
+    """A well-formed request asking for what this provider has no way to do (a JSON mode): the
+    client's 400 when the provider is all there is, but inside a route the next target may."""
+
+    code = "invalid_request"
+
+
 def content_parts(content: Any, where: str) -> list[dict]:
     """A message's content as a list of parts; a plain string is one text part."""
     if content is None:
