@@ -229,7 +229,8 @@ def measure_collection(name: str, folder: Path, args) -> dict:
 
 
 def measure(args) -> None:
-    sys.path.insert(0, str(REPO / "bench"))
+    # Appended: bench/gateway.py must not hide the product's gateway package.
+    sys.path.append(str(REPO / "bench"))
     from harness import DEFAULT_DATASET, print_table, report
 
     results = []
@@ -254,14 +255,19 @@ def serve(args) -> None:
 
     path = Path(args.gguf)
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
     model.eval()
     torch.set_num_threads(args.threads)
 
     def answer(body: dict) -> dict:
-        ids = tokenizer.apply_chat_template(body["messages"], add_generation_prompt=True, return_tensors="pt")
+        encoded = tokenizer.apply_chat_template(
+            body["messages"], add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
+        ids = encoded["input_ids"]
         with torch.no_grad():
-            out = model.generate(ids, max_new_tokens=min(int(body.get("max_tokens") or 100), 200), do_sample=False)
+            out = model.generate(
+                **encoded, max_new_tokens=min(int(body.get("max_tokens") or 100), 200), do_sample=False
+            )
         new = out[0][ids.shape[1] :]
         text = tokenizer.decode(new, skip_special_tokens=True).strip()
         usage = {"prompt_tokens": ids.shape[1], "completion_tokens": len(new)}
