@@ -172,3 +172,39 @@ def test_the_condensation_settles_once_with_the_call(v1, project_key, project, f
     assert counted.prompt_tokens == row.prompt_tokens + row.embedding_tokens + row.query_rewrite_tokens
     assert counted.completion_tokens == row.completion_tokens
     assert (counted.reserved_tokens, counted.reserved_micros) == (0, 0)
+
+
+def test_a_responses_continuation_follows_the_projects_rewrite(v1, project_key, fake_upstream, rewriting):
+    rewriting("last_turns")
+    client = v1(project_key)
+    first = client.post("/responses", json={"model": "m", "input": FIRST})
+    assert first.status_code == 200, first.text
+    follow_up = client.post(
+        "/responses", json={"model": "m", "input": FOLLOW_UP, "previous_response_id": first.json()["id"]}
+    )
+    assert follow_up.status_code == 200, follow_up.text
+    assert searched(fake_upstream) == f"{FIRST}\n{FOLLOW_UP}"
+
+
+def test_the_condensation_fails_over_along_the_chats_route(
+    v1, project, project_key, fake_upstream, upstreams, rewriting, settings, fresh_cooldowns
+):
+    from tests.gateway.clients.test_routed_chat import make_route
+
+    settings.UPSTREAM_FIRST_BYTE_TIMEOUT = 30
+    rewriting("llm")
+    route = make_route(upstreams)
+    project.allowed_routes.add(route)
+    upstreams[0].configure("openai.chat", status=500)
+    upstreams[1].configure("openai.chat", answer=CONDENSED)
+
+    chat(v1(project_key), model=route.name)
+
+    condensation, answered = upstreams[1].requests_to("openai.chat")
+    assert condensation.json()["messages"][0]["content"] == CONDENSE_INSTRUCTION
+    assert answered.json()["messages"][-1]["content"] == FOLLOW_UP
+    assert searched(fake_upstream) == CONDENSED
+    assert fake_upstream.calls("openai.chat") == 0  # the project's own connection was not asked
+    [row] = wait_for_logs(1, project=project)
+    assert (row.route_name, row.target, row.query_rewrite_reason) == (route.name, f"{route.name}-target-1", "")
+    assert [attempt["outcome"] for attempt in row.attempts] == ["http_5xx", "ok"]  # the chat's own attempts
