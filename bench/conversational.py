@@ -204,25 +204,25 @@ def rankings(corpus: list[dict], queries: dict[str, str]) -> dict[str, list[str]
     return ranked
 
 
+def mean_ndcg(ranked: dict[str, list[str]], qrels: dict, query_ids) -> float:
+    from retrieval.evaluation.scores import ndcg
+
+    return round(sum(ndcg(ranked[qid], qrels[qid]) for qid in query_ids) / len(query_ids), 4)
+
+
 def measure_collection(name: str, folder: Path, args) -> dict:
     from harness import load_beir
-
-    from retrieval.evaluation.scores import ndcg
 
     corpus, queries, qrels = load_beir(folder)
     turns, left_out = conversational_set(queries, qrels)
     texts, llm = mode_queries(turns, args)
-    scores = {}
+    scores, ranked = {}, {}
     for mode, chosen in texts.items():
-        ranked = rankings(corpus, chosen)
-        scores[mode] = round(sum(ndcg(ranked[qid], qrels[qid]) for qid in chosen) / len(chosen), 4)
+        ranked[mode] = rankings(corpus, chosen)
+        scores[mode] = mean_ndcg(ranked[mode], qrels, chosen)
     if llm["measured"] and len(texts["llm"]) < len(turns):
-        # The llm row covers a subset: the other rows on the same subset, to compare like with like.
-        subset = {mode: {qid: chosen[qid] for qid in texts["llm"]} for mode, chosen in texts.items()}
-        llm["same_subset"] = {
-            mode: round(sum(ndcg(rankings(corpus, c)[qid], qrels[qid]) for qid in c) / len(c), 4)
-            for mode, c in subset.items()
-        }
+        # The llm row covers a subset: every row on that subset too, to compare like with like.
+        llm["same_subset"] = {mode: mean_ndcg(ranked[mode], qrels, texts["llm"]) for mode in texts}
     example = next(iter(turns.values()))
     return {"collection": name, "queries": len(turns), "left_out": left_out, "ndcg@10": scores, "llm": llm,
             "example": {"original": example[0], "first": example[1], "second": example[2]}}  # fmt: skip
