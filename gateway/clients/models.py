@@ -76,6 +76,11 @@ class Project(SpendLimits):
     store = models.ForeignKey(RagStore, on_delete=models.SET_NULL, null=True, blank=True, related_name="projects")
     system_prompt = models.TextField(blank=True, default="")
     query_rewrite = models.CharField(max_length=16, choices=QueryRewrite.choices, default=QueryRewrite.OFF)
+    # The chat connection that condenses follow-ups under `llm` (a small, cheap model, say); None:
+    # the model the chat itself is answered by.
+    query_rewrite_connection = models.ForeignKey(
+        ModelConnection, on_delete=models.PROTECT, null=True, blank=True, related_name="query_rewrite_projects"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

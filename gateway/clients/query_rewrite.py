@@ -3,7 +3,8 @@
 ``off`` searches the last user message; ``last_turns`` that message with the earlier user turns
 it refers back to (the rule in `gateway.clients.followups`); ``llm`` a standalone question the
 project's chat model condenses the conversation into, asked through the one failover engine with
-the plan the chat itself is answered by (its connection, or its route's targets in order), at
+the plan the chat itself is answered by (its connection, or its route's targets in order; or
+the project's ``query_rewrite_connection`` when it names one), at
 temperature 0, its answer capped at QUERY_REWRITE_MAX_TOKENS and the whole within
 QUERY_REWRITE_TIMEOUT. A conversation of one user message alone is standalone already: it is
 not sent. Any failure (a timeout, an upstream error, a model that cannot chat, an empty or
@@ -52,22 +53,28 @@ def _condenses(project: Project, messages: list[dict]) -> bool:
 
 def with_condensation(size: dict[str, Any], project: Project, messages: list[dict]) -> dict[str, Any]:
     """A chat's reservation (`limiter.admit`'s arguments) with its condensation added when it
-    will ask for one: its prompt's estimate and the answer it may write, at each target's price
-    (it is answered by the chat's plan)."""
+    will ask for one: its prompt's estimate and the answer it may write, at the price of the
+    project's `query_rewrite_connection`, else at each chat target's (it is answered by the
+    chat's plan)."""
     if not _condenses(project, messages):
         return size
     prompt = estimate_tokens(message_texts(condense_prompt(conversation(messages))))
     answer = settings.QUERY_REWRITE_MAX_TOKENS
+    grown = {**size, "tokens": size["tokens"] + prompt + answer}
+    rewriter = project.query_rewrite_connection
+    if rewriter is not None:
+        condensation = Spend(rewriter.provider_type, rewriter.model_name, prompt, answer)
+        return {**grown, "spends": [*size["spends"], condensation]}
     dearest_of = [
         replace(spend, prompt_tokens=spend.prompt_tokens + prompt, completion_tokens=spend.completion_tokens + answer)
         for spend in size["dearest_of"]
     ]
-    return {**size, "tokens": size["tokens"] + prompt + answer, "dearest_of": dearest_of}
+    return {**grown, "dearest_of": dearest_of}
 
 
 async def retrieval_query(call: Call, plan: Plan, messages: list[dict]) -> str:
     """What the chat searches its store for (see the module); "" when its last user message has
-    no text."""
+    no text. ``plan`` is the chat's: it condenses unless the project names a connection for it."""
     last = query_text(messages)
     if not last:
         return ""
@@ -75,7 +82,8 @@ async def retrieval_query(call: Call, plan: Plan, messages: list[dict]) -> str:
         return last_turns_query([text for role, text in conversation(messages) if role == "user"])
     if not _condenses(call.project, messages):
         return last
-    query, reason = await _condensed(call, plan, messages, last)
+    rewriter = call.project.query_rewrite_connection
+    query, reason = await _condensed(call, plan if rewriter is None else Plan.of_connection(rewriter), messages, last)
     if reason:
         call.query_rewrite_reason = reason
         logger.warning("project %s searches the last user message: %s", call.project.pk, reason)

@@ -60,6 +60,8 @@ class ProjectInput(LimitsInput):
     )
     # What a chat searches its store for: `off`, `last_turns` or `llm` (gateway.clients.query_rewrite).
     query_rewrite = serializers.ChoiceField(choices=QueryRewrite.values, required=False, default=QueryRewrite.OFF)
+    # The chat connection that condenses under `llm`; null: the chat's own model.
+    query_rewrite_connection_id = serializers.IntegerField(required=False, allow_null=True, default=None)
 
 
 class ProjectOutput(LimitsOutput):
@@ -77,6 +79,7 @@ class ProjectOutput(LimitsOutput):
             "store_id",
             "system_prompt",
             "query_rewrite",
+            "query_rewrite_connection_id",
             *API_LIMIT_FIELDS,
             "created_at",
             "updated_at",

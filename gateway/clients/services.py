@@ -39,6 +39,7 @@ PROJECT_FIELDS = (
     "store_id",
     "system_prompt",
     "query_rewrite",
+    "query_rewrite_connection_id",
     *LIMIT_FIELDS,
 )
 # The two fields of which a project sets exactly one: what answers its chat.
@@ -67,6 +68,7 @@ class ProjectChanges(Limits, total=False):
     store_id: int | None
     system_prompt: str
     query_rewrite: str
+    query_rewrite_connection_id: int | None
 
 
 class KeyChanges(Limits, total=False):
@@ -179,6 +181,10 @@ def _apply(project: Project, changes: ProjectChanges) -> Project:
         project.system_prompt = changes["system_prompt"]
     if "query_rewrite" in changes:
         project.query_rewrite = _query_rewrite(changes["query_rewrite"])
+    if "query_rewrite_connection_id" in changes:
+        project.query_rewrite_connection = _connection_that_can(
+            changes["query_rewrite_connection_id"], field="query_rewrite_connection_id", capability=Capability.CHAT
+        )
     _set_limits(project, changes)
     project.save()
     if "allowed_route_ids" in changes:
@@ -197,6 +203,7 @@ def project_create(
     chat_route_id: int | None = None,
     allowed_route_ids: list[int] | None = None,
     query_rewrite: str = QueryRewrite.OFF,
+    query_rewrite_connection_id: int | None = None,
     actor=None,
     **limits: Unpack[Limits],
 ) -> Project:
@@ -211,6 +218,7 @@ def project_create(
             store_id=store_id,
             system_prompt=system_prompt,
             query_rewrite=query_rewrite,
+            query_rewrite_connection_id=query_rewrite_connection_id,
             **limits,
         ),
     )

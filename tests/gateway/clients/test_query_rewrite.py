@@ -208,3 +208,48 @@ def test_the_condensation_fails_over_along_the_chats_route(
     [row] = wait_for_logs(1, project=project)
     assert (row.route_name, row.target, row.query_rewrite_reason) == (route.name, f"{route.name}-target-1", "")
     assert [attempt["outcome"] for attempt in row.attempts] == ["http_5xx", "ok"]  # the chat's own attempts
+
+
+def test_a_chosen_connection_condenses_priced_at_its_own_rate(
+    v1, api, project, project_key, fake_upstream, upstreams, rewriting, priced
+):
+    from gateway.connections.models import ModelPrice
+    from gateway.connections.services import connection_create
+
+    rewriter = connection_create(
+        name="small-chat",
+        provider_type="custom_openai",
+        base_url=f"{upstreams[0].url}/v1",
+        model_name="tiny-model",
+        dimensions=None,
+        api_key="sk-fake-chat-key-0000000000",
+    )
+    ModelPrice.objects.create(
+        provider_type="custom_openai", model="tiny-model", input_per_mtok=Decimal(1), output_per_mtok=Decimal(1)
+    )
+    patched = api("admin").patch(
+        f"/admin/api/projects/{project.pk}", json={"query_rewrite": "llm", "query_rewrite_connection_id": rewriter.pk}
+    )
+    assert patched.json()["query_rewrite_connection_id"] == rewriter.pk
+    upstreams[0].configure("openai.chat", answer=CONDENSED)
+
+    chat(v1(project_key))
+
+    [condensation] = upstreams[0].requests_to("openai.chat")
+    assert condensation.json()["max_tokens"] == 100 and condensation.json()["model"] == "tiny-model"
+    assert fake_upstream.calls("openai.chat") == 1  # the chat alone
+    assert searched(fake_upstream) == CONDENSED
+    [row] = wait_for_logs(1, project=project)
+    assert row.model == "gpt-4o-mini"
+    chat_tokens = row.prompt_tokens + row.completion_tokens
+    assert row.cost_micros == 2 * chat_tokens + row.query_rewrite_tokens  # 1 µ$ a token for the small model
+
+
+def test_the_chosen_connection_must_chat(api, project, local_connection):
+    from gateway.clients.models import Project
+
+    url = f"/admin/api/projects/{project.pk}"
+    for wrong in (local_connection.pk, 999_999, 2**70, "x"):
+        refused = api("admin").patch(url, json={"query_rewrite_connection_id": wrong})
+        assert refused.status_code == 400 and "query_rewrite_connection_id" in refused.json()["error"]["fields"], wrong
+    assert Project.objects.get(pk=project.pk).query_rewrite_connection_id is None

@@ -131,7 +131,11 @@ def test_an_admin_chooses_how_follow_up_questions_are_searched_and_every_role_re
     project.refresh_from_db()
     assert response.status_code == 302 and project.query_rewrite == "llm"
     page = text(as_role("viewer").get(f"/admin/projects/{project.pk}/"))
-    assert "Follow-up questions llm: a standalone question from the chat model" in page
+    assert "Follow-up questions llm: a standalone question from the chat model, by the chat model" in page
+    chosen = {**fields, "query_rewrite": "llm", "query_rewrite_connection_id": project.chat_connection_id}
+    assert post(admin, f"/admin/projects/{project.pk}/edit", chosen).status_code == 302
+    page = text(as_role("viewer").get(f"/admin/projects/{project.pk}/"))
+    assert f"from the chat model, by {project.chat_connection.name}" in page
 
 
 def test_a_call_whose_query_rewrite_fell_back_says_why(as_role, project, issued):
