@@ -20,6 +20,7 @@ from gateway.clients import limiter, selectors
 from gateway.clients.injection import inject, message_texts, query_text
 from gateway.clients.ledger import Call, Spend
 from gateway.clients.models import Endpoint, Scope
+from gateway.clients.query_rewrite import retrieval_query, with_condensation
 from gateway.clients.serializers import ChatExtrasInput, ChatInput
 from gateway.clients.v1.endpoint import client_left, end_call, json_body, routed, v1_endpoint, validated
 from gateway.clients.v1.retrieve import search_store
@@ -47,12 +48,12 @@ from retrieval.filters import Filter
 logger = logging.getLogger("ragmux.gateway.v1")
 
 
-async def _ground(call: Call, messages: list[dict], filters: Filter | None) -> tuple[str, list[dict]]:
+async def _ground(call: Call, plan: Plan, messages: list[dict], filters: Filter | None) -> tuple[str, list[dict]]:
     """The context block and its sources; retrieval trouble leaves the chat ungrounded, with the
-    reason in the call's log row."""
+    reason in the call's log row. The query is the project's `query_rewrite` of the messages."""
     store = call.project.store
-    query = query_text(messages)
-    if store is None or not query:
+    query = await retrieval_query(call, plan, messages) if store is not None else ""
+    if not query:
         return "", []
     try:
         result = await search_store(call, store, query, {"filters": filters}, search_timeout=settings.SEARCH_TIMEOUT)
@@ -135,7 +136,9 @@ def _chat_size(call: Call, plan: Plan, body: dict, messages: list[dict]) -> dict
     chat = [Spend(target.connection.provider_type, target.model, prompt, completion) for target in plan.targets]
     query = query_text(messages)
     spends = [query_spend(call.project.store, query)] if call.project.store is not None and query else []
-    return {"tokens": prompt + completion, "spends": spends, "dearest_of": chat}
+    return with_condensation(
+        {"tokens": prompt + completion, "spends": spends, "dearest_of": chat}, call.project, messages
+    )
 
 
 def _retrieval_size(call: Call, plan: Plan, context: str) -> dict[str, Any]:
@@ -176,7 +179,7 @@ async def complete_chat(call: Call, body: dict) -> HttpResponse:
     client_model = data["model"] or attempts.current.model
 
     await limiter.admit(call, **_chat_size(call, plan, body, data["messages"]))
-    context, sources = await _ground(call, data["messages"], filters)
+    context, sources = await _ground(call, plan, data["messages"], filters)
     await limiter.top_up(call, **_retrieval_size(call, plan, context))
     body["messages"] = inject(data["messages"], context=context, system_prompt=call.project.system_prompt)
 

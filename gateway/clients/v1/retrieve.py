@@ -67,7 +67,8 @@ def _rerank_outcome(report: RerankReport) -> tuple[str, str]:
 def _record_retrieval(call: Call, store: RagStore, spend: RetrievalSpend) -> None:
     """What a call's search found, what embedding its query cost and what its rerank spent."""
     call.embedding_tokens = spend.embedding_tokens
-    call.tokens_estimated = not spend.embedding_tokens_reported
+    # Or-ed: a query rewrite before the search may have estimated its tokens already.
+    call.tokens_estimated = call.tokens_estimated or not spend.embedding_tokens_reported
     if spend.embedding_tokens:
         embedder = store.embedding_connection
         call.spends.append(Spend(embedder.provider_type, embedder.model_name, spend.embedding_tokens))
