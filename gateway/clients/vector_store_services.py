@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from gateway.clients.models import ClientFile, Project, VectorStore, VectorStoreFile, VectorStoreFileBatch
 from gateway.clients.vector_store_ids import new_file_batch_id, new_file_id, new_vector_store_id
@@ -21,6 +22,12 @@ from stores.models import Document, DocumentStatus, RagStore
 
 # The longest part of a project's name in its stores' names (RagStore.name is 100 characters).
 STORE_NAME_PROJECT_CHARS = 60
+
+
+@dataclass(frozen=True)
+class Attachment:
+    client_file: ClientFile
+    attributes: dict[str, Any]
 
 
 def owned_store_name(project: Project, vector_store_id: str) -> str:
@@ -107,13 +114,14 @@ def vector_store_create(
     metadata: dict[str, str],
     expires_after_days: int | None,
     chunking: dict[str, int],
+    attachments: list[Attachment] = (),
 ) -> VectorStore:
     """A new store of the instance's defaults (``chunking``: its chunk_size and chunk_overlap
-    when the client chose them) and the vector store over it."""
+    when the client chose them) and the vector store over it, with ``attachments`` attached."""
     vector_store_id = new_vector_store_id()
     values = {"embedding_connection_id": _embedding_connection(project).pk, **chunking}
     store = store_services.store_create(name=owned_store_name(project, vector_store_id), values=values)
-    return VectorStore.objects.create(
+    vector_store = VectorStore.objects.create(
         id=vector_store_id,
         project=project,
         store=store,
@@ -122,12 +130,17 @@ def vector_store_create(
         metadata=metadata,
         expires_after_days=expires_after_days,
     )
+    for attachment in attachments:
+        vector_store_file_attach(vector_store=vector_store, attachment=attachment)
+    return vector_store
 
 
 def vector_store_update(*, vector_store: VectorStore, changes: dict[str, Any]) -> VectorStore:
     for field_name in ("name", "metadata", "expires_after_days"):
         if field_name in changes:
             setattr(vector_store, field_name, changes[field_name])
+    # Its expiry counts from its last change.
+    vector_store.last_active_at = timezone.now()
     vector_store.save()
     return vector_store
 
@@ -146,12 +159,6 @@ def vector_store_delete(*, vector_store: VectorStore) -> None:
 # --------------------------------------------------------------------------------------------
 # A vector store's files
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Attachment:
-    client_file: ClientFile
-    attributes: dict[str, Any]
 
 
 def _admitted(store: RagStore, attachment: Attachment) -> tuple[Document | None, str, str]:

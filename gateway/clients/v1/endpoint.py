@@ -90,14 +90,22 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
     return body
 
 
-def validated(serializer_class, body: dict[str, Any]) -> dict[str, Any]:
+def checked(serializer_class, body):
+    """The serializer of ``body``, valid, else a 400 naming what is wrong."""
     data = serializer_class(data=body)
     if not data.is_valid():
         raise validation_failed(data.errors, code="invalid_request")
-    return data.validated_data
+    return data
 
 
-def v1_endpoint(*, endpoint: str, scope: str, methods: tuple[str, ...]) -> Callable[[View], View]:
+def validated(serializer_class, body: dict[str, Any]) -> dict[str, Any]:
+    return checked(serializer_class, body).validated_data
+
+
+def v1_endpoint(*, endpoint: str, scope: str | dict[str, str], methods: tuple[str, ...]) -> Callable[[View], View]:
+    """The view of ``endpoint`` answering ``methods``, for a key holding ``scope`` (or, for a path
+    whose methods read and write, the scope of each method)."""
+
     def decorate(handler: View) -> View:
         @csrf_exempt
         @functools.wraps(handler)
@@ -116,7 +124,9 @@ def v1_endpoint(*, endpoint: str, scope: str, methods: tuple[str, ...]) -> Calla
     return decorate
 
 
-async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str, kwargs: dict) -> HttpResponse:
+async def _serve(
+    request: HttpRequest, handler: View, endpoint: str, scope: str | dict[str, str], kwargs: dict
+) -> HttpResponse:
     try:
         api_key = await access.authenticate(authorization=request.headers.get("Authorization", ""), endpoint=endpoint)
     except ServiceError as exc:
@@ -129,7 +139,7 @@ async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str,
     logs.note(project_id=api_key.project_id, api_key_id=api_key.pk)
     call = Call(project=api_key.project, key=api_key, endpoint=endpoint)
     try:
-        access.require_scope(api_key, scope)
+        access.require_scope(api_key, scope if isinstance(scope, str) else scope[request.method])
         response = await handler(request, call, **kwargs)
     except asyncio.CancelledError:
         # The client went away and Django cancelled the view: the upstream call it awaited was

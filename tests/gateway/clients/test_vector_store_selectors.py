@@ -21,19 +21,6 @@ def on_loop(coroutine):
     return asyncio.run(run())
 
 
-@pytest.fixture
-def other_project(chat_connection, fake_connection):
-    from gateway.clients.services import project_create
-
-    return project_create(
-        name="other-bot",
-        chat_connection_id=chat_connection.id,
-        embedding_connection_id=fake_connection.id,
-        store_id=None,
-        system_prompt="",
-    )
-
-
 def make_vector_store(project, name="notes"):
     from gateway.clients.vector_store_services import vector_store_create
 
