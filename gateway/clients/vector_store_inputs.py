@@ -8,6 +8,7 @@ from rest_framework import serializers
 from gateway.clients.models import FilePurpose
 from gateway.clients.vector_store_selectors import PageRequest
 from gateway.clients.vector_store_shapes import FILE_STATUSES
+from ragmux.core.serializers import TypedInput
 from retrieval.serializers import MAX_QUERY_CHARS, FiltersField
 from stores.attributes import (
     MAX_ATTRIBUTE_STRING_CHARS,
@@ -53,12 +54,12 @@ class MetadataField(serializers.Field):
         return value
 
 
-class ExpiresAfterInput(serializers.Serializer):
+class ExpiresAfterInput(TypedInput):
     anchor = serializers.ChoiceField(choices=["last_active_at"])
     days = serializers.IntegerField(min_value=1, max_value=MAX_EXPIRY_DAYS)
 
 
-class StaticChunkingInput(serializers.Serializer):
+class StaticChunkingInput(TypedInput):
     max_chunk_size_tokens = serializers.IntegerField(min_value=MIN_CHUNK_TOKENS, max_value=MAX_CHUNK_TOKENS)
     chunk_overlap_tokens = serializers.IntegerField(min_value=0, max_value=MAX_CHUNK_TOKENS)
 
@@ -68,7 +69,7 @@ class StaticChunkingInput(serializers.Serializer):
         return data
 
 
-class ChunkingStrategyInput(serializers.Serializer):
+class ChunkingStrategyInput(TypedInput):
     type = serializers.ChoiceField(choices=["auto", "static"])
     static = StaticChunkingInput(required=False)
 
@@ -78,7 +79,7 @@ class ChunkingStrategyInput(serializers.Serializer):
         return data
 
 
-class PageQuery(serializers.Serializer):
+class PageQuery(TypedInput):
     limit = serializers.IntegerField(min_value=1, max_value=MAX_LISTED, default=20)
     order = serializers.ChoiceField(choices=["asc", "desc"], default="desc")
     after = serializers.CharField(max_length=ID_MAX_CHARS, required=False)
@@ -101,7 +102,7 @@ class VectorStoreFileListQuery(PageQuery):
     filter = serializers.ChoiceField(choices=FILE_STATUSES, required=False)
 
 
-class FileUploadInput(serializers.Serializer):
+class FileUploadInput(TypedInput):
     purpose = serializers.ChoiceField(choices=FilePurpose.choices)
 
 
@@ -111,7 +112,7 @@ def _file_ids(**kwargs) -> serializers.ListField:
     )
 
 
-class VectorStoreCreateInput(serializers.Serializer):
+class VectorStoreCreateInput(TypedInput):
     name = serializers.CharField(max_length=MAX_NAME_CHARS, required=False, allow_blank=True, default="")
     file_ids = _file_ids(required=False, default=list)
     metadata = MetadataField(required=False, allow_null=True, default=None)
@@ -119,13 +120,13 @@ class VectorStoreCreateInput(serializers.Serializer):
     chunking_strategy = ChunkingStrategyInput(required=False, allow_null=True, default=None)
 
 
-class VectorStoreUpdateInput(serializers.Serializer):
+class VectorStoreUpdateInput(TypedInput):
     name = serializers.CharField(max_length=MAX_NAME_CHARS, required=False, allow_blank=True, allow_null=True)
     metadata = MetadataField(required=False, allow_null=True)
     expires_after = ExpiresAfterInput(required=False, allow_null=True)
 
 
-class VectorStoreFileInput(serializers.Serializer):
+class VectorStoreFileInput(TypedInput):
     """A file to attach. Its `chunking_strategy` is accepted and not applied: a file is chunked
     by its store's settings (chosen when the vector store was created)."""
 
@@ -134,11 +135,11 @@ class VectorStoreFileInput(serializers.Serializer):
     chunking_strategy = ChunkingStrategyInput(required=False, allow_null=True, default=None)
 
 
-class VectorStoreFileUpdateInput(serializers.Serializer):
+class VectorStoreFileUpdateInput(TypedInput):
     attributes = AttributesField(allow_null=True)
 
 
-class FileBatchInput(serializers.Serializer):
+class FileBatchInput(TypedInput):
     """`file_ids` (each with the batch's `attributes`), or `files` (each with its own)."""
 
     file_ids = _file_ids(required=False)
@@ -182,14 +183,14 @@ class QueryField(serializers.Field):
         return value
 
 
-class RankingOptionsInput(serializers.Serializer):
+class RankingOptionsInput(TypedInput):
     """Accepted and not applied: results are ranked by the store's own settings (fusion, rerank)."""
 
     ranker = serializers.CharField(max_length=64, required=False)
     score_threshold = serializers.FloatField(min_value=0, max_value=1, required=False)
 
 
-class VectorStoreSearchInput(serializers.Serializer):
+class VectorStoreSearchInput(TypedInput):
     query = QueryField()
     filters = FiltersField(required=False, allow_null=True, default=None)
     max_num_results = serializers.IntegerField(min_value=1, max_value=MAX_SEARCH_RESULTS, default=10)
