@@ -17,6 +17,7 @@ from gateway.connections.models import ModelConnection
 from gateway.connections.selectors import default_embedding_connection
 from ingestion.services import IncomingFile, SkippedFile, document_upload, sanitise_filename, upload_refusal
 from ragmux.core.errors import Forbidden, InvalidInput
+from ragmux.core.services import model_update
 from stores import services as store_services
 from stores.models import Document, DocumentStatus, RagStore
 
@@ -136,9 +137,7 @@ def vector_store_create(
 
 
 def vector_store_update(*, vector_store: VectorStore, changes: dict[str, Any]) -> VectorStore:
-    for field_name in ("name", "metadata", "expires_after_days"):
-        if field_name in changes:
-            setattr(vector_store, field_name, changes[field_name])
+    model_update(instance=vector_store, fields=("name", "metadata", "expires_after_days"), data=changes, save=False)
     # Its expiry counts from its last change.
     vector_store.last_active_at = timezone.now()
     vector_store.save()

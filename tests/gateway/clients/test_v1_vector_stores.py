@@ -5,6 +5,7 @@ reaches its own vector stores and the store an admin gave it, nothing else."""
 from __future__ import annotations
 
 import io
+from decimal import Decimal
 
 import openai
 import pytest
@@ -113,6 +114,24 @@ def test_the_given_store_is_searched_and_its_dashboard_documents_have_a_stable_f
     [handbook] = Document.objects.filter(store=project.store)
     assert found.data[0].file_id == document_file_id(handbook.pk) and found.data[0].filename == "handbook.md"
     assert PLANTED_FACT in found.data[0].content[0].text
+
+
+def test_a_search_is_priced_and_limited_as_a_retrieval(sdk, project):
+    from gateway.clients.models import Project
+    from gateway.connections.models import ModelPrice
+
+    ModelPrice.objects.filter(provider_type="openai", model="text-embedding-3-small").update(
+        input_per_mtok=Decimal(1000)
+    )
+    [given] = sdk.vector_stores.list()
+    sdk.vector_stores.search(given.id, query="launch code")
+    [*_, row] = wait_for_logs(2, project=project)
+    assert (row.endpoint, row.cost_source) == ("vector_stores", "price_table")
+    assert row.embedding_tokens > 0 and row.cost_micros == row.embedding_tokens * 1000
+    Project.objects.filter(pk=project.pk).update(budget_daily_tokens=1)
+    with pytest.raises(openai.RateLimitError) as refused:
+        sdk.vector_stores.search(given.id, query="launch code")
+    assert "budget" in refused.value.message
 
 
 def test_a_file_that_cannot_be_read_fails_with_its_reason(sdk, ingesting):
