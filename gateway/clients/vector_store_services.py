@@ -17,6 +17,7 @@ from gateway.connections.models import ModelConnection
 from gateway.connections.selectors import default_embedding_connection
 from ingestion.services import IncomingFile, SkippedFile, document_upload, sanitise_filename, upload_refusal
 from ragmux.core.errors import Forbidden, InvalidInput
+from ragmux.core.large_bytes import write_bytes
 from ragmux.core.services import model_update
 from stores import services as store_services
 from stores.models import Document, DocumentStatus, RagStore
@@ -49,15 +50,18 @@ def file_create(*, project: Project, filename: str, purpose: str, data: bytes) -
     refused = upload_refusal(IncomingFile(filename=filename, data=data))
     if isinstance(refused, SkippedFile):
         raise InvalidInput(refused.message, field="file", code=refused.code)
-    return ClientFile.objects.create(
-        id=new_file_id(),
-        project=project,
-        filename=filename,
-        purpose=purpose,
-        content=data,
-        size_bytes=len(data),
-        content_sha256=hashlib.sha256(data).hexdigest(),
-    )
+    with transaction.atomic():
+        client_file = ClientFile.objects.create(
+            id=new_file_id(),
+            project=project,
+            filename=filename,
+            purpose=purpose,
+            content=b"",
+            size_bytes=len(data),
+            content_sha256=hashlib.sha256(data).hexdigest(),
+        )
+        write_bytes(client_file, "content", data)
+    return client_file
 
 
 def file_delete(*, client_file: ClientFile) -> None:
