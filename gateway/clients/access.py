@@ -66,6 +66,19 @@ def require_scope(api_key: GatewayKey, scope: str) -> None:
         )
 
 
+def require_whole_store(api_key: GatewayKey) -> None:
+    """Refuses a key with a document scope: its scope says which documents it may search, not
+    which files and vector stores of its project are its own, so it may not list, read or change
+    them (it may search them, its scope ANDed in)."""
+    if api_key.filters is not None:
+        raise Forbidden(
+            "an api key with a document scope may search vector stores, not list, read or change files "
+            "and vector stores",
+            code="document_scoped_key",
+            openai_type="insufficient_scope",
+        )
+
+
 def scoped_filters(api_key: GatewayKey, requested: Filter | None) -> Filter | None:
     """What a call's search filters on: the key's document scope ANDed with the filter the call
     sent, so a call can narrow its key's scope and never widen it. The scope was checked when the

@@ -54,7 +54,7 @@ def _upload(request: HttpRequest) -> tuple[str, str, bytes]:
     return data["purpose"], upload.name or "", upload.read()
 
 
-@v1_endpoint(endpoint=Endpoint.FILES, scope=READ_WRITE, methods=("GET", "POST"))
+@v1_endpoint(endpoint=Endpoint.FILES, scope=READ_WRITE, methods=("GET", "POST"), whole_store=True)
 async def files(request: HttpRequest, call: Call) -> HttpResponse:
     if request.method == "POST":
         purpose, filename, data = await off_loop(_upload, request)
@@ -69,7 +69,7 @@ async def files(request: HttpRequest, call: Call) -> HttpResponse:
     return JsonResponse(list_page([file_shape(client_file) for client_file in listed], has_more=has_more))
 
 
-@v1_endpoint(endpoint=Endpoint.FILES, scope=READ_WRITE, methods=("GET", "DELETE"))
+@v1_endpoint(endpoint=Endpoint.FILES, scope=READ_WRITE, methods=("GET", "DELETE"), whole_store=True)
 async def file(request: HttpRequest, call: Call, file_id: str) -> HttpResponse:
     client_file = await off_loop(selectors.file_get, project=call.project, file_id=file_id)
     if request.method == "DELETE":
@@ -78,7 +78,7 @@ async def file(request: HttpRequest, call: Call, file_id: str) -> HttpResponse:
     return JsonResponse(file_shape(client_file))
 
 
-@v1_endpoint(endpoint=Endpoint.FILES, scope=Scope.FILES_READ, methods=("GET",))
+@v1_endpoint(endpoint=Endpoint.FILES, scope=Scope.FILES_READ, methods=("GET",), whole_store=True)
 async def file_content(request: HttpRequest, call: Call, file_id: str) -> HttpResponse:
     client_file = await off_loop(selectors.file_get, project=call.project, file_id=file_id, with_content=True)
     response = HttpResponse(bytes(client_file.content), content_type="application/octet-stream")

@@ -67,7 +67,7 @@ def _file_page(project: Project, vector_store_id: str, query, batch_id: str | No
     return list_page(shapes, has_more=has_more)
 
 
-@v1_endpoint(endpoint=Endpoint.VECTOR_STORES, scope=READ_WRITE, methods=("GET", "POST"))
+@v1_endpoint(endpoint=Endpoint.VECTOR_STORES, scope=READ_WRITE, methods=("GET", "POST"), whole_store=True)
 async def files(request: HttpRequest, call: Call, vector_store_id: str) -> HttpResponse:
     if request.method == "POST":
         data = validated(VectorStoreFileInput, json_body(request))
@@ -87,7 +87,7 @@ def _file(project: Project, vector_store_id: str, file_id: str, method: str, dat
     return _file_shape(vector_store, file_id)
 
 
-@v1_endpoint(endpoint=Endpoint.VECTOR_STORES, scope=READ_WRITE, methods=("GET", "POST", "DELETE"))
+@v1_endpoint(endpoint=Endpoint.VECTOR_STORES, scope=READ_WRITE, methods=("GET", "POST", "DELETE"), whole_store=True)
 async def file(request: HttpRequest, call: Call, vector_store_id: str, file_id: str) -> HttpResponse:
     data = validated(VectorStoreFileUpdateInput, json_body(request)) if request.method == "POST" else None
     return _answer(await off_loop(_file, call.project, vector_store_id, file_id, request.method, data))
@@ -109,7 +109,7 @@ def _batch_created(project: Project, vector_store_id: str, attachments: list[tup
     return _batch_shape(vector_store, batch.pk)
 
 
-@v1_endpoint(endpoint=Endpoint.VECTOR_STORES, scope=Scope.FILES_WRITE, methods=("POST",))
+@v1_endpoint(endpoint=Endpoint.VECTOR_STORES, scope=Scope.FILES_WRITE, methods=("POST",), whole_store=True)
 async def file_batches(request: HttpRequest, call: Call, vector_store_id: str) -> HttpResponse:
     attachments = checked(FileBatchInput, json_body(request)).attachments()
     return _answer(await off_loop(_batch_created, call.project, vector_store_id, attachments))
@@ -122,17 +122,17 @@ def _batch(project: Project, vector_store_id: str, batch_id: str, cancel: bool) 
     return _batch_shape(vector_store, batch_id)
 
 
-@v1_endpoint(endpoint=Endpoint.VECTOR_STORES, scope=Scope.FILES_READ, methods=("GET",))
+@v1_endpoint(endpoint=Endpoint.VECTOR_STORES, scope=Scope.FILES_READ, methods=("GET",), whole_store=True)
 async def file_batch(request: HttpRequest, call: Call, vector_store_id: str, batch_id: str) -> HttpResponse:
     return _answer(await off_loop(_batch, call.project, vector_store_id, batch_id, False))
 
 
-@v1_endpoint(endpoint=Endpoint.VECTOR_STORES, scope=Scope.FILES_WRITE, methods=("POST",))
+@v1_endpoint(endpoint=Endpoint.VECTOR_STORES, scope=Scope.FILES_WRITE, methods=("POST",), whole_store=True)
 async def file_batch_cancel(request: HttpRequest, call: Call, vector_store_id: str, batch_id: str) -> HttpResponse:
     return _answer(await off_loop(_batch, call.project, vector_store_id, batch_id, True))
 
 
-@v1_endpoint(endpoint=Endpoint.VECTOR_STORES, scope=Scope.FILES_READ, methods=("GET",))
+@v1_endpoint(endpoint=Endpoint.VECTOR_STORES, scope=Scope.FILES_READ, methods=("GET",), whole_store=True)
 async def file_batch_files(request: HttpRequest, call: Call, vector_store_id: str, batch_id: str) -> HttpResponse:
     query = checked(VectorStoreFileListQuery, request.GET)
     return JsonResponse(await off_loop(_file_page, call.project, vector_store_id, query, batch_id))

@@ -70,7 +70,7 @@ def _listed(project: Project, page) -> dict[str, Any]:
     return list_page(_shapes(vector_stores), has_more=has_more)
 
 
-@v1_endpoint(endpoint=Endpoint.VECTOR_STORES, scope=READ_WRITE, methods=("GET", "POST"))
+@v1_endpoint(endpoint=Endpoint.VECTOR_STORES, scope=READ_WRITE, methods=("GET", "POST"), whole_store=True)
 async def vector_stores(request: HttpRequest, call: Call) -> HttpResponse:
     if request.method == "POST":
         data = validated(VectorStoreCreateInput, json_body(request))
@@ -101,7 +101,7 @@ def _retrieved(project: Project, vector_store_id: str) -> dict[str, Any]:
     return _shapes([selectors.vector_store_get(project=project, vector_store_id=vector_store_id)])[0]
 
 
-@v1_endpoint(endpoint=Endpoint.VECTOR_STORES, scope=READ_WRITE, methods=("GET", "POST", "DELETE"))
+@v1_endpoint(endpoint=Endpoint.VECTOR_STORES, scope=READ_WRITE, methods=("GET", "POST", "DELETE"), whole_store=True)
 async def vector_store(request: HttpRequest, call: Call, vector_store_id: str) -> HttpResponse:
     if request.method == "POST":
         data = validated(VectorStoreUpdateInput, json_body(request))

@@ -117,6 +117,28 @@ def test_the_given_store_is_searched_and_its_dashboard_documents_have_a_stable_f
     assert PLANTED_FACT in found.data[0].content[0].text
 
 
+def test_a_key_with_a_document_scope_searches_within_it_and_reaches_nothing_else(asgi_url, sdk, project):
+    from gateway.clients.services import key_create
+    from retrieval.filters import parse_filter
+
+    [given] = sdk.vector_stores.list()
+    acme = parse_filter({"type": "eq", "key": "customer", "value": "acme"})
+    scoped = sdk_for(asgi_url, key_create(project=project, name="acme", scopes=None, expires_at=None, filters=acme).key)
+
+    assert sdk.vector_stores.search(given.id, query="launch code").data  # the handbook, for a whole-store key
+    assert scoped.vector_stores.search(given.id, query="launch code").data == []  # not a document of acme's
+    for reach in (
+        scoped.files.list,
+        scoped.vector_stores.list,
+        lambda: scoped.vector_stores.retrieve(given.id),
+        lambda: scoped.vector_stores.files.list(given.id),
+        lambda: scoped.vector_stores.create(name="acme's"),
+    ):
+        with pytest.raises(openai.PermissionDeniedError) as refused:
+            reach()
+        assert refused.value.code == "document_scoped_key"
+
+
 def test_a_search_is_priced_and_limited_as_a_retrieval(sdk, project):
     from gateway.clients.models import Project
     from gateway.connections.models import ModelPrice
