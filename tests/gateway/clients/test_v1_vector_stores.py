@@ -106,7 +106,7 @@ def test_a_file_uploaded_and_polled_is_searched_with_filters(sdk, project, inges
     assert searches[0].rag_hits >= 1 and searches[0].sources[0]["filename"] == "comet.md"
 
 
-def test_the_given_store_is_searched_and_its_dashboard_documents_have_a_stable_file_id(sdk, project):
+def test_the_given_store_is_searched_and_its_dashboard_documents_have_a_stable_file_id(sdk, project, ingesting):
     from gateway.clients.vector_store_ids import document_file_id
     from stores.models import Document
 
@@ -115,6 +115,24 @@ def test_the_given_store_is_searched_and_its_dashboard_documents_have_a_stable_f
     [handbook] = Document.objects.filter(store=project.store)
     assert found.data[0].file_id == document_file_id(handbook.pk) and found.data[0].filename == "handbook.md"
     assert PLANTED_FACT in found.data[0].content[0].text
+
+    # A key attaches files to the given store as to its own, and they are documents of that store.
+    comet = sdk.vector_stores.files.upload_and_poll(vector_store_id=given.id, file=("comet.md", io.BytesIO(COMET)))
+    assert comet.status == "completed" and Document.objects.filter(store=project.store).count() == 2
+    [hit, *_] = sdk.vector_stores.search(given.id, query="comet release Friday").data
+    assert (hit.file_id, hit.filename) == (comet.id, "comet.md")
+    sdk.vector_stores.files.delete(comet.id, vector_store_id=given.id)
+    assert list(Document.objects.filter(store=project.store)) == [handbook]
+
+
+def test_a_vector_store_created_with_files_attaches_them(sdk, ingesting):
+    ids = [upload(sdk, "comet.md", COMET).id, upload(sdk, "orbit.md", ORBIT).id]
+    vector_store = sdk.vector_stores.create(name="notes", file_ids=ids)
+    assert vector_store.file_counts.total == 2
+    attached = sdk.vector_stores.files.list(vector_store.id, order="asc")
+    assert [f.id for f in attached] == ids
+    with pytest.raises(openai.NotFoundError):
+        sdk.vector_stores.create(name="bad", file_ids=[ids[0], "file-" + "0" * 24])
 
 
 def test_a_key_with_a_document_scope_searches_within_it_and_reaches_nothing_else(asgi_url, sdk, project):
