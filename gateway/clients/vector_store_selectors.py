@@ -145,7 +145,7 @@ def file_list(*, project: Project, purpose: str | None, page: PageRequest) -> tu
 
 
 def _reachable(project: Project) -> QuerySet[VectorStore]:
-    owned_or_given = Q(owned=True) | Q(store_id=project.store_id) if project.store_id else Q(owned=True)
+    owned_or_given = (Q(owned=True) | Q(store_id=project.store_id)) if project.store_id else Q(owned=True)
     return VectorStore.objects.filter(owned_or_given, project=project).select_related("store")
 
 

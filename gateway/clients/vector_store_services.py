@@ -11,7 +11,14 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from gateway.clients.models import ClientFile, Project, VectorStore, VectorStoreFile, VectorStoreFileBatch
+from gateway.clients.models import (
+    REASON_MAX_LENGTH,
+    ClientFile,
+    Project,
+    VectorStore,
+    VectorStoreFile,
+    VectorStoreFileBatch,
+)
 from gateway.clients.vector_store_ids import new_file_batch_id, new_file_id, new_vector_store_id
 from gateway.connections.models import ModelConnection
 from gateway.connections.selectors import default_embedding_connection
@@ -28,6 +35,8 @@ STORE_NAME_PROJECT_CHARS = 60
 
 @dataclass(frozen=True)
 class Attachment:
+    """A file to attach, and the attributes its document gets."""
+
     client_file: ClientFile
     attributes: dict[str, Any]
 
@@ -197,7 +206,7 @@ def vector_store_file_attach(
                 document=document,
                 batch=batch,
                 refusal_code=code,
-                refusal_message=message[:512],
+                refusal_message=message[:REASON_MAX_LENGTH],
             )
     except IntegrityError:
         # Attached by a concurrent call, whose document is the file's: this one's goes.
