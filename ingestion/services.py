@@ -10,17 +10,14 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-import psycopg
 from django.conf import settings
-from django.db import connection, transaction
-from psycopg import postgres
-from psycopg.adapt import Dumper
-from psycopg.pq import Format
+from django.db import transaction
 
 from ingestion import queue
 from ingestion.parsing import SNIFF_WINDOW, UnsupportedFormat, check_upload
 from ingestion.parsing.types import MAX_EXTRACTED_TEXT
 from ragmux.core.errors import Conflict, InvalidInput, LimitReached, ServiceError, TooLarge, Unavailable
+from ragmux.core.large_bytes import write_bytes
 from ragmux.core.units import MIB
 from ragmux.core.wakeups import send_on_commit
 from stores.models import Document, DocumentStatus, RagStore
@@ -118,7 +115,7 @@ def _wake_ingestion() -> None:
     send_on_commit(drain_queue)
 
 
-def _refusal(incoming: IncomingFile) -> SkippedFile | str:
+def upload_refusal(incoming: IncomingFile) -> SkippedFile | str:
     """The file's format, or why it is skipped before anything is stored."""
     if not incoming.data:
         # It could only fail as a document with no text.
@@ -135,35 +132,6 @@ def _refusal(incoming: IncomingFile) -> SkippedFile | str:
             f"at most {MAX_EXTRACTED_TEXT // MIB} MiB of text is indexed per document",
         )
     return file_format
-
-
-class _BytesAsGiven(Dumper):
-    """Hands libpq the caller's bytes: psycopg's own binary dumper for bytes (the C one) first
-    copies them into a buffer of its own."""
-
-    format = Format.BINARY
-    oid = postgres.types["bytea"].oid
-
-    def dump(self, obj: bytes) -> bytes:
-        return obj
-
-
-def _store_original(document: Document, data: bytes) -> None:
-    """Writes the original bytes as one binary parameter, bound by the server.
-
-    The ORM binds on the client: it would splice the bytes into the SQL as a hex literal, about
-    eight copies of their size on the way to libpq (escaped, quoted, spliced, buffered). Here
-    the only copy besides ``data`` is libpq's send buffer.
-    """
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.adapters.register_dumper(bytes, _BytesAsGiven)
-        cursor.execute(
-            f"UPDATE {connection.ops.quote_name(Document._meta.db_table)} SET original = %b WHERE id = %s",
-            (data, document.pk),
-        )
-    # Deferred, as if loaded without it: the response's serializer keeps the instance, and a DRF
-    # view and its response form a reference cycle that outlives the request until a GC.
-    del document.original
 
 
 def _create_document(store: RagStore, incoming: IncomingFile, file_format: str, actor) -> Document | SkippedFile:
@@ -199,7 +167,9 @@ def _create_document(store: RagStore, incoming: IncomingFile, file_format: str, 
             content_sha256=digest,
             **queue.admission_status(),
         )
-        _store_original(document, incoming.data)
+        # Deferred after, as if loaded without it: the response's serializer keeps the instance,
+        # and a DRF view and its response form a reference cycle that outlives the request.
+        write_bytes(document, "original", incoming.data)
         if document.status == DocumentStatus.PENDING:
             _wake_ingestion()
         audit_document(document, actor=actor, action="document.upload", after=document_snapshot(document))
@@ -233,7 +203,7 @@ def document_upload(*, store: RagStore, files: list[IncomingFile], actor=None) -
         raise InvalidInput("no file field in form (use 'file')", field="file")
     result = UploadResult()
     for incoming in files:
-        outcome = _refusal(incoming)
+        outcome = upload_refusal(incoming)
         if isinstance(outcome, str):
             try:
                 outcome = _create_document(store, incoming, outcome, actor)

@@ -21,6 +21,8 @@ SCOPE_ACTIONS = {
     "retrieve": "retrieval",
     "rerank": "reranking",
     "models": "model listings",
+    "files_read": "reading files and vector stores",
+    "files_write": "writing files and vector stores",
 }
 
 
@@ -60,6 +62,19 @@ def require_scope(api_key: GatewayKey, scope: str) -> None:
         raise Forbidden(
             f"api key is not authorised for {SCOPE_ACTIONS[scope]}",
             code="insufficient_scope",
+            openai_type="insufficient_scope",
+        )
+
+
+def require_whole_store(api_key: GatewayKey) -> None:
+    """Refuses a key with a document scope: its scope says which documents it may search, not
+    which files and vector stores of its project are its own, so it may not list, read or change
+    them (it may search them, its scope ANDed in)."""
+    if api_key.filters is not None:
+        raise Forbidden(
+            "an api key with a document scope may search vector stores, not list, read or change files "
+            "and vector stores",
+            code="document_scoped_key",
             openai_type="insufficient_scope",
         )
 

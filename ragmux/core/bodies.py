@@ -108,9 +108,18 @@ class JsonParser(JSONParser):
         return parse_json(stream.read(), encoding=get_encoding(parser_context or {}))
 
 
+# Where a `/v1` client uploads a file (multipart): its body may hold a file of MAX_UPLOAD_MB, and
+# the form around it.
+CLIENT_UPLOAD_PATH = "/v1/files"
+MULTIPART_FRAMING = 64 * 1024
+
+
 def body_limit(path: str) -> int:
-    """The largest body a path takes, in bytes: `/v1`'s own ``V1_MAX_BODY_MB``, checked by its
-    views once the key is known, else ``DATA_UPLOAD_MAX_MEMORY_SIZE``."""
+    """The largest body a path takes, in bytes: a `/v1` upload's MAX_UPLOAD_MB (and its form),
+    `/v1`'s own ``V1_MAX_BODY_MB``, checked by its views once the key is known, else
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE``."""
+    if path == CLIENT_UPLOAD_PATH:
+        return settings.MAX_UPLOAD_MB * MIB + MULTIPART_FRAMING
     if is_client_api_path(path):
         return settings.V1_MAX_BODY_MB * MIB
     return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
@@ -199,7 +208,8 @@ class BodyCappedASGIHandler(ASGIHandler):
 
     The cap is ``DATA_UPLOAD_MAX_MEMORY_SIZE``, the limit Django applies to every body it reads
     whole; multipart bodies are left to Django's streaming parser, which caps each file
-    (``ingestion.uploads``) and the fields. A body over the cap is answered 413
+    (``ingestion.uploads``) and the fields; a `/v1` upload's body is capped at its ``body_limit``
+    too, while it is read. A body over the cap is answered 413
     ``body_too_large`` in the envelope of its API, naming the path's own limit, before the request
     reaches Django. A `/v1` body whose ``Content-Length`` is over ``V1_MAX_BODY_MB`` (and within
     that cap) is not read at all: its view, once the key is known, refuses it by that length (and
@@ -212,11 +222,15 @@ class BodyCappedASGIHandler(ASGIHandler):
         path = scope["path"]
         declared = _declared_length(scope)
         server_cap = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        if path.startswith("/v1/") and declared is not None and body_limit(path) < declared <= server_cap:
+        multipart = content_type.lower().startswith(b"multipart/")
+        if multipart and path == CLIENT_UPLOAD_PATH:
+            # Refused as it streams in, before a byte past the limit is spooled to disk.
+            receive = _capped(scope, _deadlined(receive, settings.BODY_READ_TIMEOUT), body_limit(path))
+        elif path.startswith("/v1/") and declared is not None and body_limit(path) < declared <= server_cap:
             receive = _unread(receive)
         else:
             receive = _deadlined(receive, settings.BODY_READ_TIMEOUT)
-            if not content_type.lower().startswith(b"multipart/"):
+            if not multipart:
                 receive = _capped(scope, receive, server_cap)
         try:
             await super().handle(scope, receive, send)

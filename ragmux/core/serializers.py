@@ -26,6 +26,25 @@ MAX_INTEGER = 2**31 - 1
 MAX_BIGINT = 2**63 - 1
 
 
+def _not_strings(fields: Mapping[str, serializers.Field], data: Mapping) -> dict[str, list[str]]:
+    """The text fields of ``data`` holding something else than a string."""
+    return {
+        name: ["must be a string"]
+        for name, field in fields.items()
+        if isinstance(field, serializers.CharField) and data.get(name) is not None and not isinstance(data[name], str)
+    }
+
+
+class TypedInput(serializers.Serializer):
+    """Text fields take only strings (DRF's CharField would take 5 as "5"); other fields are
+    ignored: OpenAI's shapes (`/v1`), which newer clients extend."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping) and (errors := _not_strings(self.fields, data)):
+            raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)
+
+
 class StrictInput(serializers.Serializer):
     def get_fields(self):
         fields = super().get_fields()
@@ -38,10 +57,7 @@ class StrictInput(serializers.Serializer):
     def to_internal_value(self, data):
         if isinstance(data, Mapping):
             errors = {name: ["unknown field"] for name in sorted(set(data) - set(self.fields))}
-            for name, field in self.fields.items():
-                value = data.get(name)
-                if isinstance(field, serializers.CharField) and value is not None and not isinstance(value, str):
-                    errors[name] = ["must be a string"]
+            errors.update(_not_strings(self.fields, data))
             if errors:
                 raise serializers.ValidationError(errors)
         return super().to_internal_value(data)

@@ -386,6 +386,19 @@ CLIENT_API = {
     "v1/responses": {"input": "launch code?", "temperature": 0.2, "top_p": 0.5, "metadata": {"topic": "falcon"}},
     "v1/responses/<str:response_id>": None,
     "v1/responses/<str:response_id>/input_items": None,
+    # A multipart upload: JSON is refused as such (docs/files-and-vector-stores.md).
+    "v1/files": None,
+    "v1/files/<str:file_id>": None,
+    "v1/files/<str:file_id>/content": None,
+    "v1/vector_stores": {"name": "notes", "metadata": {"topic": "falcon"}, "file_ids": []},
+    "v1/vector_stores/<str:vector_store_id>": {"name": "renamed", "metadata": {"topic": "falcon"}},
+    "v1/vector_stores/<str:vector_store_id>/search": {"query": "launch code", "max_num_results": 2},
+    "v1/vector_stores/<str:vector_store_id>/files": {"file_id": "file-1", "attributes": {"topic": "falcon"}},
+    "v1/vector_stores/<str:vector_store_id>/files/<str:file_id>": {"attributes": {"topic": "falcon"}},
+    "v1/vector_stores/<str:vector_store_id>/file_batches": {"file_ids": ["file-1"], "attributes": {"year": 2024}},
+    "v1/vector_stores/<str:vector_store_id>/file_batches/<str:batch_id>": None,
+    "v1/vector_stores/<str:vector_store_id>/file_batches/<str:batch_id>/cancel": None,
+    "v1/vector_stores/<str:vector_store_id>/file_batches/<str:batch_id>/files": None,
 }
 CLIENT_JSON = sorted(route for route, example in CLIENT_API.items() if example is not None)
 ADMIN_JSON = [
@@ -521,8 +534,19 @@ def gateway_key(objects, fake_connection, ingest_now) -> str:
     return key_create(project=project, name="hostile", scopes=None, expires_at=None).key
 
 
+CLIENT_API_IDS = {
+    "<path:model_id>": "text-embedding-3-small",
+    "<str:response_id>": "resp_1",
+    "<str:file_id>": "file-1",
+    "<str:vector_store_id>": "vs_1",
+    "<str:batch_id>": "vsfb_1",
+}
+
+
 def client_api_url(route: str) -> str:
-    return "/" + route.replace("<path:model_id>", "text-embedding-3-small").replace("<str:response_id>", "resp_1")
+    for placeholder, value in CLIENT_API_IDS.items():
+        route = route.replace(placeholder, value)
+    return "/" + route
 
 
 @pytest.mark.parametrize("signed", [False, True], ids=["no key", "gateway key"])

@@ -16,6 +16,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from gateway.clients import access, limiter, limits
 from gateway.clients.ledger import Call
+from gateway.clients.models import GatewayKey
 from gateway.connections import failover
 from gateway.connections.failover import Attempt, Attempts, Plan, Target
 from ragmux.core import logs, metrics
@@ -90,14 +91,38 @@ def json_body(request: HttpRequest) -> dict[str, Any]:
     return body
 
 
-def validated(serializer_class, body: dict[str, Any]) -> dict[str, Any]:
+def checked(serializer_class, body):
+    """The serializer of ``body``, valid, else a 400 naming what is wrong."""
     data = serializer_class(data=body)
     if not data.is_valid():
         raise validation_failed(data.errors, code="invalid_request")
-    return data.validated_data
+    return data
 
 
-def v1_endpoint(*, endpoint: str, scope: str, methods: tuple[str, ...]) -> Callable[[View], View]:
+def validated(serializer_class, body: dict[str, Any]) -> dict[str, Any]:
+    return checked(serializer_class, body).validated_data
+
+
+KeyCheck = Callable[[GatewayKey, str], None]
+
+
+def _key_check(scope: str | dict[str, str], whole_store: bool) -> KeyCheck:
+    def check(api_key: GatewayKey, method: str) -> None:
+        access.require_scope(api_key, scope if isinstance(scope, str) else scope[method])
+        if whole_store:
+            access.require_whole_store(api_key)
+
+    return check
+
+
+def v1_endpoint(
+    *, endpoint: str, scope: str | dict[str, str], methods: tuple[str, ...], whole_store: bool = False
+) -> Callable[[View], View]:
+    """The view of ``endpoint`` answering ``methods``, for a key holding ``scope`` (or, for a path
+    whose methods read and write, the scope of each method); with ``whole_store``, for a key
+    without a document scope only (the endpoint lists, reads or changes files whole)."""
+    key_check = _key_check(scope, whole_store)
+
     def decorate(handler: View) -> View:
         @csrf_exempt
         @functools.wraps(handler)
@@ -109,14 +134,14 @@ def v1_endpoint(*, endpoint: str, scope: str, methods: tuple[str, ...]) -> Calla
                 response = openai_error_response(MethodNotAllowed(f"{request.method} is not allowed here"))
                 response["Allow"] = ", ".join(methods)
                 return _with_cors(response, origin)
-            return _with_cors(await _serve(request, handler, endpoint, scope, kwargs), origin)
+            return _with_cors(await _serve(request, handler, endpoint, key_check, kwargs), origin)
 
         return view
 
     return decorate
 
 
-async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str, kwargs: dict) -> HttpResponse:
+async def _serve(request: HttpRequest, handler: View, endpoint: str, key_check: KeyCheck, kwargs: dict) -> HttpResponse:
     try:
         api_key = await access.authenticate(authorization=request.headers.get("Authorization", ""), endpoint=endpoint)
     except ServiceError as exc:
@@ -129,7 +154,7 @@ async def _serve(request: HttpRequest, handler: View, endpoint: str, scope: str,
     logs.note(project_id=api_key.project_id, api_key_id=api_key.pk)
     call = Call(project=api_key.project, key=api_key, endpoint=endpoint)
     try:
-        access.require_scope(api_key, scope)
+        key_check(api_key, request.method)
         response = await handler(request, call, **kwargs)
     except asyncio.CancelledError:
         # The client went away and Django cancelled the view: the upstream call it awaited was

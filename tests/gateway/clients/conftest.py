@@ -84,3 +84,54 @@ def fresh_cooldowns():
     """The route cooldowns forgotten after the test, in this process and in Redis."""
     yield
     forget_cooldowns()
+
+
+@pytest.fixture
+def other_project(chat_connection, fake_connection):
+    """A second project, with no store of its own."""
+    from gateway.clients.services import project_create
+
+    return project_create(
+        name="other-bot",
+        chat_connection_id=chat_connection.id,
+        embedding_connection_id=fake_connection.id,
+        store_id=None,
+        system_prompt="",
+    )
+
+
+@pytest.fixture
+def key_of():
+    """``key_of(project, scopes=None)``: a new key of the project (every scope unless given)."""
+    from gateway.clients.services import key_create
+
+    def issue(project, scopes: list[str] | None = None) -> str:
+        return key_create(project=project, name=f"key {scopes}", scopes=scopes, expires_at=None).key
+
+    return issue
+
+
+@pytest.fixture
+def ingesting(transactional_db):
+    """Ingestion running beside the test, in a thread of this process: the queue drained every
+    tenth of a second, as a worker woken by each upload would."""
+    import threading
+
+    from django.db import connections
+
+    from ingestion.tasks import drain_queue
+
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            while not stop.wait(0.1):
+                drain_queue()
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join(timeout=60)

@@ -156,3 +156,12 @@ def test_only_admins_scope_a_key(as_role, project, role):
     assert response.status_code == 403
     key.refresh_from_db()
     assert key.filters is None
+
+
+def test_the_key_form_offers_the_file_scopes_and_a_key_keeps_them(as_role, project):
+    admin = as_role("admin")
+    page = admin.get(f"/admin/projects/{project.pk}/").content.decode()
+    assert 'value="files_read"' in page and 'value="files_write"' in page
+    created = post(admin, f"/admin/projects/{project.pk}/keys", {"name": "uploader", "scopes": ["files_write"]})
+    assert created.status_code == 201
+    assert GatewayKey.objects.get(name="uploader").scopes == ["files_write"]

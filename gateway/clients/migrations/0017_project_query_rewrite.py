@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("clients", "0015_key_document_scope"),
+        ("clients", "0016_files_and_vector_stores"),
         ("gateway", "0005_azure_openai_and_test_modes"),
     ]
 
