@@ -122,7 +122,7 @@ def test_a_key_is_shown_once_and_stored_hashed(api, project):
     assert {name: body["api_key"][name] for name in LIMITS} == dict.fromkeys(LIMITS, 0)
     assert body["api_key"]["filters"] is None  # no document scope unless one is given
     assert body["api_key"]["prefix"] == key[:15]
-    assert body["api_key"]["scopes"] == ["chat", "retrieve", "rerank", "models"]
+    assert body["api_key"]["scopes"] == ["chat", "retrieve", "rerank", "models", "files_read", "files_write"]
     row = GatewayKey.objects.get(pk=body["api_key"]["id"])
     assert row.key_hash == hashlib.sha256(key.encode()).hexdigest()
     listed = admin.get(f"/admin/api/projects/{project.id}/keys")

@@ -91,7 +91,7 @@ def test_llm_searches_the_chat_models_standalone_question_priced_on_the_row(
 
     [row] = wait_for_logs(1, project=project)
     words = sum(len(str(m["content"]).split()) for m in sent["messages"])
-    assert row.query_rewrite_tokens == words + len(CHAT_ANSWER.split())  # the fake's usage
+    assert row.query_rewrite_tokens == words + len(CONDENSED.split())  # the fake's usage: words
     assert (row.query_rewrite_reason, row.tokens_estimated) == ("", False)
     chat_tokens = row.prompt_tokens + row.completion_tokens
     assert (row.cost_micros, row.cost_source) == (2 * (chat_tokens + row.query_rewrite_tokens), "price_table")
