@@ -31,7 +31,7 @@ Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``
   and Gemini report reads only).
 - ``deepseek_cache_hits``: the OpenAI chat usage counts that many prompt-cache hits in DeepSeek's
   own fields;
-- ``answer``: the text of a non-streamed OpenAI chat answer;
+- ``answer``: the text of an OpenAI chat answer, whole or streamed;
 - ``rerank_results``: the indices a rerank route answers with (see ``tests.fakes.rerank``).
 
 Failures (``status``) answer in the route's provider's own error format.
@@ -99,7 +99,7 @@ class Knobs:
     # The OpenAI chat usage also counts this many prompt tokens as cache hits the way DeepSeek
     # does (`prompt_cache_hit_tokens`, `prompt_cache_miss_tokens`), with no `prompt_tokens_details`.
     deepseek_cache_hits: int | None = None
-    # The text of a non-streamed OpenAI chat answer, instead of CHAT_ANSWER (or of a rerank answer).
+    # The text of an OpenAI chat answer, whole or streamed, instead of CHAT_ANSWER (or of a rerank answer).
     answer: str | None = None
     # The indices a rerank route answers with, in order (duplicates and out-of-range ones are sent
     # as given); None: every document in reverse order, cut to the request's top_n / top_k.
@@ -465,7 +465,8 @@ def openai_chat(up: FakeUpstream, payload: dict, match, knobs: Knobs) -> Reply:
         body = {**base, "object": "chat.completion.chunk", "choices": choices, **extra}
         return f"data: {json.dumps(body)}\n\n".encode()
 
-    deltas = [{"role": "assistant", "content": ""}] + [{"content": piece} for piece in _pieces(CHAT_ANSWER.split(" "))]
+    words = _openai_answer(payload, knobs).split(" ")
+    deltas = [{"role": "assistant", "content": ""}] + [{"content": piece} for piece in _pieces(words)]
     frames = [frame([{"index": 0, "delta": delta, "finish_reason": None}]) for delta in deltas]
     frames.append(frame([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
     if (payload.get("stream_options") or {}).get("include_usage") and not knobs.omit_usage:
