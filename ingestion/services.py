@@ -118,7 +118,7 @@ def _wake_ingestion() -> None:
     send_on_commit(drain_queue)
 
 
-def _refusal(incoming: IncomingFile) -> SkippedFile | str:
+def upload_refusal(incoming: IncomingFile) -> SkippedFile | str:
     """The file's format, or why it is skipped before anything is stored."""
     if not incoming.data:
         # It could only fail as a document with no text.
@@ -233,7 +233,7 @@ def document_upload(*, store: RagStore, files: list[IncomingFile], actor=None) -
         raise InvalidInput("no file field in form (use 'file')", field="file")
     result = UploadResult()
     for incoming in files:
-        outcome = _refusal(incoming)
+        outcome = upload_refusal(incoming)
         if isinstance(outcome, str):
             try:
                 outcome = _create_document(store, incoming, outcome, actor)

@@ -21,6 +21,8 @@ SCOPE_ACTIONS = {
     "retrieve": "retrieval",
     "rerank": "reranking",
     "models": "model listings",
+    "files_read": "reading files and vector stores",
+    "files_write": "writing files and vector stores",
 }
 
 

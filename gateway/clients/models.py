@@ -4,7 +4,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 from gateway.connections.models import ModelConnection, Route
-from stores.models import RagStore
+from stores.models import DB_CASCADE, Document, RagStore
 
 
 class Scope(models.TextChoices):
@@ -12,6 +12,10 @@ class Scope(models.TextChoices):
     RETRIEVE = "retrieve"
     RERANK = "rerank"
     MODELS = "models"
+    # Files and vector stores (`/v1/files`, `/v1/vector_stores`): reading them (list, retrieve,
+    # content, search) and writing them (upload, create, modify, attach, delete).
+    FILES_READ = "files_read"
+    FILES_WRITE = "files_write"
 
 
 def all_scopes() -> list[str]:
@@ -114,13 +118,15 @@ class Endpoint(models.TextChoices):
     RERANK = "rerank"
     MODELS = "models"
     RESPONSES = "responses"
+    FILES = "files"
+    VECTOR_STORES = "vector_stores"
 
 
 # The endpoints whose calls may search the project's store, and those that spend tokens on a
 # model (a call to any other, `/v1/models`, costs nothing and has no sources).
-STORE_SEARCHING_ENDPOINTS = frozenset({Endpoint.CHAT, Endpoint.RESPONSES, Endpoint.RETRIEVE})
+STORE_SEARCHING_ENDPOINTS = frozenset({Endpoint.CHAT, Endpoint.RESPONSES, Endpoint.RETRIEVE, Endpoint.VECTOR_STORES})
 BILLED_ENDPOINTS = frozenset(
-    {Endpoint.CHAT, Endpoint.RESPONSES, Endpoint.RETRIEVE, Endpoint.EMBEDDINGS, Endpoint.RERANK}
+    {Endpoint.CHAT, Endpoint.RESPONSES, Endpoint.RETRIEVE, Endpoint.EMBEDDINGS, Endpoint.RERANK, Endpoint.VECTOR_STORES}
 )
 
 
@@ -240,3 +246,108 @@ class StoredResponse(models.Model):
     class Meta:
         db_table = "stored_responses"
         indexes = [models.Index(fields=["created_at"], name="stored_responses_time")]
+
+
+class FilePurpose(models.TextChoices):
+    """The purposes of OpenAI's files we take: files a vector store (`file_search`) reads."""
+
+    ASSISTANTS = "assistants"
+    USER_DATA = "user_data"
+
+
+class ClientFile(models.Model):
+    """A file a key of the project uploaded (`POST /v1/files`), kept as given so it can be read
+    back and attached to vector stores (each attachment stores a document of its own bytes)."""
+
+    # `file-…`, opaque (gateway/clients/vector_store_ids.py).
+    id = models.CharField(primary_key=True, max_length=64)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    filename = models.CharField(max_length=255)
+    purpose = models.CharField(max_length=16, choices=FilePurpose.choices)
+    content = models.BinaryField()
+    size_bytes = models.PositiveBigIntegerField()
+    content_sha256 = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "client_files"
+        indexes = [models.Index(fields=["project", "created_at"], name="client_files_project_time")]
+
+
+class VectorStore(models.Model):
+    """A project's view of a RAG store as OpenAI's vector store (`vs_…`).
+
+    ``owned``: the project created it over `/v1/vector_stores`, and the store is its own
+    (created with the instance's defaults; deleting the vector store deletes the store). Not
+    owned: the store an admin gave the project (`Project.store`), which appears to the project's
+    keys as a vector store of its own row, made on first reach, which a key can rename and
+    describe but never delete. A store reached by several projects has one row per project.
+    """
+
+    id = models.CharField(primary_key=True, max_length=64)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    store = models.ForeignKey(RagStore, on_delete=models.CASCADE, related_name="+")
+    owned = models.BooleanField(default=True)
+    # What the client named it (the store's own name is unique across the instance).
+    name = models.CharField(max_length=256, blank=True, default="")
+    metadata = models.JSONField(default=dict, blank=True)
+    # OpenAI's `expires_after` ({"anchor": "last_active_at", "days": n}), kept and answered;
+    # an expired vector store is reported `expired` and is not deleted by us.
+    expires_after_days = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_active_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "vector_stores"
+        constraints = [
+            models.UniqueConstraint(fields=["project", "store"], name="vector_stores_one_per_project_store"),
+            models.UniqueConstraint(
+                fields=["store"], condition=models.Q(owned=True), name="vector_stores_one_owner_per_store"
+            ),
+        ]
+        indexes = [models.Index(fields=["project", "created_at"], name="vector_stores_project_time")]
+
+
+class VectorStoreFileBatch(models.Model):
+    """Files attached to a vector store by one `file_batches` call (`vsfb_…`)."""
+
+    id = models.CharField(primary_key=True, max_length=64)
+    vector_store = models.ForeignKey(VectorStore, on_delete=models.CASCADE, related_name="batches")
+    cancelled = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "vector_store_file_batches"
+
+
+class VectorStoreFile(models.Model):
+    """A file attached to a vector store: the document its bytes became in the store.
+
+    Its status is the document's (gateway/clients/vector_store_shapes.py). A file admission
+    refused (a duplicate of another document, a full quota) keeps no document and holds why in
+    ``refusal_code``/``refusal_message``; a cancelled batch's files that had not started are
+    ``cancelled`` and lose their document. Deleting the document (in the dashboard too) deletes
+    this row.
+    """
+
+    vector_store = models.ForeignKey(VectorStore, on_delete=models.CASCADE, related_name="files")
+    # The file's public id, kept after the file itself is deleted (as OpenAI keeps a vector
+    # store's file): no database constraint.
+    file = models.ForeignKey(ClientFile, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    # Gone with its document, by the database (ON DELETE CASCADE, added in the migration): a
+    # document deleted in the dashboard, or with its store, takes its attachment with it.
+    document = models.OneToOneField(Document, null=True, blank=True, related_name="+", **DB_CASCADE)
+    batch = models.ForeignKey(
+        VectorStoreFileBatch, on_delete=models.SET_NULL, null=True, blank=True, related_name="files"
+    )
+    refusal_code = models.CharField(max_length=32, blank=True, default="")
+    refusal_message = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
+    cancelled = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "vector_store_files"
+        constraints = [
+            models.UniqueConstraint(fields=["vector_store", "file"], name="vector_store_files_once_per_store"),
+        ]
+        indexes = [models.Index(fields=["vector_store", "created_at"], name="vector_store_files_time")]

@@ -70,7 +70,8 @@ def key_search(
     return keys
 
 
-def _columns(model, alias: str) -> str:
+def table_columns(model, alias: str) -> str:
+    """Every column of ``model`` under the table alias ``alias``, as a select list."""
     return ", ".join(f'{alias}."{field.column}"' for field in model._meta.concrete_fields)
 
 
@@ -86,7 +87,7 @@ _KEY_ROWS = (
 )
 _ALLOWED_ROUTES = Project.allowed_routes.through._meta.db_table
 _KEY_BY_HASH = (
-    f"SELECT {', '.join(_columns(model, alias) for model, alias in _KEY_ROWS)}, "
+    f"SELECT {', '.join(table_columns(model, alias) for model, alias in _KEY_ROWS)}, "
     # Whether the project may call routes by name: a chat whose project may not needs no lookup.
     f"EXISTS (SELECT 1 FROM {_ALLOWED_ROUTES} a WHERE a.project_id = p.id) "
     f"FROM {GatewayKey._meta.db_table} k "
@@ -100,7 +101,7 @@ _KEY_BY_HASH = (
 )
 
 
-def _instances(row: tuple, rows: tuple[tuple[type, str], ...] = _KEY_ROWS) -> list:
+def row_instances(row: tuple, rows: tuple[tuple[type, str], ...] = _KEY_ROWS) -> list:
     """One model instance per table of a row of ``rows``' columns; None for a table a left join
     missed."""
     instances, start = [], 0
@@ -119,7 +120,7 @@ async def key_by_hash(*, key_hash: str) -> GatewayKey | None:
     row = await asyncdb.fetch_one(_KEY_BY_HASH, (key_hash,))
     if row is None:
         return None
-    api_key, project, chat, embedder, store, store_embedder = _instances(row)
+    api_key, project, chat, embedder, store, store_embedder = row_instances(row)
     if store is not None:
         store.embedding_connection = store_embedder
     project.chat_connection, project.embedding_connection, project.store = chat, embedder, store
@@ -137,7 +138,7 @@ def route_target_keys() -> list[tuple[str, str]]:
 _ROUTE_ROWS = ((Route, "r"), (RouteTarget, "t"), (ModelConnection, "c"))
 # The allowed route of a kind named by a call's `model`, else the route of the last parameter.
 _NAMED_ROUTE = (
-    f"SELECT {', '.join(_columns(model, alias) for model, alias in _ROUTE_ROWS)} "
+    f"SELECT {', '.join(table_columns(model, alias) for model, alias in _ROUTE_ROWS)} "
     f"FROM {Route._meta.db_table} r "
     f"JOIN {RouteTarget._meta.db_table} t ON t.route_id = r.id "
     f"JOIN {ModelConnection._meta.db_table} c ON c.id = t.connection_id "
@@ -179,14 +180,16 @@ async def _route_with_targets(
         return None
     targets = []
     for row in rows:
-        route, target, connection = _instances(row, _ROUTE_ROWS)
+        route, target, connection = row_instances(row, _ROUTE_ROWS)
         target.connection = connection
         targets.append(target)
     return route, targets
 
 
 _CONNECTION_ROWS = ((ModelConnection, "c"),)
-_CONNECTION_BY_ID = f"SELECT {_columns(ModelConnection, 'c')} FROM {ModelConnection._meta.db_table} c WHERE c.id = %s"
+_CONNECTION_BY_ID = (
+    f"SELECT {table_columns(ModelConnection, 'c')} FROM {ModelConnection._meta.db_table} c WHERE c.id = %s"
+)
 
 
 async def store_rerank_connection(*, store: RagStore) -> ModelConnection | None:
@@ -195,7 +198,7 @@ async def store_rerank_connection(*, store: RagStore) -> ModelConnection | None:
     if store.rerank_connection_id is None:
         return None
     row = await asyncdb.fetch_one(_CONNECTION_BY_ID, (store.rerank_connection_id,))
-    return None if row is None else _instances(row, _CONNECTION_ROWS)[0]
+    return None if row is None else row_instances(row, _CONNECTION_ROWS)[0]
 
 
 # The routes a project's keys may name as `model`: the one its chat goes through, its store's

@@ -33,6 +33,16 @@ def connection_list() -> QuerySet[ModelConnection]:
     return ModelConnection.objects.order_by("id")
 
 
+def default_embedding_connection(connections):
+    """The connection a new store is offered first, of ``connections`` (those that can embed):
+    the instance's own local model (which `ragmux serve` creates) when it is there, else the only
+    connection that can embed; None when there is a choice to make."""
+    local = [c for c in connections if c.provider_type == ProviderType.LOCAL]
+    if local:
+        return local[0]
+    return connections[0] if len(connections) == 1 else None
+
+
 def private_upstream_refusals(connections) -> dict[int, str]:
     """Each connection to a private address that the guard refuses under the settings running
     now, with the refusal its Test would meet (the private flag was recorded at save, under the

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.connections.models import Capability, ProviderType, why_cannot
+from gateway.connections.models import Capability, why_cannot
+from gateway.connections.selectors import default_embedding_connection
 from ragmux.dashboard.forms import Form
 from stores.backends import backend_statuses, text_search_configs
 from stores.choices import ChunkingStrategy, FusionRule, RerankBackend, SearchBackend, SearchMode
@@ -293,16 +294,6 @@ def rerank_route_choices(routes) -> list[tuple[Any, str]]:
         for backend in RerankBackend.values
         if all(why_cannot(t.connection, Capability.RERANK, rerank_backend=backend) is None for t in route.targets.all())
     ]
-
-
-def default_embedding_connection(connections):
-    """The connection a new store is offered first: the instance's own local model (which
-    `ragmux serve` creates) when it is there, else the only connection that can embed; None when
-    there is a choice to make."""
-    local = [c for c in connections if c.provider_type == ProviderType.LOCAL]
-    if local:
-        return local[0]
-    return connections[0] if len(connections) == 1 else None
 
 
 def shown_default(name: str) -> str | None:
