@@ -36,6 +36,8 @@ class Grounding:
     top_k: int | None = None
     query: str = ""
     hits: list[Hit] = field(default_factory=list)
+    # How many of the stores could not be searched (their reasons are on the call's row).
+    failed: int = 0
 
     @classmethod
     def of_project(cls, call: Call, filters: Filter | None) -> Grounding:
@@ -46,6 +48,10 @@ class Grounding:
         """The embedding each store's search of the chat's query may cost, for the reservation."""
         query = query_text(messages)
         return [query_spend(store, query) for store in self.stores] if query else []
+
+    async def found(self) -> None:
+        """Called once the passages are chosen, before the upstream is asked: what a subclass
+        reads of them is read while the call can still be refused whole."""
 
     def limit(self) -> int:
         """How many passages the merged list keeps: ``top_k``, else the largest store's own."""
@@ -79,6 +85,7 @@ async def _search(call: Call, grounding: Grounding, store: RagStore) -> list[Hit
         reason = "internal error in retrieval (see the server log)"
     else:
         return result.hits
+    grounding.failed += 1
     if len(grounding.stores) > 1:
         reason = f"store {store.name}: {reason}"
     call.rag_skipped_reason = "; ".join(filter(None, (call.rag_skipped_reason, reason)))
@@ -96,4 +103,5 @@ async def ground(call: Call, grounding: Grounding, messages: list[dict]) -> tupl
     ranked = await asyncio.gather(*(_search(call, grounding, store) for store in grounding.stores))
     grounding.hits = interleaved(ranked, grounding.limit()) if len(ranked) > 1 else ranked[0]
     call.rag_hits, call.sources = len(grounding.hits), rag_context.sources(grounding.hits)
+    await grounding.found()
     return rag_context.render_context(grounding.hits), call.sources
