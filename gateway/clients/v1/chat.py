@@ -99,7 +99,7 @@ def _texts(choices: Any, key: str) -> dict[int, str]:
         part = choice.get(key) if isinstance(choice, dict) else None
         content = part.get("content") if isinstance(part, dict) else None
         if isinstance(content, str):
-            index = choice.get("index", position)
+            index = choice.get("index") if type(choice.get("index")) is int else position
             texts[index] = texts.get(index, "") + content
     return texts
 
@@ -113,18 +113,22 @@ def _first_text(choices: Any, key: str) -> str:
     return _texts(choices, key).get(0, "")
 
 
-def _citations_frame(last: dict, client_model: str, sources: list[dict], answer: str) -> bytes:
-    """A stream's last chunk before `[DONE]` when the chat was grounded (its id and time the
-    upstream's ``last`` chunk's): no choices, as the usage chunk, and the citations of what the
-    first choice wrote."""
-    chunk = {
+def _is_usage_chunk(chunk: dict) -> bool:
+    return bool(chunk.get("usage")) and not chunk.get("choices")
+
+
+def _citations_frame(last: dict, usage: dict | None, model: str, sources: list[dict], answer: str) -> bytes:
+    """A grounded stream's last chunk before `[DONE]`, with the citations of what the first
+    choice wrote: the ``usage`` chunk the client asked for (held back, so it stays last), else a
+    chunk of no choices like it, with the id and time of the upstream's ``last``."""
+    chunk = usage or {
         "id": last.get("id"),
         "object": "chat.completion.chunk",
         "created": last.get("created"),
-        "model": client_model,
+        "model": model,
         "choices": [],
-        "ragmux": {"citations": citations(answer, sources)},
     }
+    chunk["ragmux"] = {"citations": citations(answer, sources)}
     return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
 
 
@@ -271,7 +275,7 @@ async def _stream(
     chunks = await _answer(call, plan, attempts, _measured(attempts, metrics.FIRST_TOKEN_SECONDS, opened))
 
     async def relay() -> AsyncIterator[bytes]:
-        status, error, reported, answer_chars, relayed, first_text = 200, "", False, 0, 0, []
+        status, error, reported, answer_chars, relayed, first_text, usage = 200, "", False, 0, 0, [], None
         metrics.move(metrics.STREAMS_ACTIVE, 1)
         try:
             async with stack:
@@ -285,11 +289,14 @@ async def _stream(
                         if not chunk.get("choices"):
                             continue
                     chunk["model"] = client_model
+                    if sources and _is_usage_chunk(chunk):
+                        usage = chunk  # sent last, with the citations
+                        continue
                     call.mark_first_byte()
                     relayed += 1
                     yield b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
             if sources:
-                yield _citations_frame(chunk, client_model, sources, "".join(first_text))
+                yield _citations_frame(chunk, usage, client_model, sources, "".join(first_text))
         except ServiceError as exc:
             if isinstance(exc, UpstreamFailed):
                 _count_failure(attempts, exc)

@@ -89,7 +89,7 @@ async def _search(call: Call, grounding: Grounding, store: RagStore) -> list[Hit
     if len(grounding.stores) > 1:
         reason = f"store {store.name}: {reason}"
     call.rag_skipped_reason = "; ".join(filter(None, (call.rag_skipped_reason, reason)))
-    logger.warning("project %s answers without store %s: %s", call.project.pk, store.pk, reason)
+    logger.warning("project %s answers without context from store %s: %s", call.project.pk, store.pk, reason)
     return []
 
 

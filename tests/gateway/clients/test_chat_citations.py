@@ -101,7 +101,9 @@ def test_the_streams_last_frame_carries_the_citations(sdk, fake_upstream, handbo
     [cited] = last.ragmux["citations"]
     assert (cited["marker"], cited["chunk_id"], cited["index"]) == (1, handbook_chunk.pk, CITING.index("[1]"))
     assert sum(1 for chunk in chunks if getattr(chunk, "ragmux", None)) == 1
-    assert (chunks[-2].usage is not None) is usage  # the usage chunk, when asked for, comes before
+    # The usage chunk, when asked for, stays the last (OpenAI's place for it) and carries them.
+    assert (last.usage is not None) is usage and sum(1 for chunk in chunks if chunk.usage) == int(usage)
+    assert len([chunk for chunk in chunks if not chunk.choices]) == 1
 
 
 def test_the_clients_stream_helper_reads_past_the_citations_frame(sdk, fake_upstream):

@@ -121,6 +121,20 @@ def test_whatever_an_upstream_streams_the_events_end_and_serialise(chunks):
         sse(event)
 
 
+# A searched response's first events: the search's item whole, then the message's opening.
+SEARCH_OPENING = [
+    "response.created",
+    "response.in_progress",
+    "response.output_item.added",
+    "response.file_search_call.in_progress",
+    "response.file_search_call.searching",
+    "response.file_search_call.completed",
+    "response.output_item.done",
+    "response.output_item.added",
+    "response.content_part.added",
+]
+
+
 def test_a_search_streams_its_item_first_and_the_annotations_once_the_text_is_whole():
     search = FileSearch(item=file_search_item("fs_1", ["q"], None), files=[("file-a", "a.md")])
     events = ResponseEvents(request(), response_id="resp_s", created_at=1, model="alias", search=search)
@@ -130,15 +144,7 @@ def test_a_search_streams_its_item_first_and_the_annotations_once_the_text_is_wh
     out += events.finished()
 
     assert [event["type"] for event in out] == [
-        "response.created",
-        "response.in_progress",
-        "response.output_item.added",
-        "response.file_search_call.in_progress",
-        "response.file_search_call.searching",
-        "response.file_search_call.completed",
-        "response.output_item.done",
-        "response.output_item.added",
-        "response.content_part.added",
+        *SEARCH_OPENING,
         *["response.output_text.delta"] * 3,
         "response.output_text.annotation.added",
         "response.output_text.done",
