@@ -262,3 +262,73 @@ def test_a_budget_counts_every_stores_query_and_refuses_before_the_upstream(
     assert fake_upstream.calls("openai.chat") == asked
     denied = wait_for_logs(3, project=project)[-1]
     assert (denied.endpoint, denied.status_code, denied.completion_tokens) == ("responses", 429, 0)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("provider", ["anthropic", "gemini", "ollama"])
+def test_every_provider_family_answers_with_the_citation(
+    asgi_url, v1, project, team_store, fake_upstream, provider, stream
+):
+    from gateway.connections.services import connection_create
+    from tests.gateway.clients.test_provider_adapters import PROVIDERS, SECRET
+
+    spec = PROVIDERS[provider]
+    connection = connection_create(
+        name=f"{provider}-chat",
+        provider_type=provider,
+        base_url=f"{fake_upstream.url}{spec['path']}",
+        model_name=spec["model"],
+        dimensions=None,
+        api_key="" if provider == "ollama" else SECRET,
+    )
+    project_update(project=project, chat_connection_id=connection.id)
+    fake_upstream.configure(spec["stream_route" if stream else "route"], answer=CITING)
+    client = sdk_for(asgi_url, key_create(project=project, name="k", scopes=None, expires_at=None).key)
+    request = {"model": "m", "input": QUESTION, "tools": searching(team_store), "include": ["file_search_call.results"]}
+    if stream:
+        with client.responses.stream(**request) as events:
+            response = events.get_final_response()
+    else:
+        response = client.responses.create(**request)
+    client.close()
+
+    search, message = response.output
+    [citation] = message.content[0].annotations
+    assert response.output_text == CITING and citation.file_id == search.results[0].file_id
+    assert citation.index == CITING.index("[1]")
+
+
+def test_a_route_answers_with_the_citation(asgi_url, v1, project, team_store, upstreams, fresh_cooldowns):
+    from tests.gateway.clients.test_routed_chat import make_route
+
+    route = make_route(upstreams)
+    project.allowed_routes.add(route)
+    for upstream in upstreams:
+        upstream.configure("openai.chat", answer=CITING)
+    client = sdk_for(asgi_url, key_create(project=project, name="routed", scopes=None, expires_at=None).key)
+    response = client.responses.create(model=route.name, input=QUESTION, tools=searching(team_store))
+    client.close()
+
+    assert response.model == route.name
+    [citation] = response.output[1].content[0].annotations
+    assert citation.file_id in file_ids(team_store).values()
+
+
+@pytest.mark.parametrize(
+    "tool",
+    [
+        {"type": "file_search", "vector_store_ids": ["vs_\x00"]},
+        {"type": "file_search", "vector_store_ids": "vs_1"},
+        {"type": "file_search", "vector_store_ids": [{"id": "vs_1"}]},
+        {"type": "file_search", "vector_store_ids": ["vs_" + "a" * 10_000]},
+        {"type": "file_search", "vector_store_ids": ["vs_1"], "max_num_results": 10**40},
+        {"type": "file_search", "vector_store_ids": ["vs_1"], "max_num_results": "5"},
+        {"type": "file_search", "vector_store_ids": ["vs_1"], "ranking_options": "auto"},
+        {"type": "file_search", "vector_store_ids": ["vs_1"], "filters": {"type": "and", "filters": [{}] * 70}},
+    ],
+)
+def test_hostile_file_search_tools_are_4xx_in_the_envelope(v1, project_key, fake_upstream, tool):
+    response = v1(project_key).post("/responses", json={"model": "m", "input": QUESTION, "tools": [tool]})
+    assert 400 <= response.status_code < 500, response.text
+    assert set(response.json()["error"]) >= {"message", "type", "code"}
+    assert fake_upstream.calls("openai.chat") == 0
