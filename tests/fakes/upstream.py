@@ -32,6 +32,7 @@ Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``
 - ``deepseek_cache_hits``: the OpenAI chat usage counts that many prompt-cache hits in DeepSeek's
   own fields;
 - ``answer``: the text of a chat answer, in any provider's format, whole or streamed;
+- ``omit_finish``: a streamed OpenAI chat answer ends without its finishing chunk;
 - ``rerank_results``: the indices a rerank route answers with (see ``tests.fakes.rerank``).
 
 Failures (``status``) answer in the route's provider's own error format.
@@ -82,6 +83,8 @@ class Knobs:
     width: int = 8
     wrong_width: bool = False
     omit_usage: bool = False
+    # A streamed OpenAI chat answer never sends its finishing chunk (no `finish_reason`).
+    omit_finish: bool = False
     malformed: str | None = None
     redirect_to: str | None = None
     stall_after: int | None = None
@@ -469,7 +472,8 @@ def openai_chat(up: FakeUpstream, payload: dict, match, knobs: Knobs) -> Reply:
     words = _openai_answer(payload, knobs).split(" ")
     deltas = [{"role": "assistant", "content": ""}] + [{"content": piece} for piece in _pieces(words)]
     frames = [frame([{"index": 0, "delta": delta, "finish_reason": None}]) for delta in deltas]
-    frames.append(frame([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+    if not knobs.omit_finish:
+        frames.append(frame([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
     if (payload.get("stream_options") or {}).get("include_usage") and not knobs.omit_usage:
         frames.append(frame([], usage=_chat_usage(payload, knobs)))
     frames.append(b"data: [DONE]\n\n")

@@ -113,15 +113,21 @@ def _first_text(choices: Any, key: str) -> str:
     return _texts(choices, key).get(0, "")
 
 
-def _is_usage_chunk(chunk: dict) -> bool:
-    return bool(chunk.get("usage")) and not chunk.get("choices")
+def _closes(chunk: dict) -> bool:
+    """Whether ``chunk`` is one a grounded stream holds back to send last with its citations: a
+    choice's last (its `finish_reason` set), or the usage chunk the client asked for."""
+    choices = chunk.get("choices")
+    if not choices:
+        return bool(chunk.get("usage"))
+    return any(isinstance(choice, dict) and choice.get("finish_reason") for choice in choices)
 
 
-def _citations_frame(last: dict, usage: dict | None, model: str, sources: list[dict], answer: str) -> bytes:
+def _citations_frame(last: dict, held: dict | None, model: str, sources: list[dict], answer: str) -> bytes:
     """A grounded stream's last chunk before `[DONE]`, with the citations of what the first
-    choice wrote: the ``usage`` chunk the client asked for (held back, so it stays last), else a
-    chunk of no choices like it, with the id and time of the upstream's ``last``."""
-    chunk = usage or {
+    choice wrote: the chunk held back (:func:`_closes`), so a client that asked for no usage
+    still gets no chunk without choices, and one that did still gets it last; else (an upstream
+    that never said it finished) a chunk of no choices, with the id and time of its ``last``."""
+    chunk = held or {
         "id": last.get("id"),
         "object": "chat.completion.chunk",
         "created": last.get("created"),
@@ -275,7 +281,7 @@ async def _stream(
     chunks = await _answer(call, plan, attempts, _measured(attempts, metrics.FIRST_TOKEN_SECONDS, opened))
 
     async def relay() -> AsyncIterator[bytes]:
-        status, error, reported, answer_chars, relayed, first_text, usage = 200, "", False, 0, 0, [], None
+        status, error, reported, answer_chars, relayed, first_text, held = 200, "", False, 0, 0, [], None
         metrics.move(metrics.STREAMS_ACTIVE, 1)
         try:
             async with stack:
@@ -289,14 +295,16 @@ async def _stream(
                         if not chunk.get("choices"):
                             continue
                     chunk["model"] = client_model
-                    if sources and _is_usage_chunk(chunk):
-                        usage = chunk  # sent last, with the citations
-                        continue
+                    if sources and _closes(chunk):
+                        # The last such chunk goes out last, with the citations.
+                        chunk, held = held, chunk
+                        if chunk is None:
+                            continue
                     call.mark_first_byte()
                     relayed += 1
                     yield b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
             if sources:
-                yield _citations_frame(chunk, usage, client_model, sources, "".join(first_text))
+                yield _citations_frame(chunk, held, client_model, sources, "".join(first_text))
         except ServiceError as exc:
             if isinstance(exc, UpstreamFailed):
                 _count_failure(attempts, exc)

@@ -89,7 +89,7 @@ def test_a_chat_whose_retrieval_failed_has_no_ragmux_object(v1, project_key, fak
 
 
 @pytest.mark.parametrize("usage", [False, True], ids=["plain", "with usage"])
-def test_the_streams_last_frame_carries_the_citations(sdk, fake_upstream, handbook_chunk, usage):
+def test_the_streams_last_chunk_carries_the_citations(sdk, fake_upstream, handbook_chunk, usage):
     fake_upstream.configure("openai.chat", answer=CITING)
     options = {"stream_options": {"include_usage": True}} if usage else {}
     chunks = list(ask(sdk, stream=True, **options))
@@ -97,16 +97,20 @@ def test_the_streams_last_frame_carries_the_citations(sdk, fake_upstream, handbo
     text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
     assert text == CITING
     last = chunks[-1]
-    assert (last.object, last.choices, last.model, last.id) == ("chat.completion.chunk", [], "m", chunks[0].id)
     [cited] = last.ragmux["citations"]
     assert (cited["marker"], cited["chunk_id"], cited["index"]) == (1, handbook_chunk.pk, CITING.index("[1]"))
     assert sum(1 for chunk in chunks if getattr(chunk, "ragmux", None)) == 1
-    # The usage chunk, when asked for, stays the last (OpenAI's place for it) and carries them.
-    assert (last.usage is not None) is usage and sum(1 for chunk in chunks if chunk.usage) == int(usage)
-    assert len([chunk for chunk in chunks if not chunk.choices]) == 1
+    assert (last.model, last.id) == ("m", chunks[0].id)
+    if usage:
+        # The usage chunk stays the last (OpenAI's place for it), and it alone has no choices.
+        assert last.choices == [] and last.usage is not None
+        assert [chunk for chunk in chunks if not chunk.choices] == [last]
+    else:
+        # No chunk without choices: the finishing chunk, held back, carries the citations.
+        assert all(chunk.choices for chunk in chunks) and last.choices[0].finish_reason == "stop"
 
 
-def test_the_clients_stream_helper_reads_past_the_citations_frame(sdk, fake_upstream):
+def test_the_clients_stream_helper_reads_the_cited_stream(sdk, fake_upstream):
     fake_upstream.configure("openai.chat", answer=CITING)
     with sdk.chat.completions.stream(model="m", messages=[{"role": "user", "content": QUESTION}]) as stream:
         final = stream.get_final_completion()
@@ -122,3 +126,13 @@ def test_a_stream_citing_nothing_ends_with_an_empty_list(v1, project_key):
     assert frames[-1] == "[DONE]"
     assert json.loads(frames[-2])["ragmux"] == {"citations": []}
     assert all("ragmux" not in json.loads(frame) for frame in frames[:-2])
+
+
+def test_a_stream_that_never_says_it_finished_ends_with_a_chunk_of_citations(v1, project_key, fake_upstream):
+    fake_upstream.configure("openai.chat", answer=CITING, omit_finish=True)
+    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": QUESTION}]}
+    with v1(project_key).stream("POST", "/chat/completions", json=body) as response:
+        frames = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
+
+    last = json.loads(frames[-2])
+    assert (last["choices"], last["model"]) == ([], "m") and last["ragmux"]["citations"][0]["marker"] == 1

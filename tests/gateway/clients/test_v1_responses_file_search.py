@@ -332,3 +332,29 @@ def test_hostile_file_search_tools_are_4xx_in_the_envelope(v1, project_key, fake
     assert 400 <= response.status_code < 500, response.text
     assert set(response.json()["error"]) >= {"message", "type", "code"}
     assert fake_upstream.calls("openai.chat") == 0
+
+
+def test_a_store_that_cannot_be_searched_leaves_the_others_to_ground_the_answer(
+    sdk, fake_upstream, project, team_store, handbook_store
+):
+    from gateway.connections.services import connection_create
+    from stores.models import RagStore
+
+    cannot_embed = connection_create(
+        name="not-an-embedder",
+        provider_type="anthropic",
+        base_url=fake_upstream.url,
+        model_name="claude-sonnet-4-5",
+        dimensions=None,
+        api_key="sk-fake-000000000000000",
+    )
+    RagStore.objects.filter(pk=team_store.store_id).update(embedding_connection=cannot_embed)
+    response = sdk.responses.create(
+        model="m", input=QUESTION, tools=searching(team_store, handbook_store), include=["file_search_call.results"]
+    )
+
+    search = response.output[0]
+    assert search.status == "incomplete" and [result.filename for result in search.results] == ["handbook.md"]
+    assert PLANTED_FACT in sent_context(fake_upstream)
+    [row] = wait_for_logs(1, project=project)
+    assert row.status_code == 200 and row.rag_skipped_reason.startswith(f"store {team_store.store.name}: ")
