@@ -269,19 +269,10 @@ def test_a_budget_counts_every_stores_query_and_refuses_before_the_upstream(
 def test_every_provider_family_answers_with_the_citation(
     asgi_url, v1, project, team_store, fake_upstream, provider, stream
 ):
-    from gateway.connections.services import connection_create
-    from tests.gateway.clients.test_provider_adapters import PROVIDERS, SECRET
+    from tests.gateway.clients.test_provider_adapters import PROVIDERS, provider_connection
 
     spec = PROVIDERS[provider]
-    connection = connection_create(
-        name=f"{provider}-chat",
-        provider_type=provider,
-        base_url=f"{fake_upstream.url}{spec['path']}",
-        model_name=spec["model"],
-        dimensions=None,
-        api_key="" if provider == "ollama" else SECRET,
-    )
-    project_update(project=project, chat_connection_id=connection.id)
+    project_update(project=project, chat_connection_id=provider_connection(provider, fake_upstream).id)
     fake_upstream.configure(spec["stream_route" if stream else "route"], answer=CITING)
     client = sdk_for(asgi_url, key_create(project=project, name="k", scopes=None, expires_at=None).key)
     request = {"model": "m", "input": QUESTION, "tools": searching(team_store), "include": ["file_search_call.results"]}
@@ -337,17 +328,11 @@ def test_hostile_file_search_tools_are_4xx_in_the_envelope(v1, project_key, fake
 def test_a_store_that_cannot_be_searched_leaves_the_others_to_ground_the_answer(
     sdk, fake_upstream, project, team_store, handbook_store
 ):
-    from gateway.connections.services import connection_create
     from stores.models import RagStore
+    from tests.gateway.clients.test_provider_adapters import provider_connection
 
-    cannot_embed = connection_create(
-        name="not-an-embedder",
-        provider_type="anthropic",
-        base_url=fake_upstream.url,
-        model_name="claude-sonnet-4-5",
-        dimensions=None,
-        api_key="sk-fake-000000000000000",
-    )
+    # A chat-only family: the store can no longer embed a query.
+    cannot_embed = provider_connection("anthropic", fake_upstream)
     RagStore.objects.filter(pk=team_store.store_id).update(embedding_connection=cannot_embed)
     response = sdk.responses.create(
         model="m", input=QUESTION, tools=searching(team_store, handbook_store), include=["file_search_call.results"]
