@@ -158,6 +158,11 @@ try:
     RERANK_TIMEOUT = env_duration("RERANK_TIMEOUT", None, minimum=0.001)
     # The cap on an `llm` rerank's answer (passage numbers), in tokens.
     RERANK_MAX_TOKENS = env_int("RERANK_MAX_TOKENS", 200, minimum=1, maximum=100000)
+    # A project's `llm` query rewrite (gateway.clients.query_rewrite): the longest its chat model
+    # may take to condense a conversation into a standalone question, and the cap on its answer,
+    # in tokens. Past either, the chat searches its last user message, saying why on its row.
+    QUERY_REWRITE_TIMEOUT = env_duration("QUERY_REWRITE_TIMEOUT", 3, minimum=0.001)
+    QUERY_REWRITE_MAX_TOKENS = env_int("QUERY_REWRITE_MAX_TOKENS", 100, minimum=1, maximum=4000)
     # Stores with at most this many chunks are searched by exact scan instead of the HNSW graph.
     VECTOR_EXACT_SCAN_MAX_CHUNKS = env_int("VECTOR_EXACT_SCAN_MAX_CHUNKS", 20000, minimum=0)
     # Evaluation runs (retrieval.evaluation): each holds a lease on its row while it works, renewed

@@ -25,12 +25,23 @@ def _part_texts(content: Any) -> list[str]:
     return []
 
 
+def _text(message: dict) -> str:
+    return "\n".join(text for text in _part_texts(message.get("content")) if text.strip()).strip()
+
+
 def query_text(messages: list[dict]) -> str:
     """The text of the last ``user`` message (its text parts joined), the retrieval query."""
     for message in reversed(messages):
         if message.get("role") == "user":
-            return "\n".join(text for text in _part_texts(message.get("content")) if text.strip()).strip()
+            return _text(message)
     return ""
+
+
+def conversation(messages: list[dict]) -> list[tuple[str, str]]:
+    """(role, text) of each ``user`` and ``assistant`` message with text, in order: the turns a
+    follow-up question may lean on."""
+    turns = [(message.get("role"), _text(message)) for message in messages]
+    return [(role, text) for role, text in turns if role in ("user", "assistant") and text]
 
 
 def message_texts(messages: list[dict]) -> list[str]:

@@ -106,6 +106,9 @@ class Call:
     # What became of its rerank, and why it did not rerank (RequestLog.rerank_outcome).
     rerank_outcome: str = ""
     rerank_reason: str = ""
+    # Its `llm` query rewrite: the tokens the condensation spent, and why it fell back.
+    query_rewrite_tokens: int = 0
+    query_rewrite_reason: str = ""
     streamed: bool = False
     ttfb_ms: int | None = None
     error: str = ""
@@ -139,6 +142,7 @@ class Call:
         self.error = error[:REASON_MAX_LENGTH]
         self.rag_skipped_reason = self.rag_skipped_reason[:REASON_MAX_LENGTH]
         self.rerank_reason = self.rerank_reason[:REASON_MAX_LENGTH]
+        self.query_rewrite_reason = self.query_rewrite_reason[:REASON_MAX_LENGTH]
         _writer.put(_Finished(self, self.elapsed_ms()))
 
 
@@ -209,6 +213,8 @@ def _row(finished: _Finished, prices: list[ModelPrice]) -> RequestLog:
         rag_skipped_reason=call.rag_skipped_reason,
         rerank_outcome=call.rerank_outcome,
         rerank_reason=call.rerank_reason,
+        query_rewrite_tokens=call.query_rewrite_tokens,
+        query_rewrite_reason=call.query_rewrite_reason,
         streamed=call.streamed,
         error=call.error,
         route_name=call.route_name,
@@ -248,7 +254,7 @@ def settlement(call: Call, admission: Admission, cost_micros: int) -> Settlement
     """What an admitted call spent, as the usage counters take it."""
     return Settlement(
         admission=admission,
-        prompt_tokens=call.prompt_tokens + call.embedding_tokens + call.rerank_tokens,
+        prompt_tokens=call.prompt_tokens + call.embedding_tokens + call.rerank_tokens + call.query_rewrite_tokens,
         completion_tokens=call.completion_tokens,
         cost_micros=cost_micros,
     )
@@ -325,6 +331,7 @@ def _count(records: list[_Finished | _Refused], done: list[tuple[_Finished, int]
             ("completion", call.completion_tokens),
             ("embedding", call.embedding_tokens),
             ("rerank", call.rerank_tokens),
+            ("query_rewrite", call.query_rewrite_tokens),
         ):
             if tokens:
                 metrics.increment(metrics.V1_TOKENS, tokens, endpoint=call.endpoint, kind=kind)

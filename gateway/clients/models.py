@@ -51,6 +51,17 @@ LIMIT_FIELDS = (
 )
 
 
+class QueryRewrite(models.TextChoices):
+    """How a chat's retrieval query is made from its conversation (docs/api.md, "Follow-up
+    questions"): the last user message alone, that message with the earlier user turns it
+    refers back to (`gateway.clients.followups`), or a standalone question the project's chat
+    model condenses the conversation into (`gateway.clients.query_rewrite`)."""
+
+    OFF = "off", "off: the last user message"
+    LAST_TURNS = "last_turns", "last_turns: the last user turns, by a rule"
+    LLM = "llm", "llm: a standalone question from the chat model"
+
+
 class Project(SpendLimits):
     """What a gateway key may do: the chat model it talks to (a connection or a route), the other
     routes its keys may call by name, and the store it is grounded in."""
@@ -68,6 +79,12 @@ class Project(SpendLimits):
     )
     store = models.ForeignKey(RagStore, on_delete=models.SET_NULL, null=True, blank=True, related_name="projects")
     system_prompt = models.TextField(blank=True, default="")
+    query_rewrite = models.CharField(max_length=16, choices=QueryRewrite.choices, default=QueryRewrite.OFF)
+    # The chat connection that condenses follow-ups under `llm` (a small, cheap model, say); None:
+    # the model the chat itself is answered by.
+    query_rewrite_connection = models.ForeignKey(
+        ModelConnection, on_delete=models.PROTECT, null=True, blank=True, related_name="query_rewrite_projects"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -175,6 +192,11 @@ class RequestLog(models.Model):
     # for the last two; empty for a call that did not rerank.
     rerank_outcome = models.CharField(max_length=16, choices=RerankOutcome.choices, blank=True, default="")
     rerank_reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
+    # A chat of a project whose `query_rewrite` is `llm`: the tokens its condensation spent
+    # (prompt and answer, priced in `cost_micros`), and why the condensation fell back to the
+    # last user message (empty when it did not).
+    query_rewrite_tokens = models.PositiveIntegerField(default=0)
+    query_rewrite_reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
     streamed = models.BooleanField(default=False)
     error = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
     # A chat sent to a route: its name, the connection of the target that answered (or was tried

@@ -3,8 +3,8 @@
 database, no I/O, so each rule is tested on its own.
 
 What we refuse is said with a 400 naming it: hosted tools we do not run, item and part types we
-do not know. `file_search` is ours to run: its tool is read here (:func:`file_search_of`) and
-answered by grounding the chat in its vector stores.
+do not know, output formats OpenAI does not define. `file_search` is ours to run: its tool is
+read here (:func:`file_search_of`) and answered by grounding the chat in its vector stores.
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ INPUT_ROLES = ("user", "assistant", "system", "developer")
 CHAT_ROLE = {"developer": "system"}
 
 
+# The output formats a response can be asked for; a json_schema's name as OpenAI allows it.
+TEXT_FORMATS = ("text", "json_object", "json_schema")
+SCHEMA_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 RESPONSE_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{RESPONSE_ID_MAX_LENGTH}}}")
 
 
@@ -132,13 +135,41 @@ class ResponsesInput(serializers.Serializer):
         return metadata
 
     def validate_text(self, text: dict | None) -> dict | None:
-        kind = (text or {}).get("format", {"type": "text"})
-        if not isinstance(kind, dict) or kind.get("type") != "text":
-            raise serializers.ValidationError("only the text format is supported")
-        return text
+        if not text or text.get("format") is None:
+            return None
+        return {"format": _text_format(text["format"])}
 
     def validate_store(self, store: bool | None) -> bool:
         return store is not False
+
+
+def _text_format(given: Any) -> dict:
+    """`text.format`, checked: `text`, `json_object`, or `json_schema` with its `name`, `schema`
+    and optional `description` and `strict`, as OpenAI defines them."""
+    if not isinstance(given, dict) or given.get("type") not in TEXT_FORMATS:
+        raise serializers.ValidationError(f"format.type must be one of {', '.join(TEXT_FORMATS)}")
+    if given["type"] != "json_schema":
+        return {"type": given["type"]}
+    name, schema = given.get("name"), given.get("schema")
+    if not isinstance(name, str) or SCHEMA_NAME.fullmatch(name) is None:
+        raise serializers.ValidationError("format.name must be 1 to 64 letters, digits, underscores or dashes")
+    if not isinstance(schema, dict):
+        raise serializers.ValidationError("format.schema must be a JSON schema object")
+    checked = {"type": "json_schema", "name": name, "schema": schema}
+    for key, kind in (("description", str), ("strict", bool)):
+        if given.get(key) is not None:
+            if not isinstance(given[key], kind):
+                raise serializers.ValidationError(f"format.{key} must be a {kind.__name__}")
+            checked[key] = given[key]
+    return checked
+
+
+def chat_response_format(text: dict | None) -> dict | None:
+    """A checked `text` as a chat's `response_format`; None for plain text."""
+    given = (text or {}).get("format") or {"type": "text"}
+    if given["type"] == "json_schema":
+        return {"type": "json_schema", "json_schema": {key: value for key, value in given.items() if key != "type"}}
+    return {"type": "json_object"} if given["type"] == "json_object" else None
 
 
 def _refused(message: str, field: str) -> InvalidInput:
@@ -381,6 +412,9 @@ def chat_body(data: dict, history: list[dict], items: list[dict]) -> dict:
             body[theirs] = data[ours]
     if data["top_p"] is not None:
         body["top_p"] = data["top_p"]
+    response_format = chat_response_format(data["text"])
+    if response_format:
+        body["response_format"] = response_format
     if data["stream"]:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}

@@ -76,20 +76,31 @@ def listed(value: Any) -> list:
     return value if isinstance(value, list) else []
 
 
+def _detail(usage: dict, details: str, name: str) -> int:
+    """A count from one of a chat usage's details objects; 0 when it has none."""
+    found = usage.get(details)
+    value = found.get(name) if isinstance(found, dict) else None
+    return value if isinstance(value, int) else 0
+
+
 def usage_of(chat_usage: Any) -> dict | None:
-    """A chat's usage in the Responses shape; None when the chat reported none."""
+    """A chat's usage in the Responses shape, its prompt-cache reads and writes and its reasoning
+    tokens (Gemini's thoughts) included; None when the chat reported none."""
     if not isinstance(chat_usage, dict):
         return None
     prompt, completion = chat_usage.get("prompt_tokens"), chat_usage.get("completion_tokens")
     if not (isinstance(prompt, int) and isinstance(completion, int)):
         return None
-    details = chat_usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": cached if isinstance(cached, int) else 0},
+        "input_tokens_details": {
+            "cached_tokens": _detail(chat_usage, "prompt_tokens_details", "cached_tokens"),
+            "cache_write_tokens": _detail(chat_usage, "prompt_tokens_details", "cache_write_tokens"),
+        },
         "output_tokens": completion,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {
+            "reasoning_tokens": _detail(chat_usage, "completion_tokens_details", "reasoning_tokens")
+        },
         "total_tokens": prompt + completion,
     }
 
@@ -146,7 +157,7 @@ def response_object(
         "previous_response_id": request["previous_response_id"],
         "store": request["store"],
         "temperature": request["temperature"],
-        "text": {"format": {"type": "text"}},
+        "text": request["text"] or {"format": {"type": "text"}},
         "tool_choice": request["tool_choice"],
         "tools": request["tools"],
         "top_p": request["top_p"],

@@ -84,6 +84,7 @@ _KEY_ROWS = (
     (ModelConnection, "ec"),
     (RagStore, "s"),
     (ModelConnection, "sc"),
+    (ModelConnection, "rc"),
 )
 _ALLOWED_ROUTES = Project.allowed_routes.through._meta.db_table
 _KEY_BY_HASH = (
@@ -97,6 +98,7 @@ _KEY_BY_HASH = (
     f"LEFT JOIN {ModelConnection._meta.db_table} ec ON ec.id = p.embedding_connection_id "
     f"LEFT JOIN {RagStore._meta.db_table} s ON s.id = p.store_id "
     f"LEFT JOIN {ModelConnection._meta.db_table} sc ON sc.id = s.embedding_connection_id "
+    f"LEFT JOIN {ModelConnection._meta.db_table} rc ON rc.id = p.query_rewrite_connection_id "
     "WHERE k.key_hash = %s"
 )
 
@@ -120,10 +122,11 @@ async def key_by_hash(*, key_hash: str) -> GatewayKey | None:
     row = await asyncdb.fetch_one(_KEY_BY_HASH, (key_hash,))
     if row is None:
         return None
-    api_key, project, chat, embedder, store, store_embedder = row_instances(row)
+    api_key, project, chat, embedder, store, store_embedder, rewriter = row_instances(row)
     if store is not None:
         store.embedding_connection = store_embedder
     project.chat_connection, project.embedding_connection, project.store = chat, embedder, store
+    project.query_rewrite_connection = rewriter
     project.may_call_routes = row[-1]
     api_key.project = project
     return api_key

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from rest_framework import serializers
 
-from gateway.clients.models import Endpoint, GatewayKey, Project, RequestLog, Scope
+from gateway.clients.models import Endpoint, GatewayKey, Project, QueryRewrite, RequestLog, Scope
 from gateway.clients.usage_reports import UsageReport, UsageSummary, WindowUsage
 from gateway.clients.usage_windows import percent_of
 from gateway.connections.models import Route
@@ -58,6 +58,10 @@ class ProjectInput(LimitsInput):
     system_prompt = serializers.CharField(
         max_length=100_000, required=False, allow_blank=True, default="", trim_whitespace=False
     )
+    # What a chat searches its store for: `off`, `last_turns` or `llm` (gateway.clients.query_rewrite).
+    query_rewrite = serializers.ChoiceField(choices=QueryRewrite.values, required=False, default=QueryRewrite.OFF)
+    # The chat connection that condenses under `llm`; null: the chat's own model.
+    query_rewrite_connection_id = serializers.IntegerField(required=False, allow_null=True, default=None)
 
 
 class ProjectOutput(LimitsOutput):
@@ -74,6 +78,8 @@ class ProjectOutput(LimitsOutput):
             "embedding_connection_id",
             "store_id",
             "system_prompt",
+            "query_rewrite",
+            "query_rewrite_connection_id",
             *API_LIMIT_FIELDS,
             "created_at",
             "updated_at",
@@ -160,6 +166,9 @@ REQUEST_LOG_COLUMNS = (
     # What became of its rerank, and why when it did not rerank (see RequestLog.rerank_outcome).
     "rerank_outcome",
     "rerank_reason",
+    # Its `llm` query rewrite's tokens, and why it fell back (see RequestLog.query_rewrite_tokens).
+    "query_rewrite_tokens",
+    "query_rewrite_reason",
 )
 # The CSV's columns after the JSON API's: the names a spreadsheet reader needs beside the ids
 # (each read by its lookup), then the cost in dollars (REQUEST_LOG_CSV_COST, from cost_micros).

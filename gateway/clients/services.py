@@ -12,7 +12,16 @@ from django.utils import timezone
 from psycopg.types.json import Jsonb
 
 from gateway.clients.gateway_keys import DISPLAY_PREFIX_LENGTH, hash_key, new_key
-from gateway.clients.models import LIMIT_FIELDS, GatewayKey, Project, RequestLog, Scope, SpendLimits, StoredResponse
+from gateway.clients.models import (
+    LIMIT_FIELDS,
+    GatewayKey,
+    Project,
+    QueryRewrite,
+    RequestLog,
+    Scope,
+    SpendLimits,
+    StoredResponse,
+)
 from gateway.connections.models import Capability, ModelConnection, Route, RouteKind, why_cannot
 from gateway.connections.selectors import connection_named_by, route_named_by
 from ragmux.core import asyncdb
@@ -29,6 +38,8 @@ PROJECT_FIELDS = (
     "embedding_connection_id",
     "store_id",
     "system_prompt",
+    "query_rewrite",
+    "query_rewrite_connection_id",
     *LIMIT_FIELDS,
 )
 # The two fields of which a project sets exactly one: what answers its chat.
@@ -56,6 +67,8 @@ class ProjectChanges(Limits, total=False):
     embedding_connection_id: int | None
     store_id: int | None
     system_prompt: str
+    query_rewrite: str
+    query_rewrite_connection_id: int | None
 
 
 class KeyChanges(Limits, total=False):
@@ -136,6 +149,12 @@ def _required_name(name: str) -> str:
     return name
 
 
+def _query_rewrite(mode: str) -> str:
+    if mode not in QueryRewrite.values:
+        raise InvalidInput(f"query_rewrite must be one of {', '.join(QueryRewrite.values)}", field="query_rewrite")
+    return mode
+
+
 def _set_limits(target: SpendLimits, limits: Limits) -> None:
     for field in LIMIT_FIELDS:
         if limits.get(field, 0) < 0:
@@ -160,6 +179,12 @@ def _apply(project: Project, changes: ProjectChanges) -> Project:
         project.store = _store(changes["store_id"])
     if "system_prompt" in changes:
         project.system_prompt = changes["system_prompt"]
+    if "query_rewrite" in changes:
+        project.query_rewrite = _query_rewrite(changes["query_rewrite"])
+    if "query_rewrite_connection_id" in changes:
+        project.query_rewrite_connection = _connection_that_can(
+            changes["query_rewrite_connection_id"], field="query_rewrite_connection_id", capability=Capability.CHAT
+        )
     _set_limits(project, changes)
     project.save()
     if "allowed_route_ids" in changes:
@@ -177,6 +202,8 @@ def project_create(
     chat_connection_id: int | None = None,
     chat_route_id: int | None = None,
     allowed_route_ids: list[int] | None = None,
+    query_rewrite: str = QueryRewrite.OFF,
+    query_rewrite_connection_id: int | None = None,
     actor=None,
     **limits: Unpack[Limits],
 ) -> Project:
@@ -190,6 +217,8 @@ def project_create(
             embedding_connection_id=embedding_connection_id,
             store_id=store_id,
             system_prompt=system_prompt,
+            query_rewrite=query_rewrite,
+            query_rewrite_connection_id=query_rewrite_connection_id,
             **limits,
         ),
     )

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from gateway.connections import cooldowns, routing
 from gateway.connections.models import ModelConnection, RouteStrategy
 from gateway.connections.providers.chat import ChatProvider, NoChat, SingleAttempt, chat_provider
+from gateway.connections.providers.chat_request import ProviderCannot
 from gateway.connections.providers.rerank import NoRerank
 from gateway.connections.providers.upstream_errors import failure_kind
 from ragmux.core import metrics
@@ -129,6 +130,8 @@ async def answer(
             result = await attempt(open_target(target), SingleAttempt(target.first_byte_timeout))
         except UpstreamFailed as exc:
             outcome, failure, retry_after = failure_kind(exc), exc, exc.retry_after
+        except ProviderCannot as exc:
+            outcome, failure, retry_after = "unsupported", exc, None
         except (NoChat, NoRerank, DecryptionFailed) as exc:
             outcome, retry_after = "unusable", None
             failure = ServerFault(f"route target {target.connection.name!r} is unusable: {exc}", code="target_unusable")
@@ -138,7 +141,8 @@ async def answer(
         _record(attempts, plan.route, target, outcome, started)
         if not routing.fails_over(outcome):
             raise failure
-        await cooldowns.failed(target.cooldown_key, retry_after=retry_after if outcome == "http_429" else None)
+        if routing.cools_down(outcome):
+            await cooldowns.failed(target.cooldown_key, retry_after=retry_after if outcome == "http_429" else None)
     raise failure
 
 

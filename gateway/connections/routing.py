@@ -16,13 +16,24 @@ from gateway.connections.models import RouteStrategy
 # The failures that move a routed call to its next target: the target could not be reached or
 # did not answer in time, was overloaded or failing, or refused its own credential. A request
 # the target found bad (400, 422, ...) would be as bad for the next one, and is answered as is.
-# ``unusable`` is a target ragmux cannot call at all (its key no longer decrypts).
-FAILS_OVER = frozenset({"timeout", "connect", "http_429", "http_5xx", "http_401", "http_403", "unusable"})
+# ``unusable`` is a target ragmux cannot call at all (its key no longer decrypts); ``unsupported``
+# one whose provider has no way to do what a well-formed request asks (Anthropic has no JSON
+# mode), which the next target may have.
+FAILS_OVER = frozenset(
+    {"timeout", "connect", "http_429", "http_5xx", "http_401", "http_403", "unusable", "unsupported"}
+)
+# The failures that say nothing of a target's health, so count toward no cooldown: it was never
+# called.
+NOT_COOLED = frozenset({"unsupported"})
 OK = "ok"
 
 
 def fails_over(outcome: str) -> bool:
     return outcome in FAILS_OVER
+
+
+def cools_down(outcome: str) -> bool:
+    return outcome in FAILS_OVER and outcome not in NOT_COOLED
 
 
 class SmoothWeightedRoundRobin:

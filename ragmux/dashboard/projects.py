@@ -16,7 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from gateway.clients import selectors, services
-from gateway.clients.models import Scope, SpendLimits
+from gateway.clients.models import QueryRewrite, Scope, SpendLimits
 from gateway.clients.serializers import API_LIMIT_FIELDS, KeyInput, LimitsInput, ProjectInput
 from gateway.connections.models import Capability, RouteKind, why_cannot
 from gateway.connections.selectors import connection_list, route_list
@@ -32,10 +32,18 @@ from stores.selectors import store_list
 
 # `chat` is one choice among the chat connections and the chat routes: `connection:<id>` or
 # `route:<id>`, which become the API's `chat_connection_id` or `chat_route_id`.
-PROJECT_FIELDS = ("name", "chat", "embedding_connection_id", "store_id", "system_prompt")
+PROJECT_FIELDS = (
+    "name",
+    "chat",
+    "embedding_connection_id",
+    "store_id",
+    "system_prompt",
+    "query_rewrite",
+    "query_rewrite_connection_id",
+)
 PROJECT_LISTS = ("allowed_route_ids",)
 CHAT_CHOICES = {"connection": "chat_connection_id", "route": "chat_route_id"}
-OPTIONAL_IDS = ("embedding_connection_id", "store_id")
+OPTIONAL_IDS = ("embedding_connection_id", "store_id", "query_rewrite_connection_id")
 KEY_FIELDS = ("name", "expires_at", "filters")
 KEY_EDIT_FIELDS = (*KEY_FIELDS, *API_LIMIT_FIELDS)
 # What each limit is called on the pages, in the API's order.
@@ -125,11 +133,13 @@ def _project_input(form: Form) -> dict:
     for choice, field in CHAT_CHOICES.items():
         data[field] = chosen if kind == choice else None
     data["allowed_route_ids"] = form.values.get("allowed_route_ids") or []
+    data["query_rewrite"] = data["query_rewrite"] or QueryRewrite.OFF
     return data
 
 
 def _project_form_page(request, form: Form, *, project=None):
     connections = list(connection_list())
+    chat_connections = [c for c in connections if why_cannot(c, Capability.CHAT) is None]
     return render(
         request,
         "dashboard/project_form.html",
@@ -137,16 +147,15 @@ def _project_form_page(request, form: Form, *, project=None):
             "form": form,
             "project": project,
             "chat_groups": [
-                (
-                    "Connections",
-                    [(f"connection:{c.pk}", c.name) for c in connections if why_cannot(c, Capability.CHAT) is None],
-                ),
+                ("Connections", [(f"connection:{c.pk}", c.name) for c in chat_connections]),
                 ("Routes", [(f"route:{r.pk}", f"{r.name} ({r.strategy})") for r in route_list(kind=RouteKind.CHAT)]),
             ],
             "routes": list(route_list()),
             "allowed": {str(pk) for pk in form.values.get("allowed_route_ids") or []},
             "embedding_connections": [c for c in connections if why_cannot(c, Capability.EMBED) is None],
             "stores": list(store_list()),
+            "query_rewrite_choices": [{"pk": value, "name": label} for value, label in QueryRewrite.choices],
+            "chat_connections": chat_connections,
         },
         status=400 if form.errors else 200,
     )

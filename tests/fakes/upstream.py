@@ -44,9 +44,9 @@ Every request is recorded (:attr:`requests`) and counted per route (:meth:`calls
 routes (``cohere.rerank``, ``voyage.rerank``) are in ``tests.fakes.rerank``, the Azure OpenAI ones
 (``azure.chat``, ``azure.v1_chat``, ...) in ``tests.fakes.azure``. The chat routes
 (``openai.chat``, ``anthropic.messages``, ``gemini.generate``, ``gemini.stream``, ``ollama.chat``) answer
-:data:`CHAT_ANSWER` in their provider's format, whole or streamed (a handler may return an
-iterator of byte pieces, written and flushed one by one), cut to the request's token limit
-(one word a token) with the provider's "length" finish reason.
+:data:`CHAT_ANSWER` (:data:`JSON_ANSWER` when asked for JSON) in their provider's format, whole
+or streamed (a handler may return an iterator of byte pieces, written and flushed one by one),
+cut to the request's token limit (one word a token) with the provider's "length" finish reason.
 """
 
 from __future__ import annotations
@@ -73,6 +73,8 @@ RESET = b"\x00reset"  # yielded by a streamed reply: abort the connection (a TCP
 Reply = tuple[int, dict[str, str], bytes | Iterator[bytes]]
 CHAT_ANSWER = "The launch code is AMBER-7731, according to the context."
 TOOL_ARGUMENTS = {"query": "launch code", "limit": 3}
+# The answer to a chat that asks for JSON (a response format, a JSON mime type or Ollama's format).
+JSON_ANSWER = '{"code": "AMBER-7731", "source": "handbook"}'
 
 
 @dataclass
@@ -422,9 +424,8 @@ def _register_embedding_routes(upstream: FakeUpstream) -> None:
         return json_reply({"embeddings": [{"values": v} for v in _vectors(up, texts, knobs)]})
 
 
-def _chat_usage(payload: dict, knobs: Knobs) -> dict:
+def _chat_usage(payload: dict, knobs: Knobs, completion: int = len(CHAT_ANSWER.split())) -> dict:
     prompt = sum(len(str(m.get("content", "")).split()) for m in payload.get("messages", []))
-    completion = len(CHAT_ANSWER.split())
     usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
     if knobs.prompt_cache:
         usage["prompt_tokens_details"] = {"cached_tokens": knobs.prompt_cache[0]}
@@ -434,14 +435,16 @@ def _chat_usage(payload: dict, knobs: Knobs) -> dict:
     return usage
 
 
-def _openai_answer(payload: dict, knobs: Knobs) -> str:
+def _openai_answer(payload: dict, knobs: Knobs) -> tuple[str, bool]:
     """The ``answer`` knob, else a rerank prompt's passage numbers in reverse order (as the
-    original's e2e mock answers), else CHAT_ANSWER."""
+    original's e2e mock answers), else CHAT_ANSWER cut to the request's token limit (either
+    name OpenAI's format has for it); True when it was cut."""
     if knobs.answer is not None:
-        return knobs.answer
+        return knobs.answer, False
     if any(RERANK_PROMPT_MARK in text for text in _texts(payload.get("messages"))):
-        return json.dumps(list(reversed(rerank_prompt_numbers(payload))))
-    return CHAT_ANSWER
+        return json.dumps(list(reversed(rerank_prompt_numbers(payload)))), False
+    words, cut = _answer_words(payload, payload.get("max_completion_tokens", payload.get("max_tokens")), knobs)
+    return " ".join(words), cut
 
 
 def openai_chat(up: FakeUpstream, payload: dict, match, knobs: Knobs) -> Reply:
@@ -449,33 +452,31 @@ def openai_chat(up: FakeUpstream, payload: dict, match, knobs: Knobs) -> Reply:
     base = {"id": "chatcmpl-fake", "created": 1700000000, "model": payload.get("model")}
     if knobs.tool_call:
         return _openai_tool_call(payload, knobs, base)
+    answer, cut = _openai_answer(payload, knobs)
+    finish_reason = "length" if cut else "stop"
+    usage = _chat_usage(payload, knobs, len(answer.split()))
     if not payload.get("stream"):
         reply = {
             **base,
             "object": "chat.completion",
             "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": _openai_answer(payload, knobs)},
-                    "finish_reason": "stop",
-                }
+                {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": finish_reason}
             ],
         }
         if not knobs.omit_usage:
-            reply["usage"] = _chat_usage(payload, knobs)
+            reply["usage"] = usage
         return json_reply(reply)
 
     def frame(choices: list, **extra) -> bytes:
         body = {**base, "object": "chat.completion.chunk", "choices": choices, **extra}
         return f"data: {json.dumps(body)}\n\n".encode()
 
-    words = _openai_answer(payload, knobs).split(" ")
-    deltas = [{"role": "assistant", "content": ""}] + [{"content": piece} for piece in _pieces(words)]
+    deltas = [{"role": "assistant", "content": ""}] + [{"content": piece} for piece in _pieces(answer.split(" "))]
     frames = [frame([{"index": 0, "delta": delta, "finish_reason": None}]) for delta in deltas]
     if not knobs.omit_finish:
-        frames.append(frame([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+        frames.append(frame([{"index": 0, "delta": {}, "finish_reason": finish_reason}]))
     if (payload.get("stream_options") or {}).get("include_usage") and not knobs.omit_usage:
-        frames.append(frame([], usage=_chat_usage(payload, knobs)))
+        frames.append(frame([], usage=usage))
     frames.append(b"data: [DONE]\n\n")
     error = _sse(openai_error(500, knobs))
     return 200, {"Content-Type": "text/event-stream"}, _stream_events(frames, knobs, error)
@@ -531,10 +532,25 @@ def _prompt_words(payload: dict) -> int:
     return sum(len(text.split()) for text in _texts(payload))
 
 
-def _answer_words(limit: object, knobs: Knobs) -> tuple[list[str], bool]:
-    """The answer's words (the ``answer`` knob's, else CHAT_ANSWER's), cut to ``limit`` (one word
-    a token); True when it was cut."""
-    words = (knobs.answer if knobs.answer is not None else CHAT_ANSWER).split(" ")
+def _asks_json(payload: dict) -> bool:
+    """Whether a chat request asks for a JSON answer, in its provider's words: OpenAI's
+    `response_format`, Gemini's `responseMimeType`, Ollama's `format`."""
+    response_format = payload.get("response_format")
+    config = payload.get("generationConfig")
+    return (
+        (isinstance(response_format, dict) and str(response_format.get("type")).startswith("json"))
+        or (isinstance(config, dict) and config.get("responseMimeType") == "application/json")
+        or bool(payload.get("format"))
+    )
+
+
+def _answer_words(payload: dict, limit: object, knobs: Knobs) -> tuple[list[str], bool]:
+    """The answer's words (the ``answer`` knob's, else JSON_ANSWER's when the request asks for
+    JSON, else CHAT_ANSWER's), cut to ``limit`` (one word a token); True when it was cut."""
+    if knobs.answer is not None:
+        words = knobs.answer.split(" ")
+    else:
+        words = (JSON_ANSWER if _asks_json(payload) else CHAT_ANSWER).split(" ")
     if isinstance(limit, int) and limit < len(words):
         return words[:limit], True
     return words, False
@@ -584,7 +600,7 @@ def anthropic_error(status: int, knobs: Knobs) -> object:
 def _register_anthropic_routes(upstream: FakeUpstream) -> None:
     @upstream.route("anthropic.messages", "POST", r"/v1/messages", error_body=anthropic_error)
     def messages(up, payload, match, knobs):
-        words, cut = _answer_words(payload.get("max_tokens"), knobs)
+        words, cut = _answer_words(payload, payload.get("max_tokens"), knobs)
         usage = {"input_tokens": _prompt_words(payload), "output_tokens": len(words)}
         read, written = knobs.prompt_cache or (2, 0)
         usage.update(cache_creation_input_tokens=written, cache_read_input_tokens=read)
@@ -680,7 +696,7 @@ def _register_gemini_routes(upstream: FakeUpstream) -> None:
         """The parts of each streamed event, and the finish reason."""
         if knobs.tool_call:
             return [[{"functionCall": {"name": knobs.tool_call, "args": TOOL_ARGUMENTS}}]], "STOP"
-        words, cut = _answer_words((payload.get("generationConfig") or {}).get("maxOutputTokens"), knobs)
+        words, cut = _answer_words(payload, (payload.get("generationConfig") or {}).get("maxOutputTokens"), knobs)
         thought = [{"text": "Thinking about the context.", "thought": True}]
         return [thought] + [[{"text": piece}] for piece in _pieces(words)], "MAX_TOKENS" if cut else "STOP"
 
@@ -711,7 +727,7 @@ def ollama_error(status: int, knobs: Knobs) -> object:
 def _register_ollama_routes(upstream: FakeUpstream) -> None:
     @upstream.route("ollama.chat", "POST", r"/api/chat", error_body=ollama_error)
     def chat(up, payload, match, knobs):
-        words, cut = _answer_words((payload.get("options") or {}).get("num_predict"), knobs)
+        words, cut = _answer_words(payload, (payload.get("options") or {}).get("num_predict"), knobs)
         base = {"model": payload.get("model"), "created_at": "2025-01-01T00:00:00Z"}
         final = {**base, "done": True, "done_reason": "length" if cut else "stop"}
         if not knobs.omit_usage:

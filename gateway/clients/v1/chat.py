@@ -20,6 +20,7 @@ from gateway.clients import limiter, selectors
 from gateway.clients.injection import inject, message_texts
 from gateway.clients.ledger import Call, Spend
 from gateway.clients.models import Endpoint, Scope
+from gateway.clients.query_rewrite import with_condensation
 from gateway.clients.serializers import ChatExtrasInput, ChatInput
 from gateway.clients.v1.endpoint import client_left, end_call, json_body, routed, v1_endpoint, validated
 from gateway.clients.v1.grounding import Grounding, ground
@@ -150,7 +151,8 @@ def _chat_size(call: Call, plan: Plan, body: dict, messages: list[dict], groundi
     completion = settings.LIMIT_DEFAULT_COMPLETION_TOKENS if written is None else max(written, 0)
     prompt = estimate_tokens([call.project.system_prompt, *message_texts(messages)])
     chat = [Spend(target.connection.provider_type, target.model, prompt, completion) for target in plan.targets]
-    return {"tokens": prompt + completion, "spends": grounding.query_spends(messages), "dearest_of": chat}
+    size = {"tokens": prompt + completion, "spends": grounding.query_spends(messages), "dearest_of": chat}
+    return with_condensation(size, call.project, messages, searches=bool(grounding.stores))
 
 
 def _retrieval_size(call: Call, plan: Plan, context: str) -> dict[str, Any]:
@@ -193,7 +195,7 @@ async def complete_chat(call: Call, body: dict, grounding: Grounding | None = No
     client_model = data["model"] or attempts.current.model
 
     await limiter.admit(call, **_chat_size(call, plan, body, data["messages"], grounding))
-    context, sources = await ground(call, grounding, data["messages"])
+    context, sources = await ground(call, grounding, data["messages"], plan)
     await limiter.top_up(call, **_retrieval_size(call, plan, context))
     body["messages"] = inject(data["messages"], context=context, system_prompt=call.project.system_prompt)
 

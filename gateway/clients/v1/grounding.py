@@ -14,8 +14,10 @@ from django.conf import settings
 
 from gateway.clients.injection import query_text
 from gateway.clients.ledger import Call, Spend
+from gateway.clients.query_rewrite import retrieval_query
 from gateway.clients.v1.retrieve import search_store
 from gateway.clients.v1.spend import query_spend
+from gateway.connections.failover import Plan
 from ragmux.core.errors import ServiceError
 from retrieval import context as rag_context
 from retrieval.filters import Filter
@@ -93,12 +95,16 @@ async def _search(call: Call, grounding: Grounding, store: RagStore) -> list[Hit
     return []
 
 
-async def ground(call: Call, grounding: Grounding, messages: list[dict]) -> tuple[str, list[dict]]:
+async def ground(call: Call, grounding: Grounding, messages: list[dict], plan: Plan) -> tuple[str, list[dict]]:
     """The context block and its sources (entry n is the passage labelled ``[n]``), the stores
-    searched side by side; retrieval trouble leaves the chat ungrounded by that store, with the
-    reason in the call's log row. The row's hits and sources are the passages put in the context."""
-    grounding.query = query_text(messages)
-    if not grounding.stores or not grounding.query:
+    searched side by side for the project's `query_rewrite` of the messages (``plan``: the
+    chat's, which condenses it); retrieval trouble leaves the chat ungrounded by that store, with
+    the reason in the call's log row. The row's hits and sources are the passages put in the
+    context."""
+    if not grounding.stores:
+        return "", []
+    grounding.query = await retrieval_query(call, plan, messages)
+    if not grounding.query:
         return "", []
     ranked = await asyncio.gather(*(_search(call, grounding, store) for store in grounding.stores))
     grounding.hits = interleaved(ranked, grounding.limit()) if len(ranked) > 1 else ranked[0]

@@ -69,6 +69,7 @@ def _record_retrieval(call: Call, store: RagStore, spend: RetrievalSpend) -> Non
     to what the call's other searches (a `file_search` over several stores) recorded. A rerank
     that fell back stays the row's outcome whatever another store's did."""
     call.embedding_tokens += spend.embedding_tokens
+    # Or-ed: another search, or a query rewrite before the search, may have estimated its tokens.
     call.tokens_estimated = call.tokens_estimated or not spend.embedding_tokens_reported
     if spend.embedding_tokens:
         embedder = store.embedding_connection

@@ -17,6 +17,7 @@ from gateway.connections.providers.chat_reply import (
 )
 from gateway.connections.providers.chat_request import (
     SYSTEM_ROLES,
+    ProviderCannot,
     arguments_object,
     assistant_calls,
     content_parts,
@@ -151,7 +152,7 @@ class AnthropicChat(ChatProvider):
         if wants_json(body):
             # Anthropic has no JSON mode: dropping the format silently would answer prose to a
             # client that parses JSON.
-            raise invalid_request(
+            raise ProviderCannot(
                 "Anthropic models have no JSON mode: response_format "
                 f"{body['response_format'].get('type')!r} cannot be honoured; ask for JSON in the prompt, "
                 "or use a tool whose parameters are the schema"

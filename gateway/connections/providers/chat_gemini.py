@@ -27,6 +27,7 @@ from gateway.connections.providers.chat_request import (
     functions,
     inline_image,
     invalid_request,
+    json_schema_of,
     max_tokens,
     number,
     stop_sequences,
@@ -216,8 +217,13 @@ class GeminiChat(ChatProvider):
         stops = stop_sequences(body)
         if stops:
             config["stopSequences"] = stops
-        if wants_json(body):
+        response_format = wants_json(body)
+        if response_format:
             config["responseMimeType"] = "application/json"
+            schema = json_schema_of(response_format)
+            if schema:
+                # Without it Gemini answers JSON of any shape, which a client's parser refuses.
+                config["responseSchema"] = gemini_schema(schema)
         if config:
             payload["generationConfig"] = config
         tools = functions(body)

@@ -23,6 +23,7 @@ from gateway.connections.providers.chat_request import (
     content_parts,
     inline_image,
     invalid_request,
+    json_schema_of,
     max_tokens,
     number,
     stop_sequences,
@@ -120,9 +121,7 @@ class OllamaChat(ChatProvider):
             payload["options"] = options
         response_format = wants_json(body)
         if response_format:
-            schema = response_format.get("json_schema")
-            schema = schema.get("schema") if isinstance(schema, dict) else None
-            payload["format"] = schema if isinstance(schema, dict) else "json"
+            payload["format"] = json_schema_of(response_format) or "json"
         if body.get("tools") and body.get("tool_choice") != "none":
             # Ollama takes OpenAI's tool definitions as they are, and has no tool_choice: a client
             # that forbade tools gets none sent, so the model cannot call one.

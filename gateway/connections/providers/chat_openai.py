@@ -51,6 +51,15 @@ class CustomOpenAIChat(OpenAIChat):
     # Compatible servers (vLLM, llama.cpp, LM Studio) have known `max_tokens` the longest.
     token_limit_field = "max_tokens"
 
+    def _payload(self, body: dict[str, Any], *, stream: bool) -> dict[str, Any]:
+        payload = super()._payload(body, stream=stream)
+        # A limit under OpenAI's newer name (what /v1/responses' max_output_tokens becomes) is
+        # ignored by a server that predates it: it goes by the name they all know.
+        limit = payload.pop("max_completion_tokens", None)
+        if limit is not None:
+            payload.setdefault(self.token_limit_field, limit)
+        return payload
+
 
 class AzureOpenAIChat(OpenAIChat):
     """OpenAI's chat under Azure's paths, key header and error codes (see azure.py)."""

@@ -23,6 +23,13 @@ def invalid_request(message: str) -> InvalidInput:
     return InvalidInput(message, code="invalid_request")
 
 
+class ProviderCannot(InvalidInput):
+    """A well-formed request asking for what this provider has no way to do (a JSON mode): the
+    client's 400 when the provider is all there is, but inside a route the next target may."""
+
+    code = "invalid_request"
+
+
 def content_parts(content: Any, where: str) -> list[dict]:
     """A message's content as a list of parts; a plain string is one text part."""
     if content is None:
@@ -178,3 +185,10 @@ def wants_json(body: dict) -> dict | None:
     if isinstance(response_format, dict) and str(response_format.get("type", "")).startswith("json"):
         return response_format
     return None
+
+
+def json_schema_of(response_format: dict) -> dict | None:
+    """The schema a ``json_schema`` response format gives; None for ``json_object``."""
+    spec = response_format.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    return schema if isinstance(schema, dict) else None

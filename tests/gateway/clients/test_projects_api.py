@@ -211,6 +211,26 @@ def test_every_limit_change_is_audited(api, project, project_key):
     assert (entry.before, entry.after) == ({"budget_monthly_usd_micros": 0}, {"budget_monthly_usd_micros": 12_340_000})
 
 
+@pytest.mark.parametrize("persona", PERSONAS)
+def test_query_rewrite_is_off_unless_set_refuses_other_values_and_its_change_is_audited(api, project_body, persona):
+    from ragmux.core.models import AuditEntry
+
+    admin = api("admin")
+    created = admin.post("/admin/api/projects", json=project_body).json()
+    assert created["query_rewrite"] == "off"
+    url = f"/admin/api/projects/{created['id']}"
+    for wrong in ("LLM", "", None, 1, ["llm"], "llm\u0000"):
+        refused = admin.patch(url, json={"query_rewrite": wrong})
+        assert refused.status_code == 400 and "query_rewrite" in refused.json()["error"]["fields"], wrong
+    if persona != "admin":
+        assert api(persona).patch(url, json={"query_rewrite": "llm"}).status_code in (401, 403)
+        return
+    assert admin.patch(url, json={"query_rewrite": "last_turns"}).json()["query_rewrite"] == "last_turns"
+    assert api("viewer").get(url).json()["query_rewrite"] == "last_turns"
+    entry = AuditEntry.objects.get(action="project.update", object_id=created["id"])
+    assert (entry.before, entry.after) == ({"query_rewrite": "off"}, {"query_rewrite": "last_turns"})
+
+
 def test_a_key_patch_edits_its_name_scopes_expiry_and_limits_and_keeps_the_rest(api, project, project_key, v1):
     from gateway.clients.models import GatewayKey
 

@@ -180,7 +180,7 @@ def test_the_csv_has_every_column_and_neutralises_formulas(api, ledger):
         str(micros_to_dollars(plain.cost_micros)),
     )
     # New columns come last, so a reader by position keeps working.
-    assert list(as_csv)[-11:-3] == [
+    assert list(as_csv)[-13:-3] == [
         "cached_prompt_tokens",
         "cache_write_tokens",
         "route_name",
@@ -189,6 +189,8 @@ def test_the_csv_has_every_column_and_neutralises_formulas(api, ledger):
         "rerank_tokens",
         "rerank_outcome",
         "rerank_reason",
+        "query_rewrite_tokens",
+        "query_rewrite_reason",
     ]
     assert (by_id[ledger["rows"][5].id]["cached_prompt_tokens"], by_id[ledger["rows"][5].id]["cache_write_tokens"]) == (
         "15",

@@ -246,9 +246,42 @@ def test_the_chat_body_carries_tools_limits_and_sampling():
     assert "tools" not in chat_body(data(), [], input_items("hi"))
 
 
+SCHEMA = {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]}
+
+
+@pytest.mark.parametrize(
+    ("text", "response_format"),
+    [
+        (None, None),
+        ({"format": {"type": "text"}}, None),
+        ({"verbosity": "low"}, None),
+        ({"format": {"type": "json_object"}}, {"type": "json_object"}),
+        (
+            {"format": {"type": "json_schema", "name": "launch", "schema": SCHEMA, "strict": True}},
+            {"type": "json_schema", "json_schema": {"name": "launch", "schema": SCHEMA, "strict": True}},
+        ),
+        (
+            {"format": {"type": "json_schema", "name": "launch-2", "schema": SCHEMA, "description": "A code."}},
+            {"type": "json_schema", "json_schema": {"name": "launch-2", "schema": SCHEMA, "description": "A code."}},
+        ),
+    ],
+)
+def test_the_text_format_is_the_chats_response_format(text, response_format):
+    body = chat_body(data(text=text), [], input_items("hi"))
+    assert body.get("response_format") == response_format
+
+
 @pytest.mark.parametrize(
     "fields",
     [
+        {"text": {"format": {"type": "xml"}}},
+        {"text": {"format": "json_object"}},
+        {"text": {"format": {"type": "json_schema", "schema": SCHEMA}}},
+        {"text": {"format": {"type": "json_schema", "name": "has spaces", "schema": SCHEMA}}},
+        {"text": {"format": {"type": "json_schema", "name": "x" * 65, "schema": SCHEMA}}},
+        {"text": {"format": {"type": "json_schema", "name": "launch", "schema": "object"}}},
+        {"text": {"format": {"type": "json_schema", "name": "launch", "schema": SCHEMA, "strict": "yes"}}},
+        {"text": {"format": {"type": "json_schema", "name": "launch", "schema": SCHEMA, "description": 5}}},
         {"max_output_tokens": 10**30},
         {"temperature": 3},
         {"top_p": "high"},

@@ -36,7 +36,7 @@ def test_a_text_answer_is_one_message_with_its_usage():
     )
     assert response["usage"] == {
         "input_tokens": 12,
-        "input_tokens_details": {"cached_tokens": 4},
+        "input_tokens_details": {"cached_tokens": 4, "cache_write_tokens": 0},
         "output_tokens": 5,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": 17,
@@ -69,9 +69,33 @@ def test_a_cut_answer_is_incomplete_and_says_why():
     assert (response["status"], response["incomplete_details"]) == ("incomplete", {"reason": "max_output_tokens"})
 
 
+def test_the_text_format_asked_for_is_echoed():
+    answer = reply({"content": '{"code": "A"}'})
+    asked = {"format": {"type": "json_schema", "name": "launch", "schema": {"type": "object"}}}
+    assert response_of_chat(request(text=asked), answer, response_id="r", created_at=0)["text"] == asked
+    assert response_of_chat(request(), answer, response_id="r", created_at=0)["text"] == {"format": {"type": "text"}}
+
+
 def test_usage_missing_or_malformed_is_none():
     assert usage_of(None) is None and usage_of({"prompt_tokens": "1", "completion_tokens": 2}) is None
-    assert usage_of({"prompt_tokens": 1, "completion_tokens": 2})["input_tokens_details"] == {"cached_tokens": 0}
+    assert usage_of({"prompt_tokens": 1, "completion_tokens": 2})["input_tokens_details"] == {
+        "cached_tokens": 0,
+        "cache_write_tokens": 0,
+    }
+
+
+def test_usage_keeps_the_prompt_cache_writes_and_the_reasoning_tokens():
+    usage = usage_of(
+        {
+            "prompt_tokens": 30,
+            "completion_tokens": 12,
+            "prompt_tokens_details": {"cached_tokens": 4, "cache_write_tokens": 20},
+            "completion_tokens_details": {"reasoning_tokens": 7},
+        }
+    )
+    assert usage["input_tokens_details"] == {"cached_tokens": 4, "cache_write_tokens": 20}
+    assert usage["output_tokens_details"] == {"reasoning_tokens": 7}
+    assert usage["total_tokens"] == 42
 
 
 JSON = st.recursive(

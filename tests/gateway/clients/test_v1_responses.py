@@ -64,11 +64,8 @@ def test_a_text_response_is_the_chats_answer_logged_and_priced(sdk, fake_upstrea
     assert row.cost_source == "price_table" and row.cost_micros >= row.prompt_tokens * 1000
 
 
-def test_a_streamed_response_sends_the_typed_events_in_order(sdk, project):
-    with sdk.responses.stream(model="m", input=QUESTION) as stream:
-        kinds = [event.type for event in stream]
-        final = stream.get_final_response()
-
+def assert_a_text_answers_events(kinds: list[str]) -> None:
+    """``kinds`` are the events of a response answered with text alone, in OpenAI's order."""
     assert kinds[:4] == [
         "response.created",
         "response.in_progress",
@@ -82,6 +79,14 @@ def test_a_streamed_response_sends_the_typed_events_in_order(sdk, project):
         "response.completed",
     ]
     assert set(kinds[4:-4]) == {"response.output_text.delta"}
+
+
+def test_a_streamed_response_sends_the_typed_events_in_order(sdk, project):
+    with sdk.responses.stream(model="m", input=QUESTION) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+
+    assert_a_text_answers_events(kinds)
     assert final.output_text == CHAT_ANSWER and final.usage.output_tokens == len(CHAT_ANSWER.split())
     [row] = wait_for_logs(1, project=project)
     assert (row.endpoint, row.status_code, row.streamed, row.tokens_estimated) == ("responses", 200, True, False)

@@ -89,6 +89,14 @@ def test_which_failures_fail_over(failure, kind, moves_on):
     assert routing.fails_over(kind) is moves_on
 
 
+@pytest.mark.parametrize(
+    "outcome, cools",
+    [("http_5xx", True), ("timeout", True), ("unusable", True), ("unsupported", False), ("http_400", False)],
+)
+def test_a_target_that_was_never_called_counts_toward_no_cooldown(outcome, cools):
+    assert routing.cools_down(outcome) is cools
+
+
 def test_a_longer_retry_after_sets_the_cooldown():
     assert routing.cooldown_seconds(cooldown=30, retry_after=None) == 30
     assert routing.cooldown_seconds(cooldown=30, retry_after=5) == 30

@@ -5,6 +5,7 @@ call found in the request log with its sources. axe-core runs on every page show
 from __future__ import annotations
 
 import json
+import re
 
 import httpx
 import pytest
@@ -31,6 +32,8 @@ def test_an_admin_creates_a_project_and_a_key_and_finds_its_call_in_the_request_
     page.get_by_label("Chat model").select_option(label="fake-chat")
     page.get_by_label("RAG store").select_option(label="falcon")
     page.get_by_label("System prompt").fill("You are the Falcon support assistant.")
+    page.get_by_label("Follow-up questions").select_option("last_turns")
+    expect(page.get_by_label("Follow-up questions")).to_have_accessible_description(re.compile("QUERY_REWRITE_TIMEOUT"))
     shots(page, "project-form")
     page.get_by_role("button", name="Create the project").click()
     expect(page.locator(".flash p").first).to_contain_text("Created the project “falcon-bot”")
@@ -59,6 +62,7 @@ def test_an_admin_creates_a_project_and_a_key_and_finds_its_call_in_the_request_
     assert reply.status_code == 200, reply.text
     assert [source["filename"] for source in json.loads(reply.headers["x-ragmux-rag-sources"])] == ["handbook.md"]
     project = Project.objects.get(name="falcon-bot")
+    assert project.query_rewrite == "last_turns"
     [call] = wait_for_logs(1, project=project)
 
     page.get_by_role("link", name="Request logs").click()

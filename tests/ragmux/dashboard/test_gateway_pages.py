@@ -120,6 +120,31 @@ def test_a_project_form_error_is_shown_beside_its_field(as_role, project, local_
     assert Project.objects.count() == 1
 
 
+def test_an_admin_chooses_how_follow_up_questions_are_searched_and_every_role_reads_it(as_role, project):
+    admin = as_role("admin")
+    form = admin.get(f"/admin/projects/{project.pk}/edit").content.decode()
+    assert 'id="help_query_rewrite"' in form and '<option value="off" selected>' in form
+    fields = {"name": "support", "chat": f"connection:{project.chat_connection_id}", "store_id": project.store_id}
+    refused = post(admin, f"/admin/projects/{project.pk}/edit", {**fields, "query_rewrite": "always"})
+    assert refused.status_code == 400 and 'id="errors_query_rewrite"' in refused.content.decode()
+    response = post(admin, f"/admin/projects/{project.pk}/edit", {**fields, "query_rewrite": "llm"})
+    project.refresh_from_db()
+    assert response.status_code == 302 and project.query_rewrite == "llm"
+    page = text(as_role("viewer").get(f"/admin/projects/{project.pk}/"))
+    assert "Follow-up questions llm: a standalone question from the chat model, by the chat model" in page
+    chosen = {**fields, "query_rewrite": "llm", "query_rewrite_connection_id": project.chat_connection_id}
+    assert post(admin, f"/admin/projects/{project.pk}/edit", chosen).status_code == 302
+    page = text(as_role("viewer").get(f"/admin/projects/{project.pk}/"))
+    assert f"from the chat model, by {project.chat_connection.name}" in page
+
+
+def test_a_call_whose_query_rewrite_fell_back_says_why(as_role, project, issued):
+    reason = "the chat model took longer than QUERY_REWRITE_TIMEOUT (3s)"
+    row = log(project, issued.api_key, query_rewrite_tokens=42, query_rewrite_reason=reason)
+    page = text(as_role("viewer").get(f"/admin/request-logs/{row.pk}"))
+    assert f"Query rewrite 42 tokens; fell back to the last user message: {reason}" in page
+
+
 LIMITS = {
     "rate_limit_rpm": "60",
     "rate_limit_tpm": "",

@@ -129,6 +129,33 @@ def test_messages_become_contents_and_a_system_instruction(messages, system, con
         ({"temperature": 0.3, "top_p": 0.9}, {"temperature": 0.3, "topP": 0.9}),
         ({"max_tokens": 20, "stop": "END"}, {"maxOutputTokens": 20, "stopSequences": ["END"]}),
         ({"response_format": {"type": "json_object"}}, {"responseMimeType": "application/json"}),
+        # A schema is sent cut down to what Gemini accepts, so the answer has its shape.
+        (
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {
+                        "name": "launch",
+                        "strict": True,
+                        "schema": {
+                            "type": "object",
+                            "title": "Launch",
+                            "properties": {"code": {"type": "string"}, "note": {"type": ["string", "null"]}},
+                            "required": ["code", "note"],
+                            "additionalProperties": False,
+                        },
+                    },
+                }
+            },
+            {
+                "responseMimeType": "application/json",
+                "responseSchema": {
+                    "type": "object",
+                    "properties": {"code": {"type": "string"}, "note": {"type": "string", "nullable": True}},
+                    "required": ["code", "note"],
+                },
+            },
+        ),
         ({"response_format": {"type": "text"}}, None),
     ],
 )

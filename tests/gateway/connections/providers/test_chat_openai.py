@@ -61,6 +61,25 @@ def test_the_probe_bounds_its_answer_with_the_field_the_server_knows(adapter, fi
     assert adapter.token_limit_field == field
 
 
+@pytest.mark.parametrize(
+    ("limits", "sent"),
+    [
+        ({"max_completion_tokens": 64}, {"max_tokens": 64}),
+        ({"max_tokens": 32}, {"max_tokens": 32}),
+        # Both named: the one the server knows wins.
+        ({"max_tokens": 32, "max_completion_tokens": 64}, {"max_tokens": 32}),
+    ],
+)
+def test_a_compatible_server_gets_the_token_limit_as_max_tokens(limits, sent):
+    payload = provider(CustomOpenAIChat)._payload({"messages": MESSAGES, **limits}, stream=False)
+    assert payload == {"model": "gpt-upstream", "messages": MESSAGES, "stream": False, **sent}
+
+
+def test_openai_gets_the_token_limit_as_sent():
+    payload = provider()._payload({"messages": MESSAGES, "max_completion_tokens": 64}, stream=False)
+    assert payload["max_completion_tokens"] == 64 and "max_tokens" not in payload
+
+
 def test_a_reply_with_choices_is_relayed_as_it_is():
     reply = {"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0}], "usage": {"total_tokens": 3}}
     assert provider()._completion(reply) is reply
