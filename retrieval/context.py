@@ -45,6 +45,7 @@ _ENTITY = re.compile(r"&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);?")
 
 
 class Passage(Protocol):
+    chunk_id: int
     document_id: int
     filename: str
     section: str
@@ -159,10 +160,12 @@ def render_context(passages: Sequence[Passage]) -> str:
 
 
 def sources(passages: Sequence[Passage]) -> list[dict]:
-    """One entry per injected passage, in prompt order; never the passage text."""
+    """One entry per injected passage, in prompt order (the entry of ``[n]`` is the n-th); never
+    the passage text."""
     return [
         {
             "document_id": passage.document_id,
+            "chunk_id": passage.chunk_id,
             "filename": passage.filename,
             "section": passage.section or "",
             "page": passage.page or 0,

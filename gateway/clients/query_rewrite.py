@@ -41,22 +41,19 @@ logger = logging.getLogger("ragmux.gateway.query_rewrite")
 
 
 def _condenses(project: Project, messages: list[dict]) -> bool:
-    """Whether the chat asks its model for a standalone question: `llm`, a store to search, and
-    a turn before the last user message."""
-    return (
-        project.query_rewrite == QueryRewrite.LLM
-        and project.store_id is not None
-        and bool(query_text(messages))
-        and len(conversation(messages)) > 1
-    )
+    """Whether the chat asks its model for a standalone question (when it searches a store):
+    `llm`, and a turn before the last user message."""
+    return project.query_rewrite == QueryRewrite.LLM and bool(query_text(messages)) and len(conversation(messages)) > 1
 
 
-def with_condensation(size: dict[str, Any], project: Project, messages: list[dict]) -> dict[str, Any]:
+def with_condensation(
+    size: dict[str, Any], project: Project, messages: list[dict], *, searches: bool
+) -> dict[str, Any]:
     """A chat's reservation (`limiter.admit`'s arguments) with its condensation added when it
-    will ask for one: its prompt's estimate and the answer it may write, at the price of the
-    project's `query_rewrite_connection`, else at each chat target's (it is answered by the
-    chat's plan)."""
-    if not _condenses(project, messages):
+    will ask for one (``searches``: it searches a store, the project's or a `file_search`'s):
+    its prompt's estimate and the answer it may write, at the price of the project's
+    `query_rewrite_connection`, else at each chat target's (it is answered by the chat's plan)."""
+    if not (searches and _condenses(project, messages)):
         return size
     prompt = estimate_tokens(message_texts(condense_prompt(conversation(messages))))
     answer = settings.QUERY_REWRITE_MAX_TOKENS

@@ -1,6 +1,9 @@
 """A streamed chat, chunk by chunk, as OpenAI's typed Responses events, in their order:
-`response.created`, `response.in_progress`, then per output item `output_item.added`, its
-content part or argument deltas and their `done` events, `output_item.done`; last
+`response.created`, `response.in_progress`, then the `file_search_call` item of a search that
+grounded the answer (`output_item.added`, `file_search_call.in_progress`, `.searching`,
+`.completed`, `output_item.done`: the search has run by then), then per output item
+`output_item.added`, its content part or argument deltas (a message's `file_citation`
+annotations, once its text is whole) and their `done` events, `output_item.done`; last
 `response.completed` (or `response.incomplete` when the token limit cut it, `response.failed`
 when the upstream failed). Every event has its `sequence_number`. Pure: tested without a
 server."""
@@ -12,6 +15,9 @@ from typing import Any
 
 from gateway.clients.responses_input import new_id
 from gateway.clients.responses_output import (
+    FileSearch,
+    annotations_of,
+    file_search_item,
     function_call_item,
     listed,
     message_item,
@@ -28,8 +34,11 @@ def sse(event: dict) -> bytes:
 class ResponseEvents:
     """The events of one response; :meth:`response` is its object as it stands."""
 
-    def __init__(self, request: dict, *, response_id: str, created_at: int, model: str) -> None:
+    def __init__(
+        self, request: dict, *, response_id: str, created_at: int, model: str, search: FileSearch | None = None
+    ) -> None:
         self.request, self.response_id, self.created_at, self.model = request, response_id, created_at, model
+        self.search = search
         self.sequence = 0
         self.output: list[dict] = []  # the items done
         self.open: dict | None = None  # the item being written, with its text or arguments
@@ -56,10 +65,22 @@ class ResponseEvents:
         )
 
     def opening(self) -> list[dict]:
-        return [
+        events = [
             self._event("response.created", response=self.response("in_progress")),
             self._event("response.in_progress", response=self.response("in_progress")),
         ]
+        return events + self._searched() if self.search is not None else events
+
+    def _searched(self) -> list[dict]:
+        """The search's item, from added to done."""
+        item, where = self.search.item, {"item_id": self.search.item["id"], "output_index": len(self.output)}
+        started = file_search_item(item["id"], [], None, status="in_progress")
+        events = [self._event("response.output_item.added", output_index=len(self.output), item=started)]
+        for stage in ("in_progress", "searching", "completed"):
+            events.append(self._event(f"response.file_search_call.{stage}", **where))
+        events.append(self._event("response.output_item.done", output_index=len(self.output), item=item))
+        self.output.append(item)
+        return events
 
     def chunk(self, chunk: dict) -> list[dict]:
         self.usage = usage_of(chunk.get("usage")) or self.usage
@@ -117,9 +138,20 @@ class ResponseEvents:
         item, events = self.open, []
         if item["type"] == "message":
             text = item.pop("text")
+            annotations = annotations_of(self.search, text)
+            for number, annotation in enumerate(annotations):
+                events.append(
+                    self._event(
+                        "response.output_text.annotation.added",
+                        **self._where(),
+                        annotation_index=number,
+                        annotation=annotation,
+                    )
+                )
             events.append(self._event("response.output_text.done", **self._where(), text=text, logprobs=[]))
-            events.append(self._event("response.content_part.done", **self._where(), part=text_part(text)))
-            item = message_item(item["id"], text)
+            part = text_part(text, annotations)
+            events.append(self._event("response.content_part.done", **self._where(), part=part))
+            item = message_item(item["id"], text, annotations=annotations)
         else:
             item["status"] = "completed"
             events.append(

@@ -2,8 +2,9 @@
 (and a previous response's) made chat messages, its function tools chat tools. Pure: no
 database, no I/O, so each rule is tested on its own.
 
-What we refuse is said with a 400 naming it: hosted tools we do not run, `file_search` (it comes
-with vector stores), item and part types we do not know, output formats OpenAI does not define.
+What we refuse is said with a 400 naming it: hosted tools we do not run, item and part types we
+do not know, output formats OpenAI does not define. `file_search` is ours to run: its tool is
+read here (:func:`file_search_of`) and answered by grounding the chat in its vector stores.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 from rest_framework import serializers
 
 from gateway.clients.serializers import MAX_COMPLETION_TOKENS
-from ragmux.core.errors import InvalidInput
+from ragmux.core.errors import InvalidInput, validation_failed
+from retrieval.serializers import FiltersField
 
 # OpenAI's own limits on a response's metadata: 16 pairs, keys up to 64 characters, values 512.
 MAX_METADATA_PAIRS = 16
@@ -39,6 +41,11 @@ HOSTED_TOOLS = frozenset(
         "apply_patch",
     }
 )
+# OpenAI's bound on a file_search's results; the vector stores one search may name (ours).
+MAX_FILE_SEARCH_RESULTS = 50
+MAX_FILE_SEARCH_STORES = 10
+# Where the search's results go in the output when the request's `include` names it.
+FILE_SEARCH_RESULTS = "file_search_call.results"
 INPUT_ROLES = ("user", "assistant", "system", "developer")
 CHAT_ROLE = {"developer": "system"}
 
@@ -58,9 +65,34 @@ def is_response_id(text: str) -> bool:
     return RESPONSE_ID.fullmatch(text) is not None
 
 
+class RankingOptionsInput(serializers.Serializer):
+    """A file_search's `ranking_options`, checked and without effect: each vector store ranks
+    (and reranks) by its own settings, and its scores are not on OpenAI's 0-to-1 scale that a
+    `score_threshold` is written for."""
+
+    ranker = serializers.ChoiceField(choices=("auto", "default-2024-11-15", "none"), required=False, allow_null=True)
+    score_threshold = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=1)
+    hybrid_search = serializers.DictField(required=False, allow_null=True)
+
+
+class FileSearchInput(serializers.Serializer):
+    """The `file_search` tool: the vector stores to search, how many results at most, a filter."""
+
+    vector_store_ids = serializers.ListField(
+        child=serializers.CharField(max_length=RESPONSE_ID_MAX_LENGTH),
+        min_length=1,
+        max_length=MAX_FILE_SEARCH_STORES,
+    )
+    max_num_results = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=1, max_value=MAX_FILE_SEARCH_RESULTS
+    )
+    filters = FiltersField(required=False, allow_null=True, default=None)
+    ranking_options = RankingOptionsInput(required=False, allow_null=True, default=None)
+
+
 class ResponsesInput(serializers.Serializer):
-    """The fields of a `/v1/responses` request we read; others (`include`, `reasoning`,
-    `truncation`, `user`) are accepted and have no effect."""
+    """The fields of a `/v1/responses` request we read; others (`reasoning`, `truncation`,
+    `user`) are accepted and have no effect."""
 
     model = serializers.CharField(required=False, allow_blank=True, default="", max_length=256)
     input = serializers.JSONField(error_messages={"required": "input is required"})
@@ -87,6 +119,12 @@ class ResponsesInput(serializers.Serializer):
         required=False, allow_null=True, default=None, max_length=RESPONSE_ID_MAX_LENGTH
     )
     text = serializers.DictField(required=False, allow_null=True, default=None)
+    include = serializers.ListField(
+        child=serializers.CharField(max_length=128), required=False, allow_null=True, default=list, max_length=32
+    )
+
+    def validate_include(self, include: list[str] | None) -> list[str]:
+        return include or []
 
     def validate_metadata(self, metadata: dict | None) -> dict:
         metadata = metadata or {}
@@ -227,6 +265,21 @@ def _function_call_output(item: dict, field: str) -> dict:
     }
 
 
+def _file_search_call(item: dict, field: str) -> dict:
+    """A search of an earlier turn, sent back as input (`input=[*response.output, ...]`): kept for
+    the input items, not sent upstream (its passages were that turn's context)."""
+    queries = item.get("queries") or []
+    if not isinstance(queries, list):
+        raise _refused(f"{field}.queries must be a list", f"{field}.queries")
+    return {
+        "type": "file_search_call",
+        "id": _item_id(item, field, "fs"),
+        "status": "completed",
+        "queries": [_text(query, f"{field}.queries[{n}]") for n, query in enumerate(queries)],
+        "results": None,
+    }
+
+
 def input_items(value: Any) -> list[dict]:
     """The request's `input` as items, each with an id: a string is one user message."""
     if isinstance(value, str):
@@ -245,6 +298,8 @@ def input_items(value: Any) -> list[dict]:
             items.append(_function_call(item, field))
         elif kind == "function_call_output":
             items.append(_function_call_output(item, field))
+        elif kind == "file_search_call":
+            items.append(_file_search_call(item, field))
         else:
             raise _unsupported(kind, field)
     return items
@@ -287,21 +342,34 @@ def _tool_kind(tool: dict, field: str) -> str:
     kind = tool.get("type")
     if not isinstance(kind, str):
         raise _refused(f"{field}.type must be a string", f"{field}.type")
-    if kind == "file_search":
-        raise _refused("the file_search tool is not supported yet", field)
     if kind in HOSTED_TOOLS:
         raise _refused(f"the {kind} tool is not supported: this gateway does not run hosted tools", field)
-    if kind != "function":
+    if kind not in ("function", "file_search"):
         raise _unsupported(kind, field)
     return kind
 
 
+def file_search_of(tools: list[dict]) -> dict | None:
+    """The request's `file_search` tool, checked (its `filters` parsed), or None; one at most."""
+    found = [n for n, tool in enumerate(tools) if tool.get("type") == "file_search"]
+    if not found:
+        return None
+    if len(found) > 1:
+        raise _refused("at most one file_search tool", f"tools[{found[1]}]")
+    data = FileSearchInput(data=tools[found[0]])
+    if not data.is_valid():
+        raise validation_failed({f"tools[{found[0]}]": data.errors}, code="invalid_request")
+    return data.validated_data
+
+
 def chat_tools(tools: list[dict]) -> list[dict]:
-    """Function tools as chat tools; any other tool is refused by name."""
+    """Function tools as chat tools (a `file_search` is run by us, not offered to the model); any
+    other tool is refused by name."""
     chat = []
     for n, tool in enumerate(tools):
         field = f"tools[{n}]"
-        _tool_kind(tool, field)
+        if _tool_kind(tool, field) != "function":
+            continue
         function = {"name": _text(tool.get("name"), f"{field}.name")}
         if tool.get("description") is not None:
             function["description"] = _text(tool["description"], f"{field}.description")
@@ -315,13 +383,17 @@ def chat_tools(tools: list[dict]) -> list[dict]:
     return chat
 
 
-def chat_tool_choice(choice: Any) -> Any:
+def chat_tool_choice(choice: Any, tools: list[dict]) -> Any:
+    """The chat's `tool_choice`. Naming `file_search` asks for the search, which always runs when
+    the tool is given: the model then chooses among the functions as with `auto`."""
     if choice in ("auto", "none", "required"):
         return choice
     if isinstance(choice, dict) and choice.get("type") == "function":
         return {"type": "function", "function": {"name": _text(choice.get("name"), "tool_choice.name")}}
-    if isinstance(choice, dict):
-        _tool_kind(choice, "tool_choice")
+    if isinstance(choice, dict) and _tool_kind(choice, "tool_choice") == "file_search":
+        if any(tool.get("type") == "file_search" for tool in tools):
+            return "auto"
+        raise _refused("tool_choice names file_search, which tools does not hold", "tool_choice")
     raise _refused('tool_choice must be "auto", "none", "required" or a named function', "tool_choice")
 
 
@@ -329,9 +401,10 @@ def chat_body(data: dict, history: list[dict], items: list[dict]) -> dict:
     """The chat request that answers a response: its conversation (``history`` then ``items``),
     tools and sampling, streamed with usage when the response is."""
     body: dict[str, Any] = {"model": data["model"], "messages": chat_messages(data["instructions"], history + items)}
-    if data["tools"]:
-        body["tools"] = chat_tools(data["tools"])
-        body["tool_choice"] = chat_tool_choice(data["tool_choice"])
+    tools = chat_tools(data["tools"])
+    choice = chat_tool_choice(data["tool_choice"], data["tools"])
+    if tools:
+        body["tools"], body["tool_choice"] = tools, choice
         if data["parallel_tool_calls"] is not None:
             body["parallel_tool_calls"] = data["parallel_tool_calls"]
     for ours, theirs in (("max_output_tokens", "max_completion_tokens"), ("temperature", "temperature")):

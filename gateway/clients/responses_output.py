@@ -1,31 +1,63 @@
 """A chat's answer as a `/v1/responses` `response` object: its text a `message` item with one
 `output_text` part, each tool call a `function_call` item, its usage in input and output tokens,
-and `incomplete` when the token limit cut it. Pure: shared by the whole answer and the stream
-(`responses_events`), tested without a database."""
+and `incomplete` when the token limit cut it; a `file_search` that grounded it a
+`file_search_call` item first, and the passages the text cites `file_citation` annotations of its
+part. Pure: shared by the whole answer and the stream (`responses_events`), tested without a
+database."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.clients.responses_input import new_id
+from retrieval.citations import markers
 
 # Why a chat stopped, when it did not finish: the reason a `response` gives in
 # `incomplete_details`.
 INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
 
-def message_item(item_id: str, text: str, status: str = "completed") -> dict:
+def message_item(item_id: str, text: str, status: str = "completed", annotations: Sequence[dict] = ()) -> dict:
     return {
         "type": "message",
         "id": item_id,
         "status": status,
         "role": "assistant",
-        "content": [text_part(text)] if status == "completed" else [],
+        "content": [text_part(text, annotations)] if status == "completed" else [],
     }
 
 
-def text_part(text: str) -> dict:
-    return {"type": "output_text", "text": text, "annotations": []}
+def text_part(text: str, annotations: Sequence[dict] = ()) -> dict:
+    return {"type": "output_text", "text": text, "annotations": list(annotations)}
+
+
+def file_search_item(item_id: str, queries: list[str], results: list[dict] | None, status: str = "completed") -> dict:
+    return {"type": "file_search_call", "id": item_id, "status": status, "queries": queries, "results": results}
+
+
+@dataclass(frozen=True)
+class FileSearch:
+    """The `file_search` that grounded a response: its output item, and the file of each passage
+    put in the context, ``files[n - 1]`` (file id, filename) for the passage labelled ``[n]``."""
+
+    item: dict
+    files: Sequence[tuple[str, str]]
+
+    def annotations(self, text: str) -> list[dict]:
+        """A `file_citation` for each place ``text`` cites a passage (`index`: where its marker
+        is), one per file and place when a marker names two passages of one file."""
+        cited: dict[tuple[str, int], dict] = {}
+        for marker in markers(text, len(self.files)):
+            file_id, filename = self.files[marker.number - 1]
+            citation = {"type": "file_citation", "file_id": file_id, "filename": filename, "index": marker.index}
+            cited.setdefault((file_id, marker.index), citation)
+        return list(cited.values())
+
+
+def annotations_of(search: FileSearch | None, text: str) -> list[dict]:
+    return [] if search is None else search.annotations(text)
 
 
 def function_call_item(item_id: str, call_id: str, name: str, arguments: str, status: str = "completed") -> dict:
@@ -73,12 +105,13 @@ def usage_of(chat_usage: Any) -> dict | None:
     }
 
 
-def output_of(message: Any) -> list[dict]:
-    """A chat's message as output items: its text, then its tool calls."""
+def output_of(message: Any, search: FileSearch | None = None) -> list[dict]:
+    """A chat's message as output items: the search that grounded it, its text, its tool calls."""
     message = message if isinstance(message, dict) else {}
-    items = []
-    if isinstance(message.get("content"), str) and message["content"]:
-        items.append(message_item(new_id("msg"), message["content"]))
+    items = [] if search is None else [search.item]
+    text = message.get("content")
+    if isinstance(text, str) and text:
+        items.append(message_item(new_id("msg"), text, annotations=annotations_of(search, text)))
     for call in listed(message.get("tool_calls")):
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):
@@ -134,7 +167,9 @@ def response_object(
     }
 
 
-def response_of_chat(request: dict, reply: dict, *, response_id: str, created_at: int) -> dict:
+def response_of_chat(
+    request: dict, reply: dict, *, response_id: str, created_at: int, search: FileSearch | None = None
+) -> dict:
     """A whole chat answer as a `response`."""
     choices = listed(reply.get("choices"))
     choice = choices[0] if choices and isinstance(choices[0], dict) else {}
@@ -143,7 +178,7 @@ def response_of_chat(request: dict, reply: dict, *, response_id: str, created_at
         response_id=response_id,
         created_at=created_at,
         model=str(reply.get("model") or request["model"]),
-        output=output_of(choice.get("message")),
+        output=output_of(choice.get("message"), search),
         usage=usage_of(reply.get("usage")),
         finish_reason=choice.get("finish_reason"),
     )

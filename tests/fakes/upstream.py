@@ -31,7 +31,8 @@ Each route has a name (``openai.embeddings``, ``ollama.embed``, ``gemini.embed``
   and Gemini report reads only).
 - ``deepseek_cache_hits``: the OpenAI chat usage counts that many prompt-cache hits in DeepSeek's
   own fields;
-- ``answer``: the text of an OpenAI chat answer, whole or streamed;
+- ``answer``: the text of a chat answer, in any provider's format, whole or streamed;
+- ``omit_finish``: a streamed OpenAI chat answer ends without its finishing chunk;
 - ``rerank_results``: the indices a rerank route answers with (see ``tests.fakes.rerank``).
 
 Failures (``status``) answer in the route's provider's own error format.
@@ -84,6 +85,8 @@ class Knobs:
     width: int = 8
     wrong_width: bool = False
     omit_usage: bool = False
+    # A streamed OpenAI chat answer never sends its finishing chunk (no `finish_reason`).
+    omit_finish: bool = False
     malformed: str | None = None
     redirect_to: str | None = None
     stall_after: int | None = None
@@ -101,7 +104,8 @@ class Knobs:
     # The OpenAI chat usage also counts this many prompt tokens as cache hits the way DeepSeek
     # does (`prompt_cache_hit_tokens`, `prompt_cache_miss_tokens`), with no `prompt_tokens_details`.
     deepseek_cache_hits: int | None = None
-    # The text of an OpenAI chat answer, instead of CHAT_ANSWER (or of a rerank answer).
+    # The text of a chat answer (any provider's), whole or streamed, instead of CHAT_ANSWER (or of
+    # a rerank answer).
     answer: str | None = None
     # The indices a rerank route answers with, in order (duplicates and out-of-range ones are sent
     # as given); None: every document in reverse order, cut to the request's top_n / top_k.
@@ -439,7 +443,7 @@ def _openai_answer(payload: dict, knobs: Knobs) -> tuple[str, bool]:
         return knobs.answer, False
     if any(RERANK_PROMPT_MARK in text for text in _texts(payload.get("messages"))):
         return json.dumps(list(reversed(rerank_prompt_numbers(payload)))), False
-    words, cut = _answer_words(payload, payload.get("max_completion_tokens", payload.get("max_tokens")))
+    words, cut = _answer_words(payload, payload.get("max_completion_tokens", payload.get("max_tokens")), knobs)
     return " ".join(words), cut
 
 
@@ -469,7 +473,8 @@ def openai_chat(up: FakeUpstream, payload: dict, match, knobs: Knobs) -> Reply:
 
     deltas = [{"role": "assistant", "content": ""}] + [{"content": piece} for piece in _pieces(answer.split(" "))]
     frames = [frame([{"index": 0, "delta": delta, "finish_reason": None}]) for delta in deltas]
-    frames.append(frame([{"index": 0, "delta": {}, "finish_reason": finish_reason}]))
+    if not knobs.omit_finish:
+        frames.append(frame([{"index": 0, "delta": {}, "finish_reason": finish_reason}]))
     if (payload.get("stream_options") or {}).get("include_usage") and not knobs.omit_usage:
         frames.append(frame([], usage=usage))
     frames.append(b"data: [DONE]\n\n")
@@ -539,10 +544,13 @@ def _asks_json(payload: dict) -> bool:
     )
 
 
-def _answer_words(payload: dict, limit: object) -> tuple[list[str], bool]:
-    """The answer's words (JSON_ANSWER's when the request asks for JSON, else CHAT_ANSWER's), cut
-    to ``limit`` (one word a token); True when it was cut."""
-    words = (JSON_ANSWER if _asks_json(payload) else CHAT_ANSWER).split(" ")
+def _answer_words(payload: dict, limit: object, knobs: Knobs) -> tuple[list[str], bool]:
+    """The answer's words (the ``answer`` knob's, else JSON_ANSWER's when the request asks for
+    JSON, else CHAT_ANSWER's), cut to ``limit`` (one word a token); True when it was cut."""
+    if knobs.answer is not None:
+        words = knobs.answer.split(" ")
+    else:
+        words = (JSON_ANSWER if _asks_json(payload) else CHAT_ANSWER).split(" ")
     if isinstance(limit, int) and limit < len(words):
         return words[:limit], True
     return words, False
@@ -592,7 +600,7 @@ def anthropic_error(status: int, knobs: Knobs) -> object:
 def _register_anthropic_routes(upstream: FakeUpstream) -> None:
     @upstream.route("anthropic.messages", "POST", r"/v1/messages", error_body=anthropic_error)
     def messages(up, payload, match, knobs):
-        words, cut = _answer_words(payload, payload.get("max_tokens"))
+        words, cut = _answer_words(payload, payload.get("max_tokens"), knobs)
         usage = {"input_tokens": _prompt_words(payload), "output_tokens": len(words)}
         read, written = knobs.prompt_cache or (2, 0)
         usage.update(cache_creation_input_tokens=written, cache_read_input_tokens=read)
@@ -688,7 +696,7 @@ def _register_gemini_routes(upstream: FakeUpstream) -> None:
         """The parts of each streamed event, and the finish reason."""
         if knobs.tool_call:
             return [[{"functionCall": {"name": knobs.tool_call, "args": TOOL_ARGUMENTS}}]], "STOP"
-        words, cut = _answer_words(payload, (payload.get("generationConfig") or {}).get("maxOutputTokens"))
+        words, cut = _answer_words(payload, (payload.get("generationConfig") or {}).get("maxOutputTokens"), knobs)
         thought = [{"text": "Thinking about the context.", "thought": True}]
         return [thought] + [[{"text": piece}] for piece in _pieces(words)], "MAX_TOKENS" if cut else "STOP"
 
@@ -719,7 +727,7 @@ def ollama_error(status: int, knobs: Knobs) -> object:
 def _register_ollama_routes(upstream: FakeUpstream) -> None:
     @upstream.route("ollama.chat", "POST", r"/api/chat", error_body=ollama_error)
     def chat(up, payload, match, knobs):
-        words, cut = _answer_words(payload, (payload.get("options") or {}).get("num_predict"))
+        words, cut = _answer_words(payload, (payload.get("options") or {}).get("num_predict"), knobs)
         base = {"model": payload.get("model"), "created_at": "2025-01-01T00:00:00Z"}
         final = {**base, "done": True, "done_reason": "length" if cut else "stop"}
         if not knobs.omit_usage:

@@ -11,6 +11,7 @@ from retrieval.context import CONTEXT_HEADER, neutralise, passage_label, render_
 
 @dataclass
 class Passage:
+    chunk_id: int = 5
     document_id: int = 1
     filename: str = "handbook.pdf"
     section: str = ""
@@ -98,10 +99,13 @@ def test_labels_cannot_forge_labels_anywhere():
 
 def test_sources_are_compact_ascii_and_fit_the_cap():
     entries = sources([Passage(filename="café.pdf", section="Été", page=3)])
-    assert entries == [{"document_id": 1, "filename": "café.pdf", "section": "Été", "page": 3, "score": 0.0325}]
+    assert entries == [
+        {"document_id": 1, "chunk_id": 5, "filename": "café.pdf", "section": "Été", "page": 3, "score": 0.0325}
+    ]
     header = sources_header(entries)
     assert (
-        header == '[{"document_id":1,"filename":"caf\\u00e9.pdf","section":"\\u00c9t\\u00e9","page":3,"score":0.0325}]'
+        header == '[{"document_id":1,"chunk_id":5,"filename":"caf\\u00e9.pdf",'
+        '"section":"\\u00c9t\\u00e9","page":3,"score":0.0325}]'
     )
     many = sources([Passage(document_id=n, filename="x" * 100) for n in range(40)])
     capped = sources_header(many)

@@ -17,14 +17,14 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 
 from gateway.clients import limiter, selectors
-from gateway.clients.injection import inject, message_texts, query_text
+from gateway.clients.injection import inject, message_texts
 from gateway.clients.ledger import Call, Spend
 from gateway.clients.models import Endpoint, Scope
-from gateway.clients.query_rewrite import retrieval_query, with_condensation
+from gateway.clients.query_rewrite import with_condensation
 from gateway.clients.serializers import ChatExtrasInput, ChatInput
 from gateway.clients.v1.endpoint import client_left, end_call, json_body, routed, v1_endpoint, validated
-from gateway.clients.v1.retrieve import search_store
-from gateway.clients.v1.spend import estimated_if_cancelled, query_spend
+from gateway.clients.v1.grounding import Grounding, ground
+from gateway.clients.v1.spend import estimated_if_cancelled
 from gateway.connections import failover
 from gateway.connections.failover import Attempts, Plan
 from gateway.connections.images import RemoteImages
@@ -43,35 +43,13 @@ from ragmux.core.errors import (
     status_for,
 )
 from retrieval import context as rag_context
-from retrieval.filters import Filter
+from retrieval.citations import citations
 
 logger = logging.getLogger("ragmux.gateway.v1")
 
 
-async def _ground(call: Call, plan: Plan, messages: list[dict], filters: Filter | None) -> tuple[str, list[dict]]:
-    """The context block and its sources; retrieval trouble leaves the chat ungrounded, with the
-    reason in the call's log row. The query is the project's `query_rewrite` of the messages."""
-    store = call.project.store
-    query = await retrieval_query(call, plan, messages) if store is not None else ""
-    if not query:
-        return "", []
-    try:
-        result = await search_store(call, store, query, {"filters": filters}, search_timeout=settings.SEARCH_TIMEOUT)
-    except TimeoutError:
-        call.rag_skipped_reason = f"retrieval took longer than SEARCH_TIMEOUT ({settings.SEARCH_TIMEOUT:g}s)"
-    except ServiceError as exc:
-        call.rag_skipped_reason = exc.message
-    except Exception:
-        logger.exception("retrieval for project %s failed", call.project.pk)
-        call.rag_skipped_reason = "internal error in retrieval (see the server log)"
-    else:
-        return rag_context.render_context(result.hits), call.sources
-    logger.warning("project %s answers without context: %s", call.project.pk, call.rag_skipped_reason)
-    return "", []
-
-
-def _rag_headers(response: HttpResponse, call: Call, sources: list[dict]) -> HttpResponse:
-    if call.project.store_id is not None:
+def _rag_headers(response: HttpResponse, call: Call, grounding: Grounding, sources: list[dict]) -> HttpResponse:
+    if grounding.stores:
         response["x-ragmux-rag-hits"] = str(call.rag_hits)
     if sources:
         response["x-ragmux-rag-sources"] = rag_context.sources_header(sources)
@@ -114,31 +92,67 @@ def _settle_tokens(call: Call, attempts: Attempts, sent: list[dict], answer_char
     )
 
 
-def _answer_chars(choices: Any, key: str) -> int:
-    total = 0
-    for choice in choices if isinstance(choices, list) else []:
+def _texts(choices: Any, key: str) -> dict[int, str]:
+    """Each choice's text in a chat's answer (``key`` "message") or in one of its chunks ("delta"),
+    by the choice's index."""
+    texts: dict[int, str] = {}
+    for position, choice in enumerate(choices if isinstance(choices, list) else []):
         part = choice.get(key) if isinstance(choice, dict) else None
         content = part.get("content") if isinstance(part, dict) else None
-        total += len(content) if isinstance(content, str) else 0
-    return total
+        if isinstance(content, str):
+            index = choice.get("index") if type(choice.get("index")) is int else position
+            texts[index] = texts.get(index, "") + content
+    return texts
 
 
-def _chat_size(call: Call, plan: Plan, body: dict, messages: list[dict]) -> dict[str, Any]:
+def _answer_chars(choices: Any, key: str) -> int:
+    return sum(len(text) for text in _texts(choices, key).values())
+
+
+def _first_text(choices: Any, key: str) -> str:
+    """The text of the first choice, the one citations are read from."""
+    return _texts(choices, key).get(0, "")
+
+
+def _closes(chunk: dict) -> bool:
+    """Whether ``chunk`` is one a grounded stream holds back to send last with its citations: a
+    choice's last (its `finish_reason` set), or the usage chunk the client asked for."""
+    choices = chunk.get("choices")
+    if not choices:
+        return bool(chunk.get("usage"))
+    return any(isinstance(choice, dict) and choice.get("finish_reason") for choice in choices)
+
+
+def _citations_frame(last: dict, held: dict | None, model: str, sources: list[dict], answer: str) -> bytes:
+    """A grounded stream's last chunk before `[DONE]`, with the citations of what the first
+    choice wrote: the chunk held back (:func:`_closes`), so a client that asked for no usage
+    still gets no chunk without choices, and one that did still gets it last; else (an upstream
+    that never said it finished) a chunk of no choices, with the id and time of its ``last``."""
+    chunk = held or {
+        "id": last.get("id"),
+        "object": "chat.completion.chunk",
+        "created": last.get("created"),
+        "model": model,
+        "choices": [],
+    }
+    chunk["ragmux"] = {"citations": citations(answer, sources)}
+    return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _chat_size(call: Call, plan: Plan, body: dict, messages: list[dict], grounding: Grounding) -> dict[str, Any]:
     """A chat's size before it is made, as the limits reserve it: the system prompt and the
     client's messages (reference §4.7's estimate, before any context) and the completion it may
-    write (`max_tokens`, else LIMIT_DEFAULT_COMPLETION_TOKENS); priced with its query's embedding,
-    and, as any of a route's targets may answer, at the dearest target's price."""
+    write (`max_tokens`, else LIMIT_DEFAULT_COMPLETION_TOKENS); priced with its query's embedding
+    in each store it is grounded in, and, as any of a route's targets may answer, at the dearest
+    target's price."""
     written = next(
         (body[name] for name in ("max_tokens", "max_completion_tokens") if type(body.get(name)) is int), None
     )
     completion = settings.LIMIT_DEFAULT_COMPLETION_TOKENS if written is None else max(written, 0)
     prompt = estimate_tokens([call.project.system_prompt, *message_texts(messages)])
     chat = [Spend(target.connection.provider_type, target.model, prompt, completion) for target in plan.targets]
-    query = query_text(messages)
-    spends = [query_spend(call.project.store, query)] if call.project.store is not None and query else []
-    return with_condensation(
-        {"tokens": prompt + completion, "spends": spends, "dearest_of": chat}, call.project, messages
-    )
+    size = {"tokens": prompt + completion, "spends": grounding.query_spends(messages), "dearest_of": chat}
+    return with_condensation(size, call.project, messages, searches=bool(grounding.stores))
 
 
 def _retrieval_size(call: Call, plan: Plan, context: str) -> dict[str, Any]:
@@ -166,20 +180,22 @@ async def chat_completions(request: HttpRequest, call: Call) -> HttpResponse:
     return await complete_chat(call, json_body(request))
 
 
-async def complete_chat(call: Call, body: dict) -> HttpResponse:
+async def complete_chat(call: Call, body: dict, grounding: Grounding | None = None) -> HttpResponse:
     """The chat ``body`` asks for, answered whole or as a stream of chunks (shared with
-    `/v1/responses`, which speaks to its clients in another shape)."""
+    `/v1/responses`, which speaks to its clients in another shape), grounded in the project's
+    store unless ``grounding`` names other stores (a response's `file_search`)."""
     data = validated(ChatInput, body)
     extras = body.pop("ragmux", None)  # ours: never sent upstream
     include_context = isinstance(extras, dict) and extras.get("include_context") is True
     filters = validated(ChatExtrasInput, extras if isinstance(extras, dict) else {})["filters"]
+    grounding = grounding or Grounding.of_project(call, filters)
     plan = await _chat_plan(call, data["model"])
     attempts = Attempts(plan.targets[0])
     call.model = attempts.current.model
     client_model = data["model"] or attempts.current.model
 
-    await limiter.admit(call, **_chat_size(call, plan, body, data["messages"]))
-    context, sources = await _ground(call, plan, data["messages"], filters)
+    await limiter.admit(call, **_chat_size(call, plan, body, data["messages"], grounding))
+    context, sources = await ground(call, grounding, data["messages"], plan)
     await limiter.top_up(call, **_retrieval_size(call, plan, context))
     body["messages"] = inject(data["messages"], context=context, system_prompt=call.project.system_prompt)
 
@@ -189,7 +205,8 @@ async def complete_chat(call: Call, body: dict) -> HttpResponse:
     with estimated_if_cancelled(unanswered):
         if data["stream"]:
             call.streamed = True
-            return await _stream(call, plan, attempts, body, images, client_model, sources)
+            response = await _stream(call, plan, attempts, body, images, client_model, sources)
+            return _rag_headers(response, call, grounding, sources)
         reply = await _answer(
             call,
             plan,
@@ -203,9 +220,12 @@ async def complete_chat(call: Call, body: dict) -> HttpResponse:
     reported = _count_usage(call, reply.get("usage"))
     _settle_tokens(call, attempts, body["messages"], _answer_chars(reply.get("choices"), "message"), reported)
     reply["model"] = client_model
-    if include_context:
-        reply["ragmux"] = {"sources": sources, "context": context}
-    return _rag_headers(JsonResponse(reply), call, sources)
+    ours = {"sources": sources, "context": context} if include_context else {}
+    if sources:
+        ours["citations"] = citations(_first_text(reply.get("choices"), "message"), sources)
+    if ours:
+        reply["ragmux"] = ours
+    return _rag_headers(JsonResponse(reply), call, grounding, sources)
 
 
 async def _answer(call: Call, plan: Plan, attempts: Attempts, attempt):
@@ -263,22 +283,30 @@ async def _stream(
     chunks = await _answer(call, plan, attempts, _measured(attempts, metrics.FIRST_TOKEN_SECONDS, opened))
 
     async def relay() -> AsyncIterator[bytes]:
-        status, error, reported, answer_chars, relayed = 200, "", False, 0, 0
+        status, error, reported, answer_chars, relayed, first_text, held = 200, "", False, 0, 0, [], None
         metrics.move(metrics.STREAMS_ACTIVE, 1)
         try:
             async with stack:
                 async for chunk in chunks:
                     reported = _count_usage(call, chunk.get("usage")) or reported
                     answer_chars += _answer_chars(chunk.get("choices"), "delta")
+                    first_text.append(_first_text(chunk.get("choices"), "delta"))
                     if not wants_usage and "usage" in chunk:
                         # The usage was asked for by us, not by the client: keep it to ourselves.
                         del chunk["usage"]
                         if not chunk.get("choices"):
                             continue
                     chunk["model"] = client_model
+                    if sources and _closes(chunk):
+                        # The last such chunk goes out last, with the citations.
+                        chunk, held = held, chunk
+                        if chunk is None:
+                            continue
                     call.mark_first_byte()
                     relayed += 1
                     yield b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+            if sources:
+                yield _citations_frame(chunk, held, client_model, sources, "".join(first_text))
         except ServiceError as exc:
             if isinstance(exc, UpstreamFailed):
                 _count_failure(attempts, exc)
@@ -308,4 +336,4 @@ async def _stream(
     call.relaying = True
     response = StreamingHttpResponse(relay(), content_type="text/event-stream")
     response["X-Accel-Buffering"] = "no"
-    return _rag_headers(response, call, sources)
+    return response

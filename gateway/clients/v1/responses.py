@@ -18,10 +18,20 @@ from gateway.clients import selectors, services
 from gateway.clients.ledger import Call
 from gateway.clients.models import Endpoint, Scope
 from gateway.clients.responses_events import ResponseEvents, sse
-from gateway.clients.responses_input import ResponsesInput, chat_body, input_items, is_response_id, new_id, refuse_nul
-from gateway.clients.responses_output import response_of_chat
+from gateway.clients.responses_input import (
+    FILE_SEARCH_RESULTS,
+    ResponsesInput,
+    chat_body,
+    file_search_of,
+    input_items,
+    is_response_id,
+    new_id,
+    refuse_nul,
+)
+from gateway.clients.responses_output import FileSearch, response_of_chat
 from gateway.clients.v1.chat import complete_chat
 from gateway.clients.v1.endpoint import json_body, v1_endpoint, validated
+from gateway.clients.v1.file_search import file_search_grounding
 from ragmux.core.errors import InvalidInput
 
 logger = logging.getLogger("ragmux.gateway.v1")
@@ -34,11 +44,12 @@ MAX_LISTED = 100
 
 class Turn:
     """One response being made: the validated request, the conversation before it, its input
-    items, its id and time."""
+    items, its id and time, and the file_search that grounded it."""
 
     def __init__(self, call: Call, data: dict, history: list[dict], items: list[dict]) -> None:
         self.call, self.data, self.history, self.items = call, data, history, items
         self.response_id, self.created_at = new_id("resp"), int(time.time())
+        self.search: FileSearch | None = None
 
     async def keep(self, response: dict) -> None:
         if self.data["store"]:
@@ -69,13 +80,17 @@ async def create(request: HttpRequest, call: Call) -> HttpResponse:
         previous = await selectors.stored_response(project=call.project, response_id=data["previous_response_id"])
         history = previous.history + previous.input_items + previous.response["output"]
     turn = Turn(call, data, history, items)
-    answer = await complete_chat(call, chat_body(data, history, items))
+    tool = file_search_of(data["tools"])
+    with_results = FILE_SEARCH_RESULTS in data["include"]
+    grounding = None if tool is None else await file_search_grounding(call, tool, with_results=with_results)
+    answer = await complete_chat(call, chat_body(data, history, items), grounding)
+    turn.search = None if grounding is None else grounding.search
     if data["stream"]:
         relayed = StreamingHttpResponse(_events(turn, answer), content_type="text/event-stream")
         relayed["X-Accel-Buffering"] = "no"
         return _passed_on(answer, relayed)
     response = response_of_chat(
-        data, json.loads(answer.content), response_id=turn.response_id, created_at=turn.created_at
+        data, json.loads(answer.content), response_id=turn.response_id, created_at=turn.created_at, search=turn.search
     )
     await turn.keep(response)
     return _passed_on(answer, JsonResponse(response))
@@ -86,7 +101,9 @@ async def _events(turn: Turn, answer: StreamingHttpResponse) -> AsyncIterator[by
     upstream fails mid-answer it sends an error frame and ends, which ends the response as
     `response.failed`."""
     model = turn.data["model"] or turn.call.model
-    events = ResponseEvents(turn.data, response_id=turn.response_id, created_at=turn.created_at, model=model)
+    events = ResponseEvents(
+        turn.data, response_id=turn.response_id, created_at=turn.created_at, model=model, search=turn.search
+    )
     failed = False
     for event in events.opening():
         yield sse(event)

@@ -65,17 +65,19 @@ def _rerank_outcome(report: RerankReport) -> tuple[str, str]:
 
 
 def _record_retrieval(call: Call, store: RagStore, spend: RetrievalSpend) -> None:
-    """What a call's search found, what embedding its query cost and what its rerank spent."""
-    call.embedding_tokens = spend.embedding_tokens
-    # Or-ed: a query rewrite before the search may have estimated its tokens already.
+    """What a call's search found, what embedding its query cost and what its rerank spent, added
+    to what the call's other searches (a `file_search` over several stores) recorded. A rerank
+    that fell back stays the row's outcome whatever another store's did."""
+    call.embedding_tokens += spend.embedding_tokens
+    # Or-ed: another search, or a query rewrite before the search, may have estimated its tokens.
     call.tokens_estimated = call.tokens_estimated or not spend.embedding_tokens_reported
     if spend.embedding_tokens:
         embedder = store.embedding_connection
         call.spends.append(Spend(embedder.provider_type, embedder.model_name, spend.embedding_tokens))
     if spend.result is not None:
-        call.rag_hits = len(spend.result.hits)
-        call.sources = rag_context.sources(spend.result.hits)
-        if spend.result.rerank is not None:
+        call.rag_hits += len(spend.result.hits)
+        call.sources += rag_context.sources(spend.result.hits)
+        if spend.result.rerank is not None and call.rerank_outcome != RerankOutcome.FALLBACK:
             call.rerank_outcome, call.rerank_reason = _rerank_outcome(spend.result.rerank)
     for target, reranked in spend.reranks:
         count_rerank(call, target.connection, target.model, reranked)

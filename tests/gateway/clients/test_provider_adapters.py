@@ -94,12 +94,12 @@ def spec(provider) -> dict:
     return PROVIDERS[provider]
 
 
-@pytest.fixture
-def provider_project(provider, spec, fake_upstream, fake_connection, falcon_store):
-    from gateway.clients.services import project_create
+def provider_connection(provider: str, fake_upstream):
+    """A chat connection of ``provider``'s family, answered by its fake."""
     from gateway.connections.services import connection_create
 
-    connection = connection_create(
+    spec = PROVIDERS[provider]
+    return connection_create(
         name=f"{provider}-chat",
         provider_type=provider,
         base_url=f"{fake_upstream.url}{spec['path']}",
@@ -107,6 +107,13 @@ def provider_project(provider, spec, fake_upstream, fake_connection, falcon_stor
         dimensions=None,
         api_key="" if provider == "ollama" else SECRET,
     )
+
+
+@pytest.fixture
+def provider_project(provider, fake_upstream, fake_connection, falcon_store):
+    from gateway.clients.services import project_create
+
+    connection = provider_connection(provider, fake_upstream)
     return project_create(
         name=f"{provider}-bot",
         chat_connection_id=connection.id,

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.clients.responses_events import ResponseEvents, sse
+from gateway.clients.responses_output import FileSearch, file_search_item
 from tests.gateway.clients.test_responses_output import JSON, USAGE, request
 
 
@@ -118,3 +119,51 @@ def test_whatever_an_upstream_streams_the_events_end_and_serialise(chunks):
     assert events[-1]["type"] in ("response.completed", "response.incomplete")
     for event in events:
         sse(event)
+
+
+# A searched response's first events: the search's item whole, then the message's opening.
+SEARCH_OPENING = [
+    "response.created",
+    "response.in_progress",
+    "response.output_item.added",
+    "response.file_search_call.in_progress",
+    "response.file_search_call.searching",
+    "response.file_search_call.completed",
+    "response.output_item.done",
+    "response.output_item.added",
+    "response.content_part.added",
+]
+
+
+def test_a_search_streams_its_item_first_and_the_annotations_once_the_text_is_whole():
+    search = FileSearch(item=file_search_item("fs_1", ["q"], None), files=[("file-a", "a.md")])
+    events = ResponseEvents(request(), response_id="resp_s", created_at=1, model="alias", search=search)
+    out = events.opening()
+    for text in ("Twenty days ", "[1", "]."):
+        out += events.chunk(chunk({"content": text}))
+    out += events.finished()
+
+    assert [event["type"] for event in out] == [
+        *SEARCH_OPENING,
+        *["response.output_text.delta"] * 3,
+        "response.output_text.annotation.added",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    assert [event["sequence_number"] for event in out] == list(range(len(out)))
+    assert out[2]["item"] == {**search.item, "status": "in_progress", "queries": []}
+    assert all(event["item_id"] == "fs_1" and event["output_index"] == 0 for event in out[3:6])
+    assert out[6]["item"] == search.item and out[7]["output_index"] == 1
+    citation = {"type": "file_citation", "file_id": "file-a", "filename": "a.md", "index": len("Twenty days ")}
+    added = out[12]
+    assert (added["annotation"], added["annotation_index"], added["output_index"], added["content_index"]) == (
+        citation,
+        0,
+        1,
+        0,
+    )
+    final = out[-1]["response"]
+    assert [item["type"] for item in final["output"]] == ["file_search_call", "message"]
+    assert final["output"][1]["content"][0]["annotations"] == [citation]

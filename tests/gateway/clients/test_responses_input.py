@@ -13,11 +13,13 @@ from gateway.clients.responses_input import (
     chat_messages,
     chat_tool_choice,
     chat_tools,
+    file_search_of,
     input_items,
     is_response_id,
     refuse_nul,
 )
 from ragmux.core.errors import InvalidInput
+from retrieval.filters import parse_filter
 from tests.gateway.clients.test_responses_output import JSON
 
 FUNCTION = {"type": "function", "name": "lookup", "description": "Looks up.", "parameters": {"type": "object"}}
@@ -150,13 +152,75 @@ def test_function_tools_become_chat_tools():
 
 
 @pytest.mark.parametrize(
-    "kind", ["file_search", "web_search", "web_search_preview", "code_interpreter", "computer_use_preview", "mcp"]
+    "kind", ["web_search", "web_search_preview", "code_interpreter", "computer_use_preview", "mcp"]
 )
 def test_tools_we_do_not_run_are_refused_by_name(kind):
     with pytest.raises(InvalidInput, match=kind):
         chat_tools([{"type": kind}])
     with pytest.raises(InvalidInput, match=kind):
-        chat_tool_choice({"type": kind})
+        chat_tool_choice({"type": kind}, [])
+
+
+SEARCH = {"type": "file_search", "vector_store_ids": ["vs_1"]}
+
+
+def test_file_search_is_ours_to_run_never_offered_to_the_model():
+    assert chat_tools([SEARCH, FUNCTION])[0]["function"]["name"] == "lookup" and chat_tools([SEARCH]) == []
+    assert chat_tool_choice({"type": "file_search"}, [SEARCH]) == "auto"
+    with pytest.raises(InvalidInput, match="file_search"):
+        chat_tool_choice({"type": "file_search"}, [FUNCTION])
+    body = chat_body(data(tools=[SEARCH], tool_choice="required"), [], input_items("hi"))
+    assert "tools" not in body and "tool_choice" not in body
+
+
+def test_the_file_search_tool_is_read_with_its_filter():
+    assert file_search_of([FUNCTION]) is None
+    tool = {
+        **SEARCH,
+        "vector_store_ids": ["vs_1", "vs_2"],
+        "max_num_results": 4,
+        "filters": {"type": "eq", "key": "customer", "value": "acme"},
+        "ranking_options": {"ranker": "auto", "score_threshold": 0.5},
+    }
+    found = file_search_of([FUNCTION, tool])
+    assert (found["vector_store_ids"], found["max_num_results"]) == (["vs_1", "vs_2"], 4)
+    assert found["filters"] == parse_filter(tool["filters"])
+    assert file_search_of([SEARCH])["filters"] is None and file_search_of([SEARCH])["max_num_results"] is None
+
+
+@pytest.mark.parametrize(
+    ("tool", "named"),
+    [
+        ({"type": "file_search"}, r"tools\[1\]\.vector_store_ids"),
+        ({**SEARCH, "vector_store_ids": []}, "vector_store_ids"),
+        ({**SEARCH, "vector_store_ids": [f"vs_{n}" for n in range(11)]}, "vector_store_ids"),
+        ({**SEARCH, "max_num_results": 0}, "max_num_results"),
+        ({**SEARCH, "max_num_results": 10**20}, "max_num_results"),
+        ({**SEARCH, "filters": {"type": "eq", "key": "a"}}, "filters"),
+        ({**SEARCH, "filters": "customer=acme"}, "filters"),
+        ({**SEARCH, "ranking_options": {"score_threshold": 2}}, "ranking_options.score_threshold"),
+        ({**SEARCH, "ranking_options": {"ranker": "best"}}, "ranking_options.ranker"),
+    ],
+)
+def test_a_wrong_file_search_tool_is_refused_naming_its_field(tool, named):
+    with pytest.raises(InvalidInput, match=named) as refused:
+        file_search_of([FUNCTION, tool])
+    assert refused.value.code == "invalid_request"
+
+
+def test_one_file_search_tool_at_most():
+    with pytest.raises(InvalidInput, match="at most one file_search") as refused:
+        file_search_of([SEARCH, SEARCH])
+    assert refused.value.extra["fields"] == {"tools[1]": ["at most one file_search tool"]}
+
+
+def test_a_file_search_call_sent_back_as_input_is_kept_and_not_sent_upstream():
+    sent_back = {"type": "file_search_call", "id": "fs_1", "status": "completed", "queries": ["q"], "results": []}
+    items = input_items([sent_back, {"role": "user", "content": "and then?"}])
+    assert items[0] == {**sent_back, "results": None}
+    assert chat_messages(None, items) == [{"role": "user", "content": "and then?"}]
+    with pytest.raises(InvalidInput, match=r"input\[0\]\.queries"):
+        input_items([{"type": "file_search_call", "queries": "q"}])
 
 
 def test_an_unknown_tool_and_a_tool_without_a_name_are_refused():
@@ -167,10 +231,10 @@ def test_an_unknown_tool_and_a_tool_without_a_name_are_refused():
 
 
 def test_tool_choice():
-    assert [chat_tool_choice(choice) for choice in ("auto", "none", "required")] == ["auto", "none", "required"]
-    assert chat_tool_choice({"type": "function", "name": "f"}) == {"type": "function", "function": {"name": "f"}}
+    assert [chat_tool_choice(choice, []) for choice in ("auto", "none", "required")] == ["auto", "none", "required"]
+    assert chat_tool_choice({"type": "function", "name": "f"}, []) == {"type": "function", "function": {"name": "f"}}
     with pytest.raises(InvalidInput):
-        chat_tool_choice(5)
+        chat_tool_choice(5, [])
 
 
 def test_the_chat_body_carries_tools_limits_and_sampling():

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.clients.responses_input import ResponsesInput
-from gateway.clients.responses_output import response_of_chat, usage_of
+from gateway.clients.responses_output import FileSearch, file_search_item, output_of, response_of_chat, usage_of
 
 USAGE = {"prompt_tokens": 12, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 4}}
 
@@ -115,3 +115,37 @@ def test_whatever_an_upstream_answers_is_a_response(answer):
     response = response_of_chat(request(), answer, response_id="r", created_at=0)
     assert response["status"] in ("completed", "incomplete")
     json.dumps(response)
+
+
+SEARCH = FileSearch(
+    item=file_search_item("fs_1", ["leave policy"], None),
+    files=[("file-a", "handbook.pdf"), ("file-a", "handbook.pdf"), ("file-b", "faq.md")],
+)
+
+
+def test_a_searched_answer_starts_with_its_search_and_cites_its_files():
+    text = "Twenty days [1]. Refunds in a week [3], see also [1, 2]."
+    response = response_of_chat(
+        request(), reply({"role": "assistant", "content": text}), response_id="resp_1", created_at=1, search=SEARCH
+    )
+    search, message = response["output"]
+    assert search == {
+        "type": "file_search_call",
+        "id": "fs_1",
+        "status": "completed",
+        "queries": ["leave policy"],
+        "results": None,
+    }
+    assert message["content"][0]["annotations"] == [
+        {"type": "file_citation", "file_id": "file-a", "filename": "handbook.pdf", "index": text.index("[1]")},
+        {"type": "file_citation", "file_id": "file-b", "filename": "faq.md", "index": text.index("[3]")},
+        # [1, 2]: two passages of one file at one place, one annotation.
+        {"type": "file_citation", "file_id": "file-a", "filename": "handbook.pdf", "index": text.index("[1, 2]")},
+    ]
+    assert response["output_text"] == text
+
+
+def test_an_answer_citing_nothing_has_no_annotations():
+    assert SEARCH.annotations("No marker here, nor [4].") == []
+    [message] = output_of({"content": "Cites [1]."})  # no search: nothing to cite
+    assert message["content"][0]["annotations"] == []

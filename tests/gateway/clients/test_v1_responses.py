@@ -224,9 +224,7 @@ def test_limits_and_budgets_apply_and_a_denied_response_costs_nothing(sdk, proje
     )
 
 
-@pytest.mark.parametrize(
-    "tool", ["file_search", "web_search", "web_search_preview", "code_interpreter", "computer_use_preview"]
-)
+@pytest.mark.parametrize("tool", ["web_search", "web_search_preview", "code_interpreter", "computer_use_preview"])
 def test_a_tool_we_do_not_run_is_refused_by_name(sdk, fake_upstream, tool):
     with pytest.raises(openai.BadRequestError) as refused:
         sdk.responses.create(model="m", input=QUESTION, tools=[{"type": tool}])
