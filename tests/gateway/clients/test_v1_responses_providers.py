@@ -455,3 +455,47 @@ def test_a_client_that_leaves_mid_stream_ends_the_upstream_call_and_is_logged(ca
     assert case.upstream.wait_for_disconnects(1)
     [row] = wait_for_logs(1, project=case.project)
     assert (row.endpoint, row.status_code, row.streamed) == ("responses", 499, True)
+
+
+STAFF_NOTE = "# Falcon staff\n\nThe Project Falcon launch is staffed by the orbital support team on call.\n"
+CITING = "The orbital support team staffs the launch [1]."
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_an_application_grounds_its_answer_in_a_file_it_uploaded_and_the_answer_cites_it(case, ingesting, stream):
+    """What an application writes with the official client alone: a file uploaded into a vector
+    store of its own, searched, then a response with `file_search` whose citation names it."""
+    client = case.client
+    vector_store = client.vector_stores.create(name="staff")
+    attached = client.vector_stores.files.upload_and_poll(
+        vector_store_id=vector_store.id, file=("falcon-staff.md", STAFF_NOTE.encode()), poll_interval_ms=100
+    )
+    assert (attached.status, attached.last_error) == ("completed", None)
+    assert client.files.retrieve(attached.id).filename == "falcon-staff.md"
+
+    [found] = client.vector_stores.search(vector_store_id=vector_store.id, query="Who staffs the launch?").data
+    assert (found.file_id, found.filename) == (attached.id, "falcon-staff.md")
+    assert "orbital support team" in found.content[0].text
+
+    case.configure(answer=CITING)
+    request = {
+        "model": case.model,
+        "input": "Who staffs the Project Falcon launch?",
+        "tools": [{"type": "file_search", "vector_store_ids": [vector_store.id]}],
+    }
+    if stream:
+        with client.responses.stream(**request) as events:
+            response = events.get_final_response()
+    else:
+        response = client.responses.create(**request)
+
+    search, message = response.output
+    assert (search.type, search.status, response.output_text) == ("file_search_call", "completed", CITING)
+    [citation] = message.content[0].annotations
+    assert (citation.type, citation.file_id, citation.filename) == ("file_citation", attached.id, "falcon-staff.md")
+    assert "orbital support team" in json.dumps(case.sent())  # the passage reached the family's upstream
+    # The search's query embedding is on its own row.
+    assert wait_for_logs(1, project=case.project, endpoint="vector_stores", embedding_tokens__gt=0)
+    [answered] = wait_for_logs(1, project=case.project, endpoint="responses")
+    assert (answered.status_code, answered.model, answered.streamed) == (200, case.family.model, stream)
+    assert answered.rag_hits == 1 and answered.cost_micros > 0
