@@ -75,7 +75,7 @@ def test_test_before_saving_tries_the_typed_connection_and_says_the_outcome_in_w
     expect(result).to_have_text(
         re.compile(
             r"Works: Not used yet, so tried everything its type \(OpenAI-compatible server\) can do: chat, "
-            r"embeddings\. Chat answered “The launch code is AMBER-7731, according to the context\.” in \d+ ms; "
+            r"embeddings\. Chat answered “The” in \d+ ms; "  # the probe asks for one token, and the fake keeps to it
             r"embeddings answered with vectors of 8 dimensions in \d+ ms\."
         )
     )
