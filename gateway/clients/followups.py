@@ -60,8 +60,7 @@ CONDENSE_INSTRUCTION = (
     "alone, on one line, without quotes or comments."
 )
 CONDENSE_REQUEST = (
-    "Rewrite the last user message above as a standalone question, changing only what refers "
-    "back to earlier turns."
+    "Rewrite the last user message above as a standalone question, changing only what refers back to earlier turns."
 )
 _ROLE_NAMES = {"user": "User", "assistant": "Assistant"}
 _LABEL = re.compile(r"^(?:standalone\s+)?(?:search\s+)?(?:query|question)\s*:\s*", re.IGNORECASE)
