@@ -46,22 +46,14 @@ MESSAGE_CHARS = 1000
 CONVERSATION_CHARS = 4000
 # An answer longer than this, or than twice the last message, is no search query.
 ANSWER_MAX_CHARS = 1000
-# A standalone question, not a search query: asked for a "query", small models cut the message to
-# keywords and lose the terms a long request relies on; the retrieval wants the user's own words
-# with only what refers back resolved (issue 46, docs/benchmarks.md).
 CONDENSE_INSTRUCTION = (
-    "You rewrite the last user message of a conversation as a standalone question, one that is "
-    f"understood without the conversation. {DATA_ONLY_INSTRUCTION} "
-    "Keep the last user message as it is, word for word, and change only what refers back to "
-    "earlier turns: replace each pronoun or reference (such as it, they, them, this, those) with "
-    "the words it stands for in the earlier turns, and fill in what the message leaves out because "
-    "an earlier turn said it. Keep every other word, in its order and language; do not shorten, "
-    "summarise or add anything else, and do not answer it. Reply with the rewritten message "
-    "alone, on one line, without quotes or comments."
+    "You turn the last user message of a conversation into a standalone search query. "
+    f"{DATA_ONLY_INSTRUCTION} "
+    "Replace pronouns and references to earlier turns with what they refer to, keep the user's "
+    "own words and language otherwise, add nothing the conversation does not say, and do not "
+    "answer the question. Reply with the query alone, on one line, without quotes or comments."
 )
-CONDENSE_REQUEST = (
-    "Rewrite the last user message above as a standalone question, changing only what refers back to earlier turns."
-)
+CONDENSE_REQUEST = "Rewrite the last user message above as a standalone search query."
 _ROLE_NAMES = {"user": "User", "assistant": "Assistant"}
 _LABEL = re.compile(r"^(?:standalone\s+)?(?:search\s+)?(?:query|question)\s*:\s*", re.IGNORECASE)
 _QUOTES = ('"', "'", "“", "”", "«", "»", "`")
