@@ -396,3 +396,24 @@ def test_a_body_that_is_not_json_is_refused(v1, sdk, project_key):
         assert answer.status_code == 400 and answer.json()["error"]["code"] == "invalid_json"
         answer = client.post(path, content=b"[]", headers={"Content-Type": "application/json"})
         assert answer.status_code == 400
+
+
+@pytest.mark.parametrize(
+    "method, path",
+    [
+        ("PUT", "/vector_stores"),
+        ("PATCH", "/vector_stores/{vs}"),
+        ("GET", "/vector_stores/{vs}/search"),
+        ("PUT", "/vector_stores/{vs}/files"),
+        ("PUT", "/vector_stores/{vs}/files/file-x"),
+        ("GET", "/vector_stores/{vs}/file_batches"),
+        ("DELETE", "/vector_stores/{vs}/file_batches/vsfb_x"),
+        ("GET", "/vector_stores/{vs}/file_batches/vsfb_x/cancel"),
+        ("POST", "/vector_stores/{vs}/file_batches/vsfb_x/files"),
+    ],
+)
+def test_a_method_a_route_does_not_take_is_a_405_in_the_envelope(v1, sdk, project_key, method, path):
+    own = sdk.vector_stores.create(name="mine")
+    answer = v1(project_key).request(method, path.replace("{vs}", own.id))
+    assert answer.status_code == 405, answer.text
+    assert "error" in answer.json()
